@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Builder records a topology. Declare sources with [NewStream], [NewTable]
+// and [NewGlobalTable], chain operations on what they return, then call
+// [Builder.Build]. A Builder is not safe for concurrent use, and it cannot be
+// changed once built: every later call panics, since that is a wiring mistake.
+type Builder struct {
+	g        topo.Graph
+	siblings map[string]int
+	built    bool
+}
+
+// NewBuilder returns an empty builder.
+func NewBuilder() *Builder {
+	return &Builder{siblings: map[string]int{}}
+}
+
+// Topology is a validated, immutable processor graph, ready to be run by the
+// test driver or by an application instance.
+type Topology struct {
+	t *topo.Topology
+}
+
+func init() {
+	topo.Unwrap = func(x any) *topo.Topology {
+		if t, ok := x.(*Topology); ok && t != nil {
+			return t.t
+		}
+		return nil
+	}
+}
+
+// Build validates the recorded graph and freezes the builder. Every problem
+// is reported, joined, each naming the node or store it is about.
+func (b *Builder) Build() (*Topology, error) {
+	b.mustOpen()
+	b.built = true
+	t, err := topo.Build(&b.g)
+	if err != nil {
+		return nil, err
+	}
+	return &Topology{t: t}, nil
+}
+
+// Describe lists the sub-topologies with their sources, processors and sinks,
+// then the stores and the internal topics, in the format of Kafka Streams'
+// TopologyDescription. Internal topics are shown with the ${app} prefix the
+// runtime gives them.
+func (t *Topology) Describe() string { return t.t.Describe() }
+
+// Stores lists the names of the topology's stores.
+func (t *Topology) Stores() []string {
+	return slices.Sorted(maps.Keys(t.t.Stores))
+}
+
+func (b *Builder) mustOpen() {
+	if b.built {
+		panic("engine: the builder was already built; topologies are immutable once built")
+	}
+}
+
+// Option tunes one operation of the DSL. Options an operation has no use
+// for are reported by Build.
+type Option func(*options)
+
+type options struct {
+	name       string
+	store      string
+	inMemory   bool
+	noLog      bool
+	partitions int
+	stores     []StoreDef
+	keySerde   any
+	valueSerde any
+	set        []string // which options were given, for the "not used here" check
+}
+
+// Named names the operation's node. Without it a name is derived from the
+// operation and its parents, stable while those stay the same; name the nodes
+// whose state or internal topics must survive a change of the topology. The
+// name also names the operation's store and internal topics unless
+// [Materialized] says otherwise.
+func Named(name string) Option {
+	return func(o *options) { o.name = name; o.set = append(o.set, "Named") }
+}
+
+// Materialized names the store an operation writes (an aggregation, a table)
+// and makes it queryable under that name. Table operations that keep no store
+// by default (Filter, MapTableValues) get one.
+func Materialized(store string) Option {
+	return func(o *options) { o.store = store; o.set = append(o.set, "Materialized") }
+}
+
+// InMemory keeps the operation's store in memory rather than in the local
+// database. It is still rebuilt from its changelog after a restart.
+func InMemory() Option {
+	return func(o *options) { o.inMemory = true; o.set = append(o.set, "InMemory") }
+}
+
+// WithoutChangelog turns off the changelog of the operation's store: its
+// state is lost with the local state directory. Default: logged.
+func WithoutChangelog() Option {
+	return func(o *options) { o.noLog = true; o.set = append(o.set, "WithoutChangelog") }
+}
+
+// Partitions sets the partition count of a repartition topic. Default: that
+// of the topics feeding it.
+func Partitions(n int) Option {
+	return func(o *options) { o.partitions = n; o.set = append(o.set, "Partitions") }
+}
+
+// WithStores attaches stores to a processor added with [Process].
+func WithStores(stores ...StoreDef) Option {
+	return func(o *options) { o.stores = append(o.stores, stores...); o.set = append(o.set, "WithStores") }
+}
+
+// allowed lists the options an operation uses; any other given is an error
+// reported by Build.
+func (b *Builder) opts(op string, given []Option, allowed ...string) (*options, error) {
+	o := &options{}
+	for _, f := range given {
+		if f != nil {
+			f(o)
+		}
+	}
+	var bad []string
+	for _, s := range o.set {
+		ok := s == "Named"
+		for _, a := range allowed {
+			ok = ok || s == a
+		}
+		if !ok {
+			bad = append(bad, s)
+		}
+	}
+	if o.partitions < 0 {
+		return o, fmt.Errorf("Partitions(%d) must be positive", o.partitions)
+	}
+	if len(bad) > 0 {
+		return o, fmt.Errorf("%s does not use the option(s) %s", op, strings.Join(bad, ", "))
+	}
+	return o, nil
+}
+
+// name gives a node its name: the explicit one, or one derived from the
+// operation, its parents' names and how many siblings of the same operation
+// came before it. Adding unrelated nodes changes no derived name.
+func (b *Builder) name(op string, o *options, parents []*topo.Node, extra string) string {
+	if o != nil && o.name != "" {
+		return o.name
+	}
+	key := op + "|" + extra
+	for _, p := range parents {
+		key += "|" + p.Name
+	}
+	n := b.siblings[key]
+	b.siblings[key]++
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s|%d", key, n)
+	return fmt.Sprintf("%s-%08x", op, h.Sum32())
+}
+
+// storeName is the store an operation named name writes.
+func storeName(o *options, node string) string {
+	if o.store != "" {
+		return o.store
+	}
+	return node + "-store"
+}
+
+// add records a node; err, if any, is reported by Build under its name.
+func (b *Builder) add(n *topo.Node, err error) *topo.Node {
+	b.mustOpen()
+	if err != nil && n.Err == nil {
+		n.Err = err
+	}
+	return b.g.AddNode(n)
+}
+
+func (b *Builder) addStore(o *options, name string) *topo.StoreSpec {
+	spec := &topo.StoreSpec{Name: name, Kind: topo.KeyValueStore, Logged: !o.noLog, InMemory: o.inMemory}
+	b.g.AddStore(spec)
+	return spec
+}
+
+// same reports an error when streams from different builders meet.
+func (b *Builder) same(other *Builder) error {
+	if b != other {
+		return errors.New("combines streams or tables from different builders")
+	}
+	return nil
+}
+
+// codec adapts a typed serde to the untyped core.
+type codec[T any] struct{ s serde.Serde[T] }
+
+func (c codec[T]) Encode(v any) ([]byte, error) {
+	t, ok := v.(T)
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("engine: value %T is not a %T", v, zero)
+	}
+	return c.s.Encode(t)
+}
+
+func (c codec[T]) Decode(b []byte) (any, error) {
+	v, err := c.s.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func codecOf[T any](s serde.Serde[T]) topo.Codec {
+	if s == nil {
+		return nil
+	}
+	return codec[T]{s}
+}
+
+// as converts an untyped value back to its type; nil gives the zero value.
+func as[T any](x any) T {
+	v, _ := x.(T)
+	return v
+}

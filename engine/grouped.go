@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// GroupedStream is a stream grouped by key, ready for an aggregation:
+// [GroupedStream.Count], [GroupedStream.Reduce], [Aggregate] or [Cogroup].
+type GroupedStream[K, V any] struct {
+	s    *Stream[K, V]
+	name string // names the repartition topic, if one is needed
+}
+
+// GroupByKey groups the stream by its current key. If an operation upstream
+// changed the key, the aggregation repartitions first.
+func (s *Stream[K, V]) GroupByKey(opts ...Option) *GroupedStream[K, V] {
+	o, err := s.b.opts("GroupByKey", opts)
+	if err != nil {
+		s.b.g.Errs = append(s.b.g.Errs, err)
+	}
+	return &GroupedStream[K, V]{s: s, name: s.b.name("group-by-key", o, []*topo.Node{s.node}, "")}
+}
+
+// GroupBy groups the stream by a new key computed from each record; the
+// aggregation repartitions by it. [Named] names the repartition topic.
+func GroupBy[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) *GroupedStream[K2, V] {
+	o, err := s.b.opts("GroupBy", opts)
+	if err != nil {
+		s.b.g.Errs = append(s.b.g.Errs, err)
+	}
+	name := s.b.name("group-by", o, []*topo.Node{s.node}, "")
+	return &GroupedStream[K2, V]{s: SelectKey(s, fn, Named(name+"-key")), name: name}
+}
+
+// WithSerdes sets the serdes for the repartition topic and the store.
+func (g *GroupedStream[K, V]) WithSerdes(keySerde serde.Serde[K], valueSerde serde.Serde[V]) *GroupedStream[K, V] {
+	return &GroupedStream[K, V]{s: g.s.WithSerdes(keySerde, valueSerde), name: g.name}
+}
+
+// input is the stream to aggregate: repartitioned if its key changed.
+func (g *GroupedStream[K, V]) input() *Stream[K, V] {
+	if !g.s.rekeyed {
+		return g.s
+	}
+	return g.s.repartition(g.name, 0, nil)
+}
+
+// aggFunc folds a value into an aggregate; exists says whether agg holds a
+// previous aggregate.
+type aggFunc func(k, v, agg any, exists bool) any
+
+// aggregate adds the node that folds a grouped stream into a store.
+func aggregate[K, V, VA any](g *GroupedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[K, VA] {
+	b := g.s.b
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	vas, serr := valueSerdeOpt(o, vas)
+	in := g.input()
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
+	n.Name = b.name(op, o, n.Parents, "")
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	n.Stores = []string{store}
+	n.New = streamAggProc(store, codecOf(in.ks), codecOf(vas), add)
+	b.add(n, errors.Join(err, serr, nilErr))
+	return &Table[K, VA]{b: b, node: n, ks: in.ks, vs: vas, store: store}
+}
+
+func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Processor {
+	return func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Key == nil || r.Value == nil {
+					c.Skip("record without a key or value in an aggregation")
+					return nil
+				}
+				old, oldTs, ok, err := st.get(r.Key)
+				if err != nil {
+					return err
+				}
+				agg := add(r.Key, r.Value, old, ok)
+				ts := later(r.Timestamp, oldTs)
+				if err := st.put(r.Key, agg, ts); err != nil {
+					return err
+				}
+				r.Value, r.Timestamp = topo.Change{Old: old, New: agg}, ts
+				return c.Forward(r)
+			},
+		}
+	}
+}
+
+// later is the output timestamp of an aggregation: that of the latest
+// contributing input.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Count counts the records of each key. Records without a value are skipped.
+func (g *GroupedStream[K, V]) Count(opts ...Option) *Table[K, int64] {
+	return aggregate(g, "count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+		if !exists {
+			return int64(1)
+		}
+		return agg.(int64) + 1
+	}, nil)
+}
+
+// Reduce combines the values of each key: the first value is the aggregate,
+// and each later one is combined with it by fn.
+func (g *GroupedStream[K, V]) Reduce(fn func(agg, v V) V, opts ...Option) *Table[K, V] {
+	return aggregate(g, "reduce", opts, g.s.vs, func(_, v, agg any, exists bool) any {
+		if !exists {
+			return v
+		}
+		return fn(agg.(V), v.(V))
+	}, nilFuncErr(fn == nil, "reduce"))
+}
+
+func nilFuncErr(isNil bool, what string) error {
+	if isNil {
+		return errNilFunc(what)
+	}
+	return nil
+}
+
+// Aggregate folds the records of each key into an aggregate that starts as
+// init() and is updated by fn. The aggregate's serde defaults to serde.For
+// of its type; set it with [ValueSerde].
+func Aggregate[K, V, VA any](g *GroupedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[K, VA] {
+	return aggregate(g, "aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
+		if !exists {
+			agg = init()
+		}
+		return fn(as[K](k), v.(V), agg.(VA))
+	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+}
+
+// GroupedTable is a table re-grouped by a new key, ready for an aggregation
+// with an adder and a subtractor: [GroupedTable.Count],
+// [GroupedTable.Reduce] or [AggregateTable].
+type GroupedTable[K, V any] struct {
+	b    *Builder
+	sel  *topo.Node
+	ks   serde.Serde[K]
+	vs   serde.Serde[V]
+	name string
+	// selector computes the new key and value of a row.
+	selector func(k, v any) (any, any)
+}
+
+// GroupTable re-groups a table by a new key and value computed from each
+// row. An update of a row moves its contribution: the aggregation subtracts
+// the old row from the old key's aggregate and adds the new row to the new
+// key's; a delete only subtracts. [Named] names the repartition topic.
+func GroupTable[K, V, K2, V2 any](t *Table[K, V], fn func(K, V) (K2, V2), opts ...Option) *GroupedTable[K2, V2] {
+	o, err := t.b.opts("GroupTable", opts)
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table-group-by", Parents: []*topo.Node{t.node}}
+	n.Name = t.b.name("table-group-by", o, n.Parents, "")
+	g := &GroupedTable[K2, V2]{b: t.b, sel: n, ks: defaultSerde[K2](), vs: defaultSerde[V2](), name: n.Name}
+	// The processor is made by the aggregation, once the serdes are final.
+	t.b.add(n, errors.Join(err, nilFuncErr(fn == nil, "group-by")))
+	g.selector = func(k any, v any) (any, any) {
+		k2, v2 := fn(as[K](k), v.(V))
+		return k2, v2
+	}
+	return g
+}
+
+// WithSerdes sets the serdes for the repartition topic and the store.
+func (g *GroupedTable[K, V]) WithSerdes(keySerde serde.Serde[K], valueSerde serde.Serde[V]) *GroupedTable[K, V] {
+	if keySerde != nil {
+		g.ks = keySerde
+	}
+	if valueSerde != nil {
+		g.vs = valueSerde
+	}
+	return g
+}
+
+// tableAgg folds table changes into an aggregate: sub takes back an old
+// value (and may find there is no aggregate left), add adds a new one.
+type tableAgg struct {
+	add func(k, v, agg any, exists bool) any
+	sub func(k, v, agg any, exists bool) (any, bool)
+}
+
+func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Option, vas serde.Serde[VA], fns tableAgg, nilErr error) *Table[K, VA] {
+	b := g.b
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	vas, serr := valueSerdeOpt(o, vas)
+	kc, vc := codecOf(g.ks), codecOf(g.vs)
+	sel := g.selector
+	g.sel.New = stateless(func(c *topo.Context, r topo.Record) error {
+		ch := r.Value.(topo.Change)
+		var ko, vo, kn, vn any
+		if ch.Old != nil {
+			ko, vo = sel(r.Key, ch.Old)
+		}
+		if ch.New != nil {
+			kn, vn = sel(r.Key, ch.New)
+		}
+		if ch.Old != nil && ch.New != nil {
+			kbo, err1 := kc.Encode(ko)
+			kbn, err2 := kc.Encode(kn)
+			if err := errors.Join(err1, err2); err != nil {
+				return &serde.Error{Topic: g.name + "-repartition", Partition: -1, Offset: -1, Part: "key", Encode: true, Err: err}
+			}
+			if bytes.Equal(kbo, kbn) {
+				// Same group: one atomic update, never an intermediate result.
+				r.Key, r.Value = kn, topo.Change{Old: vo, New: vn}
+				return c.Forward(r)
+			}
+		}
+		if ch.Old != nil {
+			sub := r
+			sub.Key, sub.Value = ko, topo.Change{Old: vo}
+			if err := c.Forward(sub); err != nil {
+				return err
+			}
+		}
+		if ch.New != nil {
+			r.Key, r.Value = kn, topo.Change{New: vn}
+			return c.Forward(r)
+		}
+		return nil
+	})
+	it := &topo.InternalTopic{Name: g.name + "-repartition", Kind: topo.RepartitionTopic}
+	b.add(&topo.Node{Name: g.name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
+		Parents: []*topo.Node{g.sel}, KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nilSerdes(g.ks == nil, g.vs == nil))
+	src := b.add(&topo.Node{Name: g.name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
+		KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nil)
+
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{src}}
+	n.Name = b.name(op, o, n.Parents, "")
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	n.Stores = []string{store}
+	avc := codecOf(vas)
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, avc) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				ch := r.Value.(topo.Change)
+				old, oldTs, ok, err := st.get(r.Key)
+				if err != nil {
+					return err
+				}
+				agg, exists := old, ok
+				if ch.Old != nil {
+					agg, exists = fns.sub(r.Key, ch.Old, agg, exists)
+				}
+				if ch.New != nil {
+					agg, exists = fns.add(r.Key, ch.New, agg, exists), true
+				}
+				ts := later(r.Timestamp, oldTs)
+				if !exists {
+					if !ok {
+						return nil
+					}
+					agg = nil
+					err = st.delete(r.Key, ts)
+				} else {
+					err = st.put(r.Key, agg, ts)
+				}
+				if err != nil {
+					return err
+				}
+				r.Value, r.Timestamp = topo.Change{Old: old, New: agg}, ts
+				return c.Forward(r)
+			},
+		}
+	}
+	b.add(n, errors.Join(err, serr, nilErr))
+	return &Table[K, VA]{b: b, node: n, ks: g.ks, vs: vas, store: store}
+}
+
+// Count counts the rows in each group. A group whose rows all left keeps
+// the count 0, as in Kafka Streams.
+func (g *GroupedTable[K, V]) Count(opts ...Option) *Table[K, int64] {
+	return aggregateTable(g, "table-count", opts, serde.Int64, tableAgg{
+		add: func(_, _, agg any, exists bool) any {
+			if !exists {
+				return int64(1)
+			}
+			return agg.(int64) + 1
+		},
+		sub: func(_, _, agg any, exists bool) (any, bool) {
+			if !exists {
+				return int64(-1), true
+			}
+			return agg.(int64) - 1, true
+		},
+	}, nil)
+}
+
+// Reduce combines the rows of each group: adder adds a row's value to the
+// aggregate, subtractor takes one back. The first value of a group is its
+// aggregate.
+func (g *GroupedTable[K, V]) Reduce(adder, subtractor func(agg, v V) V, opts ...Option) *Table[K, V] {
+	return aggregateTable(g, "table-reduce", opts, g.vs, tableAgg{
+		add: func(_, v, agg any, exists bool) any {
+			if !exists {
+				return v
+			}
+			return adder(agg.(V), v.(V))
+		},
+		sub: func(_, v, agg any, exists bool) (any, bool) {
+			if !exists {
+				return nil, false
+			}
+			return subtractor(agg.(V), v.(V)), true
+		},
+	}, errors.Join(nilFuncErr(adder == nil, "adder"), nilFuncErr(subtractor == nil, "subtractor")))
+}
+
+// AggregateTable folds the rows of each group into an aggregate that starts
+// as init(): adder adds a row's value, subtractor takes one back. When a row
+// moves from one group to another, or is updated, the subtractor sees its old
+// value before the adder sees the new one.
+func AggregateTable[K, V, VA any](g *GroupedTable[K, V], init func() VA, adder, subtractor func(K, V, VA) VA, opts ...Option) *Table[K, VA] {
+	start := func(agg any, exists bool) VA {
+		if !exists {
+			return init()
+		}
+		return agg.(VA)
+	}
+	return aggregateTable(g, "table-aggregate", opts, defaultSerde[VA](), tableAgg{
+		add: func(k, v, agg any, exists bool) any {
+			return adder(as[K](k), v.(V), start(agg, exists))
+		},
+		sub: func(k, v, agg any, exists bool) (any, bool) {
+			return subtractor(as[K](k), v.(V), start(agg, exists)), true
+		},
+	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(adder == nil, "adder"), nilFuncErr(subtractor == nil, "subtractor")))
+}
+
+// Cogrouped aggregates several grouped streams, each with its own
+// aggregator, into one table. Make one with [Cogroup], add streams with
+// [CogroupWith], finish with [Cogrouped.Aggregate].
+type Cogrouped[K, VA any] struct {
+	b     *Builder
+	ks    serde.Serde[K]
+	parts []cogroupPart
+}
+
+type cogroupPart struct {
+	in  *topo.Node
+	add func(k, v, agg any) any
+	err error
+}
+
+// Cogroup starts a cogrouped aggregation with one grouped stream and its
+// aggregator.
+func Cogroup[K, V, VA any](g *GroupedStream[K, V], fn func(K, V, VA) VA) *Cogrouped[K, VA] {
+	c := &Cogrouped[K, VA]{b: g.s.b, ks: g.s.ks}
+	return CogroupWith(c, g, fn)
+}
+
+// CogroupWith adds a grouped stream, with the aggregator of its values, to a
+// cogrouped aggregation. Every stream must have the same key type and be
+// partitioned alike.
+func CogroupWith[K, V, VA any](c *Cogrouped[K, VA], g *GroupedStream[K, V], fn func(K, V, VA) VA) *Cogrouped[K, VA] {
+	in := g.input()
+	c.parts = append(c.parts, cogroupPart{
+		in:  in.node,
+		add: func(k, v, agg any) any { return fn(as[K](k), v.(V), agg.(VA)) },
+		err: errors.Join(c.b.same(g.s.b), nilFuncErr(fn == nil, "aggregate")),
+	})
+	return c
+}
+
+// Aggregate finishes the cogrouped aggregation: every key's aggregate starts
+// as init() and each record is folded in by its own stream's aggregator.
+func (c *Cogrouped[K, VA]) Aggregate(init func() VA, opts ...Option) *Table[K, VA] {
+	o, err := c.b.opts("Cogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
+	var parents []*topo.Node
+	for _, p := range c.parts {
+		parents = append(parents, p.in)
+	}
+	name := c.b.name("cogroup", o, parents, "")
+	store := storeName(o, name)
+	c.b.addStore(o, store)
+	kc, vc := codecOf(c.ks), codecOf(vas)
+	var aggs []*topo.Node
+	for i, p := range c.parts {
+		add := p.add
+		n := &topo.Node{Name: name + "-agg-" + itoa(i), Kind: topo.ProcessorNode, Op: "cogroup-aggregate", Parents: []*topo.Node{p.in}, Stores: []string{store},
+			New: streamAggProc(store, kc, vc, func(k, v, agg any, exists bool) any {
+				if !exists {
+					agg = init()
+				}
+				return add(k, v, agg)
+			})}
+		aggs = append(aggs, c.b.add(n, p.err))
+	}
+	n := &topo.Node{Name: name, Kind: topo.ProcessorNode, Op: "cogroup", Parents: aggs, New: stateless(func(c *topo.Context, r topo.Record) error {
+		return c.Forward(r)
+	})}
+	c.b.add(n, errors.Join(err, serr, nilFuncErr(init == nil, "init")))
+	return &Table[K, VA]{b: c.b, node: n, ks: c.ks, vs: vas, store: store}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,193 @@
+// Package topo is the untyped core of the engine: the processor graph that the
+// typed DSL records, its validation into sub-topologies, and the task that runs
+// one sub-topology for one partition.
+//
+// Values travel through a task as Go values (any); a nil Value is a
+// tombstone. Between table processors the value is a [Change] carrying the old
+// and the new value of the key, so that downstream steps (filters, re-grouping
+// with a subtractor) can undo what the old value contributed. Bytes appear only
+// at source and sink nodes and in stores, through [Codec]s.
+package topo
+
+import (
+	"time"
+)
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is what flows between processors.
+type Record struct {
+	Key       any
+	Value     any // nil: tombstone; a Change between table processors
+	Timestamp time.Time
+	Headers   []Header
+}
+
+// Change is the value of a record that flows between table processors: the
+// key's value before and after the update. Nil means absent.
+type Change struct {
+	Old, New any
+}
+
+// Origin is where the record being processed came from.
+type Origin struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// Codec converts between Go values and bytes. Typed serdes are adapted to it
+// by the engine.
+type Codec interface {
+	Encode(v any) ([]byte, error)
+	Decode(b []byte) (any, error)
+}
+
+// Processor is an untyped processor node instance; one exists per task.
+type Processor interface {
+	Init(ctx *Context) error
+	Process(r Record) error
+	Close() error
+}
+
+// NodeKind says what a node is.
+type NodeKind int
+
+// The kinds of node.
+const (
+	SourceNode NodeKind = iota
+	ProcessorNode
+	SinkNode
+)
+
+func (k NodeKind) String() string {
+	switch k {
+	case SourceNode:
+		return "Source"
+	case SinkNode:
+		return "Sink"
+	default:
+		return "Processor"
+	}
+}
+
+// Node is one vertex of the graph.
+type Node struct {
+	Name     string
+	Kind     NodeKind
+	Op       string // what the DSL called it: "filter", "count", …
+	Parents  []*Node
+	Children []*Node
+
+	// Source and sink nodes.
+	Topic         string // base name when Internal
+	Internal      bool   // an internal topic: its name is prefixed at run time
+	KeyCodec      Codec
+	ValueCodec    Codec
+	ChangeValues  bool // the topic carries encoded Changes (table re-grouping)
+	InternalTopic *InternalTopic
+
+	// Processor nodes.
+	New    func() Processor
+	Stores []string
+
+	// Global: the node belongs to a global store's sub-topology.
+	Global bool
+
+	// Err is a wiring problem found while the DSL recorded the node; Build
+	// reports it with the node's name.
+	Err error
+}
+
+// StoreKind is the shape of a store.
+type StoreKind int
+
+// The kinds of store.
+const (
+	KeyValueStore StoreKind = iota
+)
+
+func (k StoreKind) String() string { return "key-value" }
+
+// StoreSpec declares a state store.
+type StoreSpec struct {
+	Name     string
+	Kind     StoreKind
+	Logged   bool // writes a changelog topic
+	InMemory bool
+	Global   bool // holds every partition of a global table's topic
+	// Topic is the store's changelog topic base name, or, for a global store,
+	// its source topic.
+	Topic string
+}
+
+// ChangelogTopic is the base name of a store's changelog topic.
+func ChangelogTopic(store string) string { return store + "-changelog" }
+
+// InternalTopicKind says what an internal topic is for.
+type InternalTopicKind int
+
+// The kinds of internal topic.
+const (
+	RepartitionTopic InternalTopicKind = iota
+	ChangelogTopicKind
+)
+
+func (k InternalTopicKind) String() string {
+	if k == ChangelogTopicKind {
+		return "changelog"
+	}
+	return "repartition"
+}
+
+// InternalTopic is a topic the application creates and owns.
+type InternalTopic struct {
+	Name       string // base name; the runtime prefixes it with the application id
+	Kind       InternalTopicKind
+	Partitions int // 0: as many as the sub-topology's other inputs
+}
+
+// Graph is what the DSL records: nodes in creation order and stores.
+type Graph struct {
+	Nodes  []*Node
+	Stores []*StoreSpec
+	Errs   []error
+}
+
+// AddNode appends a node, linking it to its parents.
+func (g *Graph) AddNode(n *Node) *Node {
+	for _, p := range n.Parents {
+		p.Children = append(p.Children, n)
+	}
+	g.Nodes = append(g.Nodes, n)
+	return n
+}
+
+// AddStore records a store, once per name.
+func (g *Graph) AddStore(s *StoreSpec) {
+	for _, o := range g.Stores {
+		if o == s {
+			return
+		}
+	}
+	g.Stores = append(g.Stores, s)
+}
+
+// Store finds a store by name.
+func (g *Graph) Store(name string) *StoreSpec {
+	for _, s := range g.Stores {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Unwrap is set by package engine: it returns the graph inside an
+// *engine.Topology, so that sibling packages (the test driver, the runtime)
+// can run a topology without the engine exporting its internals.
+var Unwrap func(any) *Topology

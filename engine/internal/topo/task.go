@@ -1,0 +1,388 @@
+package topo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// TaskID names a task: a sub-topology and a partition of its inputs.
+type TaskID struct {
+	Sub       int
+	Partition int32
+}
+
+func (id TaskID) String() string { return fmt.Sprintf("%d_%d", id.Sub, id.Partition) }
+
+// Input is a record read from Kafka (or piped in by the test driver).
+type Input struct {
+	Topic     string // the real (prefixed) topic name
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte // nil: tombstone
+	Timestamp int64  // Unix milliseconds
+	Headers   []Header
+}
+
+// Output is a record a task sends to a topic.
+type Output struct {
+	Topic     string
+	Partition int32 // AnyPartition: chosen by the key
+	Key       []byte
+	Value     []byte
+	Timestamp int64
+	Headers   []Header
+}
+
+// AnyPartition lets the collector choose the partition from the key.
+const AnyPartition int32 = -1
+
+// Collector sends a task's output records, changelog records included.
+type Collector interface {
+	Send(out Output) error
+}
+
+// PunctuationType says which clock a punctuator follows.
+type PunctuationType int
+
+// The clocks a punctuator can follow.
+const (
+	StreamTime PunctuationType = iota
+	WallClockTime
+)
+
+// TaskConfig is what a task needs from whoever runs it.
+type TaskConfig struct {
+	ID        TaskID
+	Topology  *Topology
+	Sub       *SubTopology
+	TopicName func(TopicRef) string // resolves internal topic names
+	OpenStore func(spec *StoreSpec, id TaskID) (KVStore, error)
+	Collector Collector
+	Now       func() time.Time // the wall clock
+	Logger    *slog.Logger
+	// OnDecodeError decides what happens to an input record that cannot be
+	// decoded; nil fails the task.
+	OnDecodeError func(in Input, err error) error
+}
+
+// Task runs one sub-topology for one partition: the single writer of that
+// partition's state.
+type Task struct {
+	cfg        TaskConfig
+	sources    map[string]*nodeInst // by real topic name
+	insts      []*nodeInst
+	stores     map[string]KVStore
+	streamTime int64 // Unix ms; NoTime before the first record
+	recordTime int64 // the timestamp of the record the current node sees
+	origin     Origin
+	puncts     []*punctuator
+	skipped    map[string]int64
+}
+
+// NoTime is the stream time of a task that has processed nothing.
+const NoTime int64 = -1 << 63
+
+type nodeInst struct {
+	node     *Node
+	proc     Processor
+	ctx      *Context
+	children []*nodeInst
+	task     *Task
+	topic    string // sources and sinks: the real topic name
+}
+
+// NewTask instantiates every node of the sub-topology and opens its stores.
+func NewTask(cfg TaskConfig) (*Task, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	t := &Task{
+		cfg:        cfg,
+		sources:    map[string]*nodeInst{},
+		stores:     map[string]KVStore{},
+		streamTime: NoTime,
+		skipped:    map[string]int64{},
+	}
+	for _, spec := range cfg.Sub.Stores {
+		s, err := cfg.OpenStore(spec, cfg.ID)
+		if err != nil {
+			t.closeStores()
+			return nil, fmt.Errorf("engine: task %s: open store %q: %w", cfg.ID, spec.Name, err)
+		}
+		if spec.Logged && !spec.Global {
+			s = &loggedStore{KVStore: s, topic: cfg.TopicName(TopicRef{Name: ChangelogTopic(spec.Name), Internal: true}), partition: cfg.ID.Partition, collector: cfg.Collector}
+		}
+		t.stores[spec.Name] = s
+	}
+	byNode := map[*Node]*nodeInst{}
+	for _, n := range cfg.Sub.Nodes {
+		ni := &nodeInst{node: n, task: t}
+		ni.ctx = &Context{inst: ni}
+		if n.Kind != ProcessorNode {
+			ni.topic = cfg.TopicName(n.Ref())
+		}
+		if n.Kind == SourceNode {
+			t.sources[ni.topic] = ni
+		}
+		if n.Kind == ProcessorNode {
+			ni.proc = n.New()
+		}
+		byNode[n] = ni
+		t.insts = append(t.insts, ni)
+	}
+	for _, ni := range t.insts {
+		for _, c := range ni.node.Children {
+			ni.children = append(ni.children, byNode[c])
+		}
+	}
+	for _, ni := range t.insts {
+		if ni.proc == nil {
+			continue
+		}
+		if err := ni.proc.Init(ni.ctx); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("engine: task %s: init %q: %w", cfg.ID, ni.node.Name, err)
+		}
+	}
+	return t, nil
+}
+
+// ID is the task's id.
+func (t *Task) ID() TaskID { return t.cfg.ID }
+
+// StreamTime is the largest timestamp the task has processed, in Unix ms.
+func (t *Task) StreamTime() int64 { return t.streamTime }
+
+// Store returns one of the task's stores.
+func (t *Task) Store(name string) KVStore { return t.stores[name] }
+
+// Skipped counts the records the task dropped, by reason.
+func (t *Task) Skipped() map[string]int64 { return t.skipped }
+
+// Process runs one input record through the sub-topology, depth-first.
+func (t *Task) Process(in Input) error {
+	src := t.sources[in.Topic]
+	if src == nil {
+		return fmt.Errorf("engine: task %s does not read topic %q", t.cfg.ID, in.Topic)
+	}
+	t.origin = Origin{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
+	r, err := src.decode(in)
+	if err != nil {
+		if t.cfg.OnDecodeError == nil {
+			return err
+		}
+		t.Skip("decode-error")
+		return t.cfg.OnDecodeError(in, err)
+	}
+	if in.Timestamp > t.streamTime {
+		t.streamTime = in.Timestamp
+	}
+	if err := src.forwardAll(r); err != nil {
+		return err
+	}
+	return t.punctuate(StreamTime, t.streamTime)
+}
+
+// Punctuate runs the wall-clock punctuators that are due.
+func (t *Task) Punctuate(now time.Time) error {
+	return t.punctuate(WallClockTime, now.UnixMilli())
+}
+
+// Skip counts a dropped record.
+func (t *Task) Skip(reason string) { t.skipped[reason]++ }
+
+// Close closes every processor and store.
+func (t *Task) Close() error {
+	var errs []error
+	for _, ni := range t.insts {
+		if ni.proc != nil {
+			if err := ni.proc.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("engine: close %q: %w", ni.node.Name, err))
+			}
+		}
+	}
+	errs = append(errs, t.closeStores())
+	return errors.Join(errs...)
+}
+
+func (t *Task) closeStores() error {
+	var errs []error
+	for _, s := range t.stores {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (ni *nodeInst) decode(in Input) (Record, error) {
+	r := Record{Timestamp: time.UnixMilli(in.Timestamp), Headers: in.Headers}
+	where := func(part string, b []byte, err error) error {
+		return &serde.Error{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Part: part, Bytes: b, Err: err}
+	}
+	if in.Key != nil {
+		k, err := ni.node.KeyCodec.Decode(in.Key)
+		if err != nil {
+			return r, where("key", in.Key, err)
+		}
+		r.Key = k
+	}
+	if ni.node.ChangeValues {
+		c, err := DecodeChange(in.Value, ni.node.ValueCodec)
+		if err != nil {
+			return r, where("value", in.Value, err)
+		}
+		r.Value = c
+	} else if in.Value != nil {
+		v, err := ni.node.ValueCodec.Decode(in.Value)
+		if err != nil {
+			return r, where("value", in.Value, err)
+		}
+		r.Value = v
+	}
+	return r, nil
+}
+
+func (ni *nodeInst) process(r Record) error {
+	switch ni.node.Kind {
+	case SinkNode:
+		return ni.sink(r)
+	case SourceNode:
+		return ni.forwardAll(r)
+	}
+	ni.task.recordTime = r.Timestamp.UnixMilli()
+	return ni.proc.Process(r)
+}
+
+func (ni *nodeInst) forwardAll(r Record) error {
+	for _, c := range ni.children {
+		if err := c.process(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ni *nodeInst) sink(r Record) error {
+	out := Output{Topic: ni.topic, Partition: AnyPartition, Timestamp: r.Timestamp.UnixMilli(), Headers: r.Headers}
+	where := func(part string, err error) error {
+		return &serde.Error{Topic: ni.topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
+	}
+	if r.Key != nil {
+		k, err := ni.node.KeyCodec.Encode(r.Key)
+		if err != nil {
+			return where("key", err)
+		}
+		out.Key = k
+	}
+	if ni.node.ChangeValues {
+		c, _ := r.Value.(Change)
+		v, err := EncodeChange(c, ni.node.ValueCodec)
+		if err != nil {
+			return where("value", err)
+		}
+		out.Value = v
+	} else if r.Value != nil {
+		v, err := ni.node.ValueCodec.Encode(r.Value)
+		if err != nil {
+			return where("value", err)
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		out.Value = v
+	}
+	return ni.task.cfg.Collector.Send(out)
+}
+
+// EncodeChange writes a Change for a repartition topic: a flag byte (bit 0:
+// old present, bit 1: new present), the old value's length as a uvarint and
+// its bytes, then the new value's bytes.
+func EncodeChange(c Change, codec Codec) ([]byte, error) {
+	var flags byte
+	var old, nw []byte
+	var err error
+	if c.Old != nil {
+		flags |= 1
+		if old, err = codec.Encode(c.Old); err != nil {
+			return nil, err
+		}
+	}
+	if c.New != nil {
+		flags |= 2
+		if nw, err = codec.Encode(c.New); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(old)+len(nw))
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(len(old)))
+	b = append(b, old...)
+	return append(b, nw...), nil
+}
+
+// DecodeChange reads what EncodeChange wrote.
+func DecodeChange(b []byte, codec Codec) (Change, error) {
+	var c Change
+	if len(b) < 2 || b[0] > 3 {
+		return c, errors.New("not an encoded table change")
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || uint64(len(b)-1-w) < n {
+		return c, errors.New("encoded table change is truncated")
+	}
+	old, nw := b[1+w:1+w+int(n)], b[1+w+int(n):]
+	var err error
+	if b[0]&1 != 0 {
+		if c.Old, err = codec.Decode(old); err != nil {
+			return c, err
+		}
+	}
+	if b[0]&2 != 0 {
+		if c.New, err = codec.Decode(nw); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+type punctuator struct {
+	inst      *nodeInst
+	typ       PunctuationType
+	interval  int64
+	next      int64 // NoTime: at the first record (stream time)
+	fn        func(time.Time) error
+	cancelled bool
+}
+
+func (t *Task) punctuate(typ PunctuationType, now int64) error {
+	if now == NoTime {
+		return nil
+	}
+	for _, p := range t.puncts {
+		if p.cancelled || p.typ != typ {
+			continue
+		}
+		if p.next == NoTime {
+			p.next = now
+		}
+		if now < p.next {
+			continue
+		}
+		// Fire once, then skip the intervals that passed meanwhile.
+		p.next += ((now-p.next)/p.interval + 1) * p.interval
+		t.origin = Origin{Partition: t.cfg.ID.Partition, Offset: -1}
+		t.recordTime = now
+		if err := p.fn(time.UnixMilli(now)); err != nil {
+			return fmt.Errorf("engine: punctuator of %q: %w", p.inst.node.Name, err)
+		}
+	}
+	return nil
+}

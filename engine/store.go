@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// ReadOnlyKeyValueStore reads a key-value store. Ranges are half-open,
+// [from, to), in the order of the encoded keys.
+type ReadOnlyKeyValueStore[K, V any] interface {
+	Get(key K) (value V, ok bool, err error)
+	Range(from, to K) iter.Seq2[KeyValue[K, V], error]
+	All() iter.Seq2[KeyValue[K, V], error]
+}
+
+// KeyValueStore is a key-value store a processor writes. Writes are logged to
+// the store's changelog with the timestamp of the record being processed.
+type KeyValueStore[K, V any] interface {
+	ReadOnlyKeyValueStore[K, V]
+	Put(key K, value V) error
+	Delete(key K) error
+}
+
+// StoreDef declares a store for [WithStores]. Make one with
+// [NewKeyValueStore].
+type StoreDef interface {
+	spec() *topo.StoreSpec
+}
+
+// KeyValueStoreDef declares a key-value store of a processor.
+type KeyValueStoreDef[K, V any] struct {
+	s  *topo.StoreSpec
+	ks serde.Serde[K]
+	vs serde.Serde[V]
+}
+
+// NewKeyValueStore declares a key-value store. Options: [InMemory],
+// [WithoutChangelog].
+func NewKeyValueStore[K, V any](name string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *KeyValueStoreDef[K, V] {
+	o := &options{}
+	for _, f := range opts {
+		f(o)
+	}
+	return &KeyValueStoreDef[K, V]{s: &topo.StoreSpec{Name: name, Kind: topo.KeyValueStore, Logged: !o.noLog, InMemory: o.inMemory}, ks: keySerde, vs: valueSerde}
+}
+
+func (d *KeyValueStoreDef[K, V]) spec() *topo.StoreSpec { return d.s }
+
+// Name is the store's name.
+func (d *KeyValueStoreDef[K, V]) Name() string { return d.s.Name }
+
+// Open returns the store for the task of ctx (any *ProcessorContext). Call it
+// from a processor's Init; it fails if the store was not attached to the
+// processor with [WithStores].
+func (d *KeyValueStoreDef[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], error) {
+	if d.ks == nil || d.vs == nil {
+		return nil, fmt.Errorf("engine: store %q: %w", d.s.Name, nilSerdes(d.ks == nil, d.vs == nil))
+	}
+	c := ctx.raw()
+	raw, err := c.Store(d.s.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &kvStore[K, V]{raw: raw, name: d.s.Name, ks: d.ks, vs: d.vs, now: c.Timestamp}, nil
+}
+
+// Queryable is what holds running state: an application instance or the
+// test driver. Read its stores with [QueryKeyValueStore].
+type Queryable interface {
+	// LocalStore returns the engine's raw view of a store; it is meant for
+	// the engine's own typed wrappers.
+	LocalStore(name string) (topo.KVStore, error)
+}
+
+// QueryKeyValueStore opens a store of a running topology for reading, with
+// the serdes of its keys and values.
+func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V]) (ReadOnlyKeyValueStore[K, V], error) {
+	if keySerde == nil || valueSerde == nil {
+		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(keySerde == nil, valueSerde == nil))
+	}
+	raw, err := q.LocalStore(store)
+	if err != nil {
+		return nil, err
+	}
+	return &kvStore[K, V]{raw: raw, name: store, ks: keySerde, vs: valueSerde, readOnly: true}, nil
+}
+
+// ErrReadOnly is returned by writes to a store opened for queries.
+var ErrReadOnly = errors.New("engine: the store is open for reading only")
+
+type kvStore[K, V any] struct {
+	raw      topo.KVStore
+	name     string
+	ks       serde.Serde[K]
+	vs       serde.Serde[V]
+	now      func() time.Time
+	readOnly bool
+}
+
+var _ KeyValueStore[string, int64] = (*kvStore[string, int64])(nil)
+
+func (s *kvStore[K, V]) serdeErr(part string, b []byte, encode bool, err error) error {
+	return &serde.Error{Store: s.name, Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
+}
+
+func (s *kvStore[K, V]) Get(key K) (V, bool, error) {
+	var zero V
+	kb, err := s.ks.Encode(key)
+	if err != nil {
+		return zero, false, s.serdeErr("key", nil, true, err)
+	}
+	e, ok, err := s.raw.Get(kb)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.vs.Decode(e.Value)
+	if err != nil {
+		return zero, false, s.serdeErr("value", e.Value, false, err)
+	}
+	return v, true, nil
+}
+
+func (s *kvStore[K, V]) Put(key K, value V) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	kb, err := s.ks.Encode(key)
+	if err != nil {
+		return s.serdeErr("key", nil, true, err)
+	}
+	vb, err := s.vs.Encode(value)
+	if err != nil {
+		return s.serdeErr("value", nil, true, err)
+	}
+	if vb == nil {
+		vb = []byte{}
+	}
+	return s.raw.Put(kb, vb, s.now().UnixMilli())
+}
+
+func (s *kvStore[K, V]) Delete(key K) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	kb, err := s.ks.Encode(key)
+	if err != nil {
+		return s.serdeErr("key", nil, true, err)
+	}
+	return s.raw.Delete(kb, s.now().UnixMilli())
+}
+
+func (s *kvStore[K, V]) Range(from, to K) iter.Seq2[KeyValue[K, V], error] {
+	lo, err := s.ks.Encode(from)
+	if err != nil {
+		return errSeq[K, V](s.serdeErr("key", nil, true, err))
+	}
+	hi, err := s.ks.Encode(to)
+	if err != nil {
+		return errSeq[K, V](s.serdeErr("key", nil, true, err))
+	}
+	return s.scan(lo, hi)
+}
+
+func (s *kvStore[K, V]) All() iter.Seq2[KeyValue[K, V], error] { return s.scan(nil, nil) }
+
+func (s *kvStore[K, V]) scan(lo, hi []byte) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		for e, err := range s.raw.Range(lo, hi) {
+			var kv KeyValue[K, V]
+			if err == nil {
+				if kv.Key, err = s.ks.Decode(e.Key); err != nil {
+					err = s.serdeErr("key", e.Key, false, err)
+				}
+			}
+			if err == nil {
+				if kv.Value, err = s.vs.Decode(e.Value); err != nil {
+					err = s.serdeErr("value", e.Value, false, err)
+				}
+			}
+			if !yield(kv, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func errSeq[K, V any](err error) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) { yield(KeyValue[K, V]{}, err) }
+}
+
+// kvAccess is the untyped store access of the DSL's stateful processors.
+type kvAccess struct {
+	st     topo.KVStore
+	kc, vc topo.Codec
+}
+
+func (a *kvAccess) open(c *topo.Context, name string, kc, vc topo.Codec) error {
+	if kc == nil || vc == nil {
+		return fmt.Errorf("engine: store %q: %w", name, nilSerdes(kc == nil, vc == nil))
+	}
+	st, err := c.Store(name)
+	a.st, a.kc, a.vc = st, kc, vc
+	return err
+}
+
+func (a *kvAccess) err(part string, b []byte, encode bool, err error) error {
+	return &serde.Error{Store: a.st.Name(), Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
+}
+
+// get returns the key's value (nil if absent) and its timestamp.
+func (a *kvAccess) get(key any) (any, time.Time, bool, error) {
+	kb, err := a.kc.Encode(key)
+	if err != nil {
+		return nil, time.Time{}, false, a.err("key", nil, true, err)
+	}
+	e, ok, err := a.st.Get(kb)
+	if err != nil || !ok {
+		return nil, time.Time{}, false, err
+	}
+	v, err := a.vc.Decode(e.Value)
+	if err != nil {
+		return nil, time.Time{}, false, a.err("value", e.Value, false, err)
+	}
+	return v, time.UnixMilli(e.Timestamp), true, nil
+}
+
+func (a *kvAccess) put(key, value any, ts time.Time) error {
+	kb, err := a.kc.Encode(key)
+	if err != nil {
+		return a.err("key", nil, true, err)
+	}
+	vb, err := a.vc.Encode(value)
+	if err != nil {
+		return a.err("value", nil, true, err)
+	}
+	if vb == nil {
+		vb = []byte{}
+	}
+	return a.st.Put(kb, vb, ts.UnixMilli())
+}
+
+func (a *kvAccess) delete(key any, ts time.Time) error {
+	kb, err := a.kc.Encode(key)
+	if err != nil {
+		return a.err("key", nil, true, err)
+	}
+	return a.st.Delete(kb, ts.UnixMilli())
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Table is a changelog stream seen as a table: each record upserts its key,
+// and a tombstone deletes it. Only the latest value of each key counts.
+//
+// User functions of table operations see only present values. A table
+// forwards every update as the key's old and new value, so operations
+// downstream can take back what the old value contributed: a filter turns a
+// row that stops passing into a delete, and a re-grouped aggregation
+// subtracts the old value before adding the new one.
+type Table[K, V any] struct {
+	b     *Builder
+	node  *topo.Node // forwards topo.Change values
+	ks    serde.Serde[K]
+	vs    serde.Serde[V]
+	store string // the store holding the table, "" if none
+}
+
+// NewTable reads a topic as a table, kept in a store (queryable under the
+// name given with [Materialized]).
+func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
+	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog")
+	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde)}
+	src.Name = b.name("table-source", o, nil, topic)
+	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table", Parents: []*topo.Node{src}}
+	n.Name = src.Name + "-table"
+	return materialize(b, n, o, nil, keySerde, valueSerde)
+}
+
+// materialize completes n as the processor that folds a stream of upserts
+// and tombstones into a store and forwards each change.
+func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks serde.Serde[K], vs serde.Serde[V]) *Table[K, V] {
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	n.Stores = []string{store}
+	kc, vc := codecOf(ks), codecOf(vs)
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Key == nil {
+					c.Skip("record without a key for a table")
+					return nil
+				}
+				old, _, ok, err := st.get(r.Key)
+				if err != nil {
+					return err
+				}
+				if r.Value == nil {
+					if !ok {
+						return nil // deleting an absent key changes nothing
+					}
+					err = st.delete(r.Key, r.Timestamp)
+				} else {
+					err = st.put(r.Key, r.Value, r.Timestamp)
+				}
+				if err != nil {
+					return err
+				}
+				r.Value = topo.Change{Old: old, New: r.Value}
+				return c.Forward(r)
+			},
+		}
+	}
+	b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil)))
+	return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store}
+}
+
+// Name is the name of the table's node.
+func (t *Table[K, V]) Name() string { return t.node.Name }
+
+// StoreName is the name of the store holding the table, or "" when the
+// table is not kept in a store of its own (see [Materialized]).
+func (t *Table[K, V]) StoreName() string { return t.store }
+
+// WithSerdes returns the same table with other serdes for what follows it.
+func (t *Table[K, V]) WithSerdes(keySerde serde.Serde[K], valueSerde serde.Serde[V]) *Table[K, V] {
+	c := *t
+	if keySerde != nil {
+		c.ks = keySerde
+	}
+	if valueSerde != nil {
+		c.vs = valueSerde
+	}
+	return &c
+}
+
+// changeNode adds a processor that maps each change of t to a change of the
+// result, materializing the result when [Materialized] is given.
+func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serde.Serde[V2], mapChange func(k K, c topo.Change) topo.Change) *Table[K, V2] {
+	o, err := t.b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	vs2, serr := valueSerdeOpt(o, vs2)
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{t.node}}
+	n.Name = t.b.name(op, o, n.Parents, "")
+	store := ""
+	if o.store != "" {
+		store = o.store
+		t.b.addStore(o, store)
+		n.Stores = []string{store}
+	} else if o.inMemory || o.noLog {
+		err = errors.Join(err, errors.New("InMemory and WithoutChangelog need a store: add Materialized"))
+	}
+	kc, vc := codecOf(t.ks), codecOf(vs2)
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error {
+				if store == "" {
+					return nil
+				}
+				return st.open(c, store, kc, vc)
+			},
+			fn: func(c *topo.Context, r topo.Record) error {
+				ch := mapChange(as[K](r.Key), r.Value.(topo.Change))
+				if ch.Old == nil && ch.New == nil {
+					return nil
+				}
+				if store != "" {
+					var err error
+					if ch.New == nil {
+						err = st.delete(r.Key, r.Timestamp)
+					} else {
+						err = st.put(r.Key, ch.New, r.Timestamp)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				r.Value = ch
+				return c.Forward(r)
+			},
+		}
+	}
+	t.b.add(n, errors.Join(err, serr))
+	return &Table[K, V2]{b: t.b, node: n, ks: t.ks, vs: vs2, store: store}
+}
+
+// Filter keeps the rows for which pred is true. A row that stops passing is
+// deleted downstream.
+func (t *Table[K, V]) Filter(pred func(K, V) bool, opts ...Option) *Table[K, V] {
+	return t.filter("table-filter", pred, true, opts)
+}
+
+// FilterNot keeps the rows for which pred is false.
+func (t *Table[K, V]) FilterNot(pred func(K, V) bool, opts ...Option) *Table[K, V] {
+	return t.filter("table-filter-not", pred, false, opts)
+}
+
+func (t *Table[K, V]) filter(op string, pred func(K, V) bool, want bool, opts []Option) *Table[K, V] {
+	keepIf := func(k K, v any) any {
+		if v != nil && pred(k, v.(V)) == want {
+			return v
+		}
+		return nil
+	}
+	r := changeNode(t, op, opts, t.vs, func(k K, c topo.Change) topo.Change {
+		return topo.Change{Old: keepIf(k, c.Old), New: keepIf(k, c.New)}
+	})
+	if pred == nil {
+		r.node.Err = errNilFunc("predicate")
+	}
+	return r
+}
+
+// MapTableValues changes each row's value. A delete stays a delete.
+func MapTableValues[K, V, V2 any](t *Table[K, V], fn func(K, V) V2, opts ...Option) *Table[K, V2] {
+	apply := func(k K, v any) any {
+		if v == nil {
+			return nil
+		}
+		return fn(k, v.(V))
+	}
+	r := changeNode(t, "table-map-values", opts, defaultSerde[V2](), func(k K, c topo.Change) topo.Change {
+		return topo.Change{Old: apply(k, c.Old), New: apply(k, c.New)}
+	})
+	if fn == nil {
+		r.node.Err = errNilFunc("map")
+	}
+	return r
+}
+
+// ToStream turns the table's updates into a stream: each update becomes a
+// record with the new value, each delete a tombstone.
+func (t *Table[K, V]) ToStream(opts ...Option) *Stream[K, V] {
+	o, err := t.b.opts("ToStream", opts)
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: "to-stream", Parents: []*topo.Node{t.node}, New: stateless(func(c *topo.Context, r topo.Record) error {
+		r.Value = r.Value.(topo.Change).New
+		return c.Forward(r)
+	})}
+	n.Name = t.b.name("to-stream", o, n.Parents, "")
+	t.b.add(n, err)
+	return &Stream[K, V]{b: t.b, node: n, ks: t.ks, vs: t.vs}
+}
+
+// GlobalTable is a table that holds every partition of its topic on every
+// instance, for joins that look a key up from a stream record's value.
+type GlobalTable[K, V any] struct {
+	b     *Builder
+	store string
+	ks    serde.Serde[K]
+	vs    serde.Serde[V]
+}
+
+// NewGlobalTable reads a whole topic into a global table, kept in a store of
+// the given name (default: derived from the topic). The topic is its
+// changelog; the store writes none of its own.
+func NewGlobalTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *GlobalTable[K, V] {
+	o, err := b.opts("NewGlobalTable", opts, "Materialized", "InMemory")
+	src := &topo.Node{Kind: topo.SourceNode, Op: "global-source", Topic: topic, Global: true, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde)}
+	src.Name = b.name("global-source", o, nil, topic)
+	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
+	store := storeName(o, src.Name)
+	b.g.AddStore(&topo.StoreSpec{Name: store, Kind: topo.KeyValueStore, Global: true, InMemory: o.inMemory, Topic: topic})
+	kc, vc := codecOf(keySerde), codecOf(valueSerde)
+	n := &topo.Node{Name: src.Name + "-table", Kind: topo.ProcessorNode, Op: "global-table", Global: true, Parents: []*topo.Node{src}, Stores: []string{store}}
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Key == nil {
+					c.Skip("record without a key for a global table")
+					return nil
+				}
+				if r.Value == nil {
+					return st.delete(r.Key, r.Timestamp)
+				}
+				return st.put(r.Key, r.Value, r.Timestamp)
+			},
+		}
+	}
+	b.add(n, nil)
+	return &GlobalTable[K, V]{b: b, store: store, ks: keySerde, vs: valueSerde}
+}
+
+// StoreName is the name of the store holding the global table.
+func (g *GlobalTable[K, V]) StoreName() string { return g.store }
+
+// KeySerde and ValueSerde name the serdes of an operation's store when they
+// are not the default for its types (serde.For). They are checked against
+// the store's types by Build.
+func KeySerde[T any](s serde.Serde[T]) Option {
+	return func(o *options) { o.keySerde = s; o.set = append(o.set, "KeySerde") }
+}
+
+// ValueSerde: see [KeySerde].
+func ValueSerde[T any](s serde.Serde[T]) Option {
+	return func(o *options) { o.valueSerde = s; o.set = append(o.set, "ValueSerde") }
+}
+
+func valueSerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error) {
+	if o.valueSerde == nil {
+		return def, nil
+	}
+	s, ok := o.valueSerde.(serde.Serde[T])
+	if !ok {
+		var zero T
+		return def, fmt.Errorf("ValueSerde is a %T, but the values are %T", o.valueSerde, zero)
+	}
+	return s, nil
+}
+
+func keySerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error) {
+	if o.keySerde == nil {
+		return def, nil
+	}
+	s, ok := o.keySerde.(serde.Serde[T])
+	if !ok {
+		var zero T
+		return def, fmt.Errorf("KeySerde is a %T, but the keys are %T", o.keySerde, zero)
+	}
+	return s, nil
+}
