@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -264,8 +265,7 @@ func valueSerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error
 	}
 	s, ok := o.valueSerde.(serde.Serde[T])
 	if !ok {
-		var zero T
-		return def, fmt.Errorf("ValueSerde is a %T, but the values are %T", o.valueSerde, zero)
+		return def, fmt.Errorf("ValueSerde is a %T, but the values are %v", o.valueSerde, reflect.TypeFor[T]())
 	}
 	return s, nil
 }
@@ -276,8 +276,7 @@ func keySerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error) 
 	}
 	s, ok := o.keySerde.(serde.Serde[T])
 	if !ok {
-		var zero T
-		return def, fmt.Errorf("KeySerde is a %T, but the keys are %T", o.keySerde, zero)
+		return def, fmt.Errorf("KeySerde is a %T, but the keys are %v", o.keySerde, reflect.TypeFor[T]())
 	}
 	return s, nil
 }

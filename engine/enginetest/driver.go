@@ -100,7 +100,9 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 			Topology:  tp,
 			Sub:       sub,
 			TopicName: d.topicName,
-			OpenStore: func(spec *topo.StoreSpec, _ topo.TaskID) (topo.KVStore, error) { return topo.NewMemStore(spec.Name), nil },
+			OpenStore: func(spec *topo.StoreSpec, _ topo.TaskID) (topo.KVStore, error) {
+				return topo.NewMemStore(spec.Name), nil
+			},
 			Collector: d,
 			Now:       func() time.Time { return d.now },
 		})
