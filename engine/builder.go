@@ -82,7 +82,6 @@ type options struct {
 	noLog      bool
 	partitions int
 	stores     []StoreDef
-	keySerde   any
 	valueSerde any
 	set        []string // which options were given, for the "not used here" check
 }

@@ -247,14 +247,8 @@ func NewGlobalTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K],
 // StoreName is the name of the store holding the global table.
 func (g *GlobalTable[K, V]) StoreName() string { return g.store }
 
-// KeySerde and ValueSerde name the serdes of an operation's store when they
-// are not the default for its types (serde.For). They are checked against
-// the store's types by Build.
-func KeySerde[T any](s serde.Serde[T]) Option {
-	return func(o *options) { o.keySerde = s; o.set = append(o.set, "KeySerde") }
-}
-
-// ValueSerde: see [KeySerde].
+// ValueSerde names the serde of an operation's store values when it is not
+// the default for their type (serde.For). Build checks it against the type.
 func ValueSerde[T any](s serde.Serde[T]) Option {
 	return func(o *options) { o.valueSerde = s; o.set = append(o.set, "ValueSerde") }
 }
@@ -266,17 +260,6 @@ func valueSerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error
 	s, ok := o.valueSerde.(serde.Serde[T])
 	if !ok {
 		return def, fmt.Errorf("ValueSerde is a %T, but the values are %v", o.valueSerde, reflect.TypeFor[T]())
-	}
-	return s, nil
-}
-
-func keySerdeOpt[T any](o *options, def serde.Serde[T]) (serde.Serde[T], error) {
-	if o.keySerde == nil {
-		return def, nil
-	}
-	s, ok := o.keySerde.(serde.Serde[T])
-	if !ok {
-		return def, fmt.Errorf("KeySerde is a %T, but the keys are %v", o.keySerde, reflect.TypeFor[T]())
 	}
 	return s, nil
 }
