@@ -1,0 +1,57 @@
+// Package engine is Oxbow's stream processor: a typed DSL over streams and
+// tables, the topology it records, and (in later packages and files) the
+// runtime that runs it on Kafka.
+//
+// # Streams and tables
+//
+// A [Stream] is a sequence of facts: every record counts. A [Table] is a
+// changelog: each record upserts its key and a tombstone (a record without a
+// value) deletes it, so only the latest value of a key counts. Summing a
+// stream of purchases counts every purchase; summing a table of salaries
+// counts each employee's current salary only. Streams become tables by
+// aggregation ([GroupedStream.Count], [GroupedStream.Reduce], [Aggregate],
+// [Cogroup]) or [Stream.ToTable]; tables become streams with
+// [Table.ToStream]. A [GlobalTable] holds a whole topic on every instance.
+//
+// # Typed DSL
+//
+// Go methods cannot take type parameters, so operations that keep the types
+// are methods (Filter, Peek, Merge, Split, To, GroupByKey, Count, …) and
+// operations that change them are functions ([Map], [MapValues], [FlatMap],
+// [FlatMapValues], [SelectKey], [GroupBy], [Aggregate], [GroupTable],
+// [AggregateTable], [MapTableValues], [Process]). Nobody type-asserts.
+//
+// Serdes (package serde) are needed only where values touch Kafka or a
+// store. Sources name theirs; an operation that produces a new type defaults
+// to serde.For of it (strings, bytes, int64 and float64 in Kafka's formats,
+// JSON for anything else); [Stream.WithSerdes] and [ValueSerde] choose
+// others.
+//
+// # Topology
+//
+// A [Builder] records the graph; [Builder.Build] validates it, reporting
+// every problem with the name of its node, and returns an immutable
+// [Topology]. [Topology.Describe] prints its sub-topologies as Kafka
+// Streams does. Names of nodes, stores and internal topics are derived from
+// the operation and its parents, so adding unrelated nodes never renames
+// anything; [Named] and [Materialized] fix them explicitly, which is what a
+// topology that must evolve with its state should do.
+//
+// An operation that changes the key ([Map], [SelectKey], [FlatMap],
+// [GroupBy], [Process]) marks the stream for repartitioning: the next
+// stateful step first writes the stream through an internal topic
+// partitioned by the new key, which starts a new sub-topology.
+//
+// # Low-level processors
+//
+// [Process] adds a [Processor] for what the DSL cannot say: it forwards to
+// all or to named children, reads and writes the stores attached with
+// [WithStores], schedules punctuators on stream time or the wall clock, and
+// reads the origin of the record being processed.
+//
+// # Testing
+//
+// Package enginetest runs a topology in memory, deterministically: pipe
+// records with timestamps, read output topics and stores, advance the wall
+// clock.
+package engine
