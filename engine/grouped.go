@@ -75,7 +75,7 @@ func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Pro
 	return func() topo.Processor {
 		var st kvAccess
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Key == nil || r.Value == nil {
 					c.Skip("record without a key or value in an aggregation")
@@ -86,12 +86,7 @@ func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Pro
 					return err
 				}
 				agg := add(r.Key, r.Value, old, ok)
-				ts := later(r.Timestamp, oldTs)
-				if err := st.put(r.Key, agg, ts); err != nil {
-					return err
-				}
-				r.Value, r.Timestamp = topo.Change{Old: old, New: agg}, ts
-				return c.Forward(r)
+				return st.update(r, old, agg, later(r.Timestamp, oldTs))
 			},
 		}
 	}
@@ -250,7 +245,7 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 	n.New = func() topo.Processor {
 		var st kvAccess
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, avc) },
+			init: func(c *topo.Context) error { return st.open(c, store, kc, avc, true) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch := r.Value.(topo.Change)
 				old, oldTs, ok, err := st.get(r.Key)
@@ -264,21 +259,13 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 				if ch.New != nil {
 					agg, exists = fns.add(r.Key, ch.New, agg, exists), true
 				}
-				ts := later(r.Timestamp, oldTs)
 				if !exists {
 					if !ok {
 						return nil
 					}
 					agg = nil
-					err = st.delete(r.Key, ts)
-				} else {
-					err = st.put(r.Key, agg, ts)
 				}
-				if err != nil {
-					return err
-				}
-				r.Value, r.Timestamp = topo.Change{Old: old, New: agg}, ts
-				return c.Forward(r)
+				return st.update(r, old, agg, later(r.Timestamp, oldTs))
 			},
 		}
 	}

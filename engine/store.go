@@ -194,22 +194,36 @@ func errSeq[K, V any](err error) iter.Seq2[KeyValue[K, V], error] {
 }
 
 // kvAccess is the untyped store access of the DSL's stateful processors.
+// Table processors (table=true) write through a topo.TableStore, which
+// forwards each change — at once, or when the record cache flushes it.
 type kvAccess struct {
 	st     topo.KVStore
+	tbl    *topo.TableStore
 	kc, vc topo.Codec
 }
 
-func (a *kvAccess) open(c *topo.Context, name string, kc, vc topo.Codec) error {
+func (a *kvAccess) open(c *topo.Context, name string, kc, vc topo.Codec, table bool) error {
 	if kc == nil || vc == nil {
 		return fmt.Errorf("engine: store %q: %w", name, nilSerdes(kc == nil, vc == nil))
 	}
-	st, err := c.Store(name)
-	a.st, a.kc, a.vc = st, kc, vc
+	a.kc, a.vc = kc, vc
+	var err error
+	if table {
+		a.tbl, err = c.TableStore(name)
+	} else {
+		a.st, err = c.Store(name)
+	}
 	return err
 }
 
 func (a *kvAccess) err(part string, b []byte, encode bool, err error) error {
-	return &serde.Error{Store: a.st.Name(), Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
+	name := ""
+	if a.tbl != nil {
+		name = a.tbl.Name()
+	} else if a.st != nil {
+		name = a.st.Name()
+	}
+	return &serde.Error{Store: name, Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
 }
 
 // get returns the key's value (nil if absent) and its timestamp.
@@ -218,7 +232,13 @@ func (a *kvAccess) get(key any) (any, time.Time, bool, error) {
 	if err != nil {
 		return nil, time.Time{}, false, a.err("key", nil, true, err)
 	}
-	e, ok, err := a.st.Get(kb)
+	var e topo.Entry
+	var ok bool
+	if a.tbl != nil {
+		e, ok, err = a.tbl.Get(kb)
+	} else {
+		e, ok, err = a.st.Get(kb)
+	}
 	if err != nil || !ok {
 		return nil, time.Time{}, false, err
 	}
@@ -226,7 +246,26 @@ func (a *kvAccess) get(key any) (any, time.Time, bool, error) {
 	if err != nil {
 		return nil, time.Time{}, false, a.err("value", e.Value, false, err)
 	}
-	return v, time.UnixMilli(e.Timestamp), true, nil
+	return v, topo.TimeOf(e.Timestamp), true, nil
+}
+
+// update sets r.Key to new (nil deletes it) at ts and forwards r with the
+// change from old to new.
+func (a *kvAccess) update(r topo.Record, old, new any, ts time.Time) error {
+	kb, err := a.kc.Encode(r.Key)
+	if err != nil {
+		return a.err("key", nil, true, err)
+	}
+	var vb []byte
+	if new != nil {
+		if vb, err = a.vc.Encode(new); err != nil {
+			return a.err("value", nil, true, err)
+		}
+		if vb == nil {
+			vb = []byte{}
+		}
+	}
+	return a.tbl.Update(kb, vb, ts.UnixMilli(), r, old, new)
 }
 
 func (a *kvAccess) put(key, value any, ts time.Time) error {

@@ -47,7 +47,7 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 	n.New = func() topo.Processor {
 		var st kvAccess
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Key == nil {
 					c.Skip("record without a key for a table")
@@ -57,19 +57,10 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 				if err != nil {
 					return err
 				}
-				if r.Value == nil {
-					if !ok {
-						return nil // deleting an absent key changes nothing
-					}
-					err = st.delete(r.Key, r.Timestamp)
-				} else {
-					err = st.put(r.Key, r.Value, r.Timestamp)
+				if r.Value == nil && !ok {
+					return nil // deleting an absent key changes nothing
 				}
-				if err != nil {
-					return err
-				}
-				r.Value = topo.Change{Old: old, New: r.Value}
-				return c.Forward(r)
+				return st.update(r, old, r.Value, r.Timestamp)
 			},
 		}
 	}
@@ -119,7 +110,7 @@ func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serd
 				if store == "" {
 					return nil
 				}
-				return st.open(c, store, kc, vc)
+				return st.open(c, store, kc, vc, true)
 			},
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch := mapChange(as[K](r.Key), r.Value.(topo.Change))
@@ -127,15 +118,7 @@ func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serd
 					return nil
 				}
 				if store != "" {
-					var err error
-					if ch.New == nil {
-						err = st.delete(r.Key, r.Timestamp)
-					} else {
-						err = st.put(r.Key, ch.New, r.Timestamp)
-					}
-					if err != nil {
-						return err
-					}
+					return st.update(r, ch.Old, ch.New, r.Timestamp)
 				}
 				r.Value = ch
 				return c.Forward(r)
@@ -227,7 +210,7 @@ func NewGlobalTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K],
 	n.New = func() topo.Processor {
 		var st kvAccess
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc) },
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, false) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Key == nil {
 					c.Skip("record without a key for a global table")

@@ -44,6 +44,13 @@ func AppID(id string) Option { return func(d *Driver) { d.appID = id } }
 // WallClock sets the start of the simulated wall clock. Default: [Epoch].
 func WallClock(t time.Time) Option { return func(d *Driver) { d.now = t } }
 
+// CacheBytes gives each task a record cache of that many bytes, as the
+// runtime has: updates of a key wait in it and only the latest reaches the
+// store, the changelog and downstream when [Driver.Commit] (or the cache's
+// budget) flushes it. Default: 0, no cache, so every update is visible as
+// soon as Pipe returns.
+func CacheBytes(n int64) Option { return func(d *Driver) { d.cacheBytes = n } }
+
 // Message is a record on a topic of the driver, in bytes.
 type Message struct {
 	Key, Value []byte // Value nil: tombstone
@@ -63,6 +70,8 @@ type Driver struct {
 	topics  map[string][]Message
 	queue   []topo.Input
 	closed  bool
+
+	cacheBytes int64
 }
 
 var _ engine.Queryable = (*Driver)(nil)
@@ -103,8 +112,9 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 			OpenStore: func(spec *topo.StoreSpec, _ topo.TaskID) (topo.KVStore, error) {
 				return topo.NewMemStore(spec.Name), nil
 			},
-			Collector: d,
-			Now:       func() time.Time { return d.now },
+			Collector:  d,
+			Now:        func() time.Time { return d.now },
+			CacheBytes: d.cacheBytes,
 		})
 		if err != nil {
 			d.Close()
@@ -139,7 +149,7 @@ func (d *Driver) ChangelogTopic(store string) string {
 // Send takes a task's output: it implements the tasks' collector.
 func (d *Driver) Send(out topo.Output) error {
 	msgs := d.topics[out.Topic]
-	m := Message{Key: out.Key, Value: out.Value, Timestamp: time.UnixMilli(out.Timestamp), Headers: out.Headers, Offset: int64(len(msgs))}
+	m := Message{Key: out.Key, Value: out.Value, Timestamp: topo.TimeOf(out.Timestamp), Headers: out.Headers, Offset: int64(len(msgs))}
 	d.topics[out.Topic] = append(msgs, m)
 	if d.readers[out.Topic] != nil {
 		d.queue = append(d.queue, topo.Input{Topic: out.Topic, Offset: m.Offset, Key: out.Key, Value: out.Value, Timestamp: out.Timestamp, Headers: out.Headers})
@@ -192,6 +202,34 @@ func (d *Driver) TryAdvanceWallClock(by time.Duration) error {
 		}
 		if err := d.drain(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Commit does what the runtime does before committing: it flushes every
+// task's record cache (see [CacheBytes]) and processes what that causes.
+func (d *Driver) Commit() {
+	if err := d.TryCommit(); err != nil {
+		d.fail(err)
+	}
+}
+
+// TryCommit is Commit returning the error.
+func (d *Driver) TryCommit() error {
+	// Flushing one task can feed records to another whose cache then fills.
+	for pending := true; pending; {
+		pending = false
+		for _, t := range d.tasks {
+			if err := t.Flush(); err != nil {
+				return err
+			}
+			if err := d.drain(); err != nil {
+				return err
+			}
+		}
+		for _, t := range d.tasks {
+			pending = pending || t.Pending() > 0
 		}
 	}
 	return nil

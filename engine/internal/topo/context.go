@@ -49,7 +49,7 @@ func (c *Context) StreamTime() time.Time {
 	if c.inst.task.streamTime == NoTime {
 		return time.Time{}
 	}
-	return time.UnixMilli(c.inst.task.streamTime)
+	return TimeOf(c.inst.task.streamTime)
 }
 
 // Now is the wall clock.
@@ -75,4 +75,4 @@ func (c *Context) Schedule(interval time.Duration, typ PunctuationType, fn func(
 
 // Timestamp is the timestamp of the record the node is processing, or the
 // time of the punctuation being run.
-func (c *Context) Timestamp() time.Time { return time.UnixMilli(c.inst.task.recordTime) }
+func (c *Context) Timestamp() time.Time { return TimeOf(c.inst.task.recordTime) }

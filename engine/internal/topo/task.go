@@ -66,6 +66,8 @@ type TaskConfig struct {
 	Collector Collector
 	Now       func() time.Time // the wall clock
 	Logger    *slog.Logger
+	// CacheBytes bounds the task's record cache; 0 disables it.
+	CacheBytes int64
 	// OnDecodeError decides what happens to an input record that cannot be
 	// decoded; nil fails the task.
 	OnDecodeError func(in Input, err error) error
@@ -83,6 +85,7 @@ type Task struct {
 	origin     Origin
 	puncts     []*punctuator
 	skipped    map[string]int64
+	cache      *Cache
 }
 
 // NoTime is the stream time of a task that has processed nothing.
@@ -111,6 +114,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		stores:     map[string]KVStore{},
 		streamTime: NoTime,
 		skipped:    map[string]int64{},
+		cache:      NewCache(cfg.CacheBytes),
 	}
 	for _, spec := range cfg.Sub.Stores {
 		s, err := cfg.OpenStore(spec, cfg.ID)
@@ -197,6 +201,13 @@ func (t *Task) Punctuate(now time.Time) error {
 	return t.punctuate(WallClockTime, now.UnixMilli())
 }
 
+// Flush empties the record cache: every update waiting in it is written to
+// its store and forwarded. Call it before committing.
+func (t *Task) Flush() error { return t.cache.Flush() }
+
+// Pending is the number of updates waiting in the record cache.
+func (t *Task) Pending() int { return t.cache.Len() }
+
 // Skip counts a dropped record.
 func (t *Task) Skip(reason string) { t.skipped[reason]++ }
 
@@ -222,8 +233,11 @@ func (t *Task) closeStores() error {
 	return errors.Join(errs...)
 }
 
+// TimeOf is a Unix millisecond timestamp as a UTC time.
+func TimeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
 func (ni *nodeInst) decode(in Input) (Record, error) {
-	r := Record{Timestamp: time.UnixMilli(in.Timestamp), Headers: in.Headers}
+	r := Record{Timestamp: TimeOf(in.Timestamp), Headers: in.Headers}
 	where := func(part string, b []byte, err error) error {
 		return &serde.Error{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Part: part, Bytes: b, Err: err}
 	}
@@ -380,7 +394,7 @@ func (t *Task) punctuate(typ PunctuationType, now int64) error {
 		p.next += ((now-p.next)/p.interval + 1) * p.interval
 		t.origin = Origin{Partition: t.cfg.ID.Partition, Offset: -1}
 		t.recordTime = now
-		if err := p.fn(time.UnixMilli(now)); err != nil {
+		if err := p.fn(TimeOf(now)); err != nil {
 			return fmt.Errorf("engine: punctuator of %q: %w", p.inst.node.Name, err)
 		}
 	}

@@ -1,0 +1,184 @@
+// Package kafkaenv hands out a Kafka broker for tests, benchmarks and
+// examples: one harness, whatever the machine has.
+//
+// [Start] tries, in order: the providers registered with [Register] (package
+// integration registers one for testcontainers-go when a Docker engine
+// answers); an external broker named by the KAFKA_BROKERS environment
+// variable (comma-separated host:port, as scripts/services.sh prints); and
+// finally an embedded, in-process broker (franz-go's kfake), which needs
+// nothing installed.
+//
+// The embedded broker speaks the real protocol (groups, transactions,
+// compaction) and is right for semantics, but it is much faster than a real
+// broker and moves its log start when it compacts: never use it as a
+// performance baseline. Tests that claim Kafka behaviour call [Real], which
+// skips them with a visible reason on the embedded broker — or fails them
+// when CI=true, since CI must run them against a real broker.
+//
+//	env, err := kafkaenv.Start(ctx, kafkaenv.Options{})
+//	if err != nil { … }
+//	defer env.Close()
+//	client, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+package kafkaenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Kind says where a broker came from.
+type Kind string
+
+// The kinds of broker.
+const (
+	Embedded Kind = "embedded" // in-process kfake
+	External Kind = "external" // KAFKA_BROKERS
+)
+
+// Env is a running broker (or cluster).
+type Env struct {
+	Brokers []string
+	Kind    Kind
+	close   func() error
+	once    sync.Once
+	err     error
+}
+
+// Real reports whether the broker is a real Apache Kafka (or compatible)
+// broker rather than the embedded one.
+func (e *Env) Real() bool { return e.Kind != Embedded }
+
+// Close stops the broker if this Env started it; an external broker is left
+// running.
+func (e *Env) Close() error {
+	e.once.Do(func() {
+		if e.close != nil {
+			e.err = e.close()
+		}
+	})
+	return e.err
+}
+
+// Options tune Start.
+type Options struct {
+	// Embedded forces the embedded broker even when another is available.
+	Embedded bool
+	// DataDir makes the embedded broker persist its log there, so that an
+	// example keeps its data across restarts. Default: in memory.
+	DataDir string
+	// Partitions is the embedded broker's default partition count for topics
+	// created without one. Default: 1.
+	Partitions int
+}
+
+// Provider starts or finds a broker. It returns ok=false, with no error, when
+// it does not apply on this machine (no Docker engine, say).
+type Provider func(ctx context.Context) (env *Env, ok bool, err error)
+
+var (
+	provMu    sync.Mutex
+	providers []namedProvider
+)
+
+type namedProvider struct {
+	name string
+	p    Provider
+}
+
+// Register adds a provider tried before KAFKA_BROKERS and the embedded
+// broker, in registration order.
+func Register(name string, p Provider) {
+	provMu.Lock()
+	defer provMu.Unlock()
+	providers = append(providers, namedProvider{name, p})
+}
+
+// NewEnv is for providers: an Env of the given kind whose Close calls close
+// (which may be nil).
+func NewEnv(kind Kind, brokers []string, close func() error) *Env {
+	return &Env{Brokers: brokers, Kind: kind, close: close}
+}
+
+// Start returns a broker: a registered provider's, the external one in
+// KAFKA_BROKERS, or a new embedded one.
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	if !opts.Embedded {
+		provMu.Lock()
+		ps := append([]namedProvider(nil), providers...)
+		provMu.Unlock()
+		for _, np := range ps {
+			env, ok, err := np.p(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("kafkaenv: provider %s: %w", np.name, err)
+			}
+			if ok {
+				return env, nil
+			}
+		}
+		if bs := os.Getenv("KAFKA_BROKERS"); bs != "" {
+			var brokers []string
+			for _, b := range strings.Split(bs, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					brokers = append(brokers, b)
+				}
+			}
+			if len(brokers) == 0 {
+				return nil, errors.New("kafkaenv: KAFKA_BROKERS is set but names no broker")
+			}
+			return NewEnv(External, brokers, nil), nil
+		}
+	}
+	return StartEmbedded(opts)
+}
+
+// StartEmbedded starts an in-process broker on a free loopback port.
+func StartEmbedded(opts Options) (*Env, error) {
+	parts := opts.Partitions
+	if parts <= 0 {
+		parts = 1
+	}
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.DefaultNumPartitions(parts), kfake.Ports(0)}
+	if opts.DataDir != "" {
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+	}
+	c, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: start the embedded broker: %w", err)
+	}
+	return NewEnv(Embedded, c.ListenAddrs(), func() error { c.Close(); return nil }), nil
+}
+
+// ForTest returns a broker for a test, closed when the test ends: the one
+// Start picks.
+func ForTest(tb testing.TB) *Env {
+	tb.Helper()
+	env, err := Start(context.Background(), Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+// Real returns a real broker for a test that claims Kafka behaviour
+// (transactions, rebalances, compaction, restore). Without one, the test is
+// skipped with the reason — or fails when CI=true, since CI must run it.
+func Real(tb testing.TB) *Env {
+	tb.Helper()
+	env := ForTest(tb)
+	if !env.Real() {
+		msg := "needs a real Kafka broker: set KAFKA_BROKERS (scripts/services.sh start kafka prints it) or run with a Docker engine"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return env
+}
