@@ -144,6 +144,14 @@ func (b *Builder) opts(op string, given []Option, allowed ...string) (*options, 
 			bad = append(bad, s)
 		}
 	}
+	for _, s := range o.set {
+		if s == "Materialized" && o.store == "" {
+			return o, errors.New("Materialized has an empty store name")
+		}
+		if s == "Named" && o.name == "" {
+			return o, errors.New("Named has an empty name")
+		}
+	}
 	if o.partitions < 0 {
 		return o, fmt.Errorf("Partitions(%d) must be positive", o.partitions)
 	}
@@ -157,6 +165,7 @@ func (b *Builder) opts(op string, given []Option, allowed ...string) (*options, 
 // operation, its parents' names and how many siblings of the same operation
 // came before it. Adding unrelated nodes changes no derived name.
 func (b *Builder) name(op string, o *options, parents []*topo.Node, extra string) string {
+	b.mustOpen()
 	if o != nil && o.name != "" {
 		return o.name
 	}

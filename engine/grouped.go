@@ -15,32 +15,30 @@ import (
 type GroupedStream[K, V any] struct {
 	s    *Stream[K, V]
 	name string // names the repartition topic, if one is needed
+	err  error  // a problem with the grouping's options, reported on its aggregations
+	// repartitioned is the repartitioned input, made by the first
+	// aggregation that needs it and shared by the others.
+	repartitioned *Stream[K, V]
 }
 
 // GroupByKey groups the stream by its current key. If an operation upstream
 // changed the key, the aggregation repartitions first.
 func (s *Stream[K, V]) GroupByKey(opts ...Option) *GroupedStream[K, V] {
 	o, err := s.b.opts("GroupByKey", opts)
-	if err != nil {
-		s.b.g.Errs = append(s.b.g.Errs, err)
-	}
-	return &GroupedStream[K, V]{s: s, name: s.b.name("group-by-key", o, []*topo.Node{s.node}, "")}
+	return &GroupedStream[K, V]{s: s, name: s.b.name("group-by-key", o, []*topo.Node{s.node}, ""), err: err}
 }
 
 // GroupBy groups the stream by a new key computed from each record; the
 // aggregation repartitions by it. [Named] names the repartition topic.
 func GroupBy[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) *GroupedStream[K2, V] {
 	o, err := s.b.opts("GroupBy", opts)
-	if err != nil {
-		s.b.g.Errs = append(s.b.g.Errs, err)
-	}
 	name := s.b.name("group-by", o, []*topo.Node{s.node}, "")
-	return &GroupedStream[K2, V]{s: SelectKey(s, fn, Named(name+"-key")), name: name}
+	return &GroupedStream[K2, V]{s: SelectKey(s, fn, Named(name+"-key")), name: name, err: err}
 }
 
 // WithSerdes sets the serdes for the repartition topic and the store.
 func (g *GroupedStream[K, V]) WithSerdes(keySerde serde.Serde[K], valueSerde serde.Serde[V]) *GroupedStream[K, V] {
-	return &GroupedStream[K, V]{s: g.s.WithSerdes(keySerde, valueSerde), name: g.name}
+	return &GroupedStream[K, V]{s: g.s.WithSerdes(keySerde, valueSerde), name: g.name, err: g.err}
 }
 
 // input is the stream to aggregate: repartitioned if its key changed.
@@ -48,7 +46,10 @@ func (g *GroupedStream[K, V]) input() *Stream[K, V] {
 	if !g.s.rekeyed {
 		return g.s
 	}
-	return g.s.repartition(g.name, 0, nil)
+	if g.repartitioned == nil {
+		g.repartitioned = g.s.repartition(g.name, 0, nil)
+	}
+	return g.repartitioned
 }
 
 // aggFunc folds a value into an aggregate; exists says whether agg holds a
@@ -67,7 +68,7 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], op string, opts []Option, v
 	b.addStore(o, store)
 	n.Stores = []string{store}
 	n.New = streamAggProc(store, codecOf(in.ks), codecOf(vas), add)
-	b.add(n, errors.Join(err, serr, nilErr))
+	b.add(n, errors.Join(g.err, err, serr, nilErr))
 	return &Table[K, VA]{b: b, node: n, ks: in.ks, vs: vas, store: store}
 }
 
@@ -152,6 +153,7 @@ type GroupedTable[K, V any] struct {
 	name string
 	// selector computes the new key and value of a row.
 	selector func(k, v any) (any, any)
+	src      *topo.Node // the repartitioned changes, once an aggregation asked
 }
 
 // GroupTable re-groups a table by a new key and value computed from each
@@ -163,7 +165,9 @@ func GroupTable[K, V, K2, V2 any](t *Table[K, V], fn func(K, V) (K2, V2), opts .
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table-group-by", Parents: []*topo.Node{t.node}}
 	n.Name = t.b.name("table-group-by", o, n.Parents, "")
 	g := &GroupedTable[K2, V2]{b: t.b, sel: n, ks: defaultSerde[K2](), vs: defaultSerde[V2](), name: n.Name}
-	// The processor is made by the aggregation, once the serdes are final.
+	// The first aggregation makes the real processor, once the serdes are
+	// final; without one the node forwards nothing.
+	n.New = stateless(func(*topo.Context, topo.Record) error { return nil })
 	t.b.add(n, errors.Join(err, nilFuncErr(fn == nil, "group-by")))
 	g.selector = func(k any, v any) (any, any) {
 		k2, v2 := fn(as[K](k), v.(V))
@@ -194,6 +198,53 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 	b := g.b
 	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
 	vas, serr := valueSerdeOpt(o, vas)
+	kc := codecOf(g.ks)
+	src := g.source()
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{src}}
+	n.Name = b.name(op, o, n.Parents, "")
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	n.Stores = []string{store}
+	avc := codecOf(vas)
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, avc, true) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				ch := r.Value.(topo.Change)
+				old, oldTs, ok, err := st.get(r.Key)
+				if err != nil {
+					return err
+				}
+				agg, exists := old, ok
+				if ch.Old != nil {
+					agg, exists = fns.sub(r.Key, ch.Old, agg, exists)
+				}
+				if ch.New != nil {
+					agg, exists = fns.add(r.Key, ch.New, agg, exists), true
+				}
+				if !exists {
+					if !ok {
+						return nil
+					}
+					agg = nil
+				}
+				return st.update(r, old, agg, later(r.Timestamp, oldTs))
+			},
+		}
+	}
+	b.add(n, errors.Join(err, serr, nilErr))
+	return &Table[K, VA]{b: b, node: n, ks: g.ks, vs: vas, store: store}
+}
+
+// source writes the re-grouped changes through the repartition topic, once,
+// and returns the node that reads them back: every aggregation of the
+// grouped table shares it.
+func (g *GroupedTable[K, V]) source() *topo.Node {
+	if g.src != nil {
+		return g.src
+	}
+	b := g.b
 	kc, vc := codecOf(g.ks), codecOf(g.vs)
 	sel := g.selector
 	g.sel.New = stateless(func(c *topo.Context, r topo.Record) error {
@@ -233,44 +284,10 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 	it := &topo.InternalTopic{Name: g.name + "-repartition", Kind: topo.RepartitionTopic}
 	b.add(&topo.Node{Name: g.name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
 		Parents: []*topo.Node{g.sel}, KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nilSerdes(g.ks == nil, g.vs == nil))
-	src := b.add(&topo.Node{Name: g.name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
+	g.src = b.add(&topo.Node{Name: g.name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
 		KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nil)
 
-	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{src}}
-	n.Name = b.name(op, o, n.Parents, "")
-	store := storeName(o, n.Name)
-	b.addStore(o, store)
-	n.Stores = []string{store}
-	avc := codecOf(vas)
-	n.New = func() topo.Processor {
-		var st kvAccess
-		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, avc, true) },
-			fn: func(c *topo.Context, r topo.Record) error {
-				ch := r.Value.(topo.Change)
-				old, oldTs, ok, err := st.get(r.Key)
-				if err != nil {
-					return err
-				}
-				agg, exists := old, ok
-				if ch.Old != nil {
-					agg, exists = fns.sub(r.Key, ch.Old, agg, exists)
-				}
-				if ch.New != nil {
-					agg, exists = fns.add(r.Key, ch.New, agg, exists), true
-				}
-				if !exists {
-					if !ok {
-						return nil
-					}
-					agg = nil
-				}
-				return st.update(r, old, agg, later(r.Timestamp, oldTs))
-			},
-		}
-	}
-	b.add(n, errors.Join(err, serr, nilErr))
-	return &Table[K, VA]{b: b, node: n, ks: g.ks, vs: vas, store: store}
+	return g.src
 }
 
 // Count counts the rows in each group. A group whose rows all left keeps
@@ -363,7 +380,7 @@ func CogroupWith[K, V, VA any](c *Cogrouped[K, VA], g *GroupedStream[K, V], fn f
 	c.parts = append(c.parts, cogroupPart{
 		in:  in.node,
 		add: func(k, v, agg any) any { return fn(as[K](k), v.(V), agg.(VA)) },
-		err: errors.Join(c.b.same(g.s.b), nilFuncErr(fn == nil, "aggregate")),
+		err: errors.Join(g.err, c.b.same(g.s.b), nilFuncErr(fn == nil, "aggregate")),
 	})
 	return c
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
@@ -148,7 +149,9 @@ func Process[KIn, VIn, KOut, VOut any](s *Stream[KIn, VIn], newProcessor func() 
 		spec := d.spec()
 		s.b.g.AddStore(spec)
 		n.Stores = append(n.Stores, spec.Name)
+		err = errors.Join(err, d.check())
 	}
+	err = errors.Join(err, nilFuncErr(newProcessor == nil, "processor constructor"))
 	n.New = func() topo.Processor {
 		return &userProc[KIn, VIn, KOut, VOut]{p: newProcessor()}
 	}

@@ -30,26 +30,45 @@ type KeyValueStore[K, V any] interface {
 // [NewKeyValueStore].
 type StoreDef interface {
 	spec() *topo.StoreSpec
+	check() error
 }
 
 // KeyValueStoreDef declares a key-value store of a processor.
 type KeyValueStoreDef[K, V any] struct {
-	s  *topo.StoreSpec
-	ks serde.Serde[K]
-	vs serde.Serde[V]
+	s   *topo.StoreSpec
+	ks  serde.Serde[K]
+	vs  serde.Serde[V]
+	err error
 }
 
 // NewKeyValueStore declares a key-value store. Options: [InMemory],
-// [WithoutChangelog].
+// [WithoutChangelog]. Problems (a nil serde, another option) are reported by
+// Build on the processor the store is attached to.
 func NewKeyValueStore[K, V any](name string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *KeyValueStoreDef[K, V] {
 	o := &options{}
 	for _, f := range opts {
-		f(o)
+		if f != nil {
+			f(o)
+		}
 	}
-	return &KeyValueStoreDef[K, V]{s: &topo.StoreSpec{Name: name, Kind: topo.KeyValueStore, Logged: !o.noLog, InMemory: o.inMemory}, ks: keySerde, vs: valueSerde}
+	var errs []error
+	for _, s := range o.set {
+		if s != "InMemory" && s != "WithoutChangelog" {
+			errs = append(errs, fmt.Errorf("NewKeyValueStore does not use the option %s", s))
+		}
+	}
+	if err := nilSerdes(keySerde == nil, valueSerde == nil); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if len(errs) > 0 {
+		err = fmt.Errorf("store %q: %w", name, errors.Join(errs...))
+	}
+	return &KeyValueStoreDef[K, V]{s: &topo.StoreSpec{Name: name, Kind: topo.KeyValueStore, Logged: !o.noLog, InMemory: o.inMemory}, ks: keySerde, vs: valueSerde, err: err}
 }
 
 func (d *KeyValueStoreDef[K, V]) spec() *topo.StoreSpec { return d.s }
+func (d *KeyValueStoreDef[K, V]) check() error          { return d.err }
 
 // Name is the store's name.
 func (d *KeyValueStoreDef[K, V]) Name() string { return d.s.Name }

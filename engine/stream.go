@@ -104,7 +104,7 @@ func (s *Stream[K, V]) filter(op string, pred func(K, V) bool, want bool, opts [
 		return nil
 	})
 	if pred == nil {
-		n.Err = errNilFunc("predicate")
+		n.Err = errors.Join(n.Err, errNilFunc("predicate"))
 	}
 	return keep(s, n)
 }
@@ -118,7 +118,7 @@ func (s *Stream[K, V]) Peek(fn func(K, V), opts ...Option) *Stream[K, V] {
 		return c.Forward(r)
 	})
 	if fn == nil {
-		n.Err = errNilFunc("peek")
+		n.Err = errors.Join(n.Err, errNilFunc("peek"))
 	}
 	return keep(s, n)
 }
@@ -132,7 +132,7 @@ func (s *Stream[K, V]) Foreach(fn func(K, V), opts ...Option) {
 		return nil
 	})
 	if fn == nil {
-		n.Err = errNilFunc("foreach")
+		n.Err = errors.Join(n.Err, errNilFunc("foreach"))
 	}
 }
 
@@ -162,7 +162,7 @@ func Map[K, V, K2, V2 any](s *Stream[K, V], fn func(K, V) (K2, V2), opts ...Opti
 		return c.Forward(r)
 	})
 	if fn == nil {
-		n.Err = errNilFunc("map")
+		n.Err = errors.Join(n.Err, errNilFunc("map"))
 	}
 	return derive(s, n, defaultSerde[K2](), defaultSerde[V2](), true)
 }
@@ -177,7 +177,7 @@ func MapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) V2, opts ...Option) 
 		return c.Forward(r)
 	})
 	if fn == nil {
-		n.Err = errNilFunc("map")
+		n.Err = errors.Join(n.Err, errNilFunc("map"))
 	}
 	return derive(s, n, s.ks, defaultSerde[V2](), s.rekeyed)
 }
@@ -194,7 +194,7 @@ func SelectKey[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) 
 		return c.Forward(r)
 	})
 	if fn == nil {
-		n.Err = errNilFunc("key")
+		n.Err = errors.Join(n.Err, errNilFunc("key"))
 	}
 	return derive(s, n, defaultSerde[K2](), s.vs, true)
 }
@@ -217,7 +217,7 @@ func FlatMap[K, V, K2, V2 any](s *Stream[K, V], fn func(K, V) []KeyValue[K2, V2]
 		return nil
 	})
 	if fn == nil {
-		n.Err = errNilFunc("flat-map")
+		n.Err = errors.Join(n.Err, errNilFunc("flat-map"))
 	}
 	return derive(s, n, defaultSerde[K2](), defaultSerde[V2](), true)
 }
@@ -239,7 +239,7 @@ func FlatMapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) []V2, opts ...Op
 		return nil
 	})
 	if fn == nil {
-		n.Err = errNilFunc("flat-map")
+		n.Err = errors.Join(n.Err, errNilFunc("flat-map"))
 	}
 	return derive(s, n, s.ks, defaultSerde[V2](), s.rekeyed)
 }

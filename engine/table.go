@@ -151,7 +151,7 @@ func (t *Table[K, V]) filter(op string, pred func(K, V) bool, want bool, opts []
 		return topo.Change{Old: keepIf(k, c.Old), New: keepIf(k, c.New)}
 	})
 	if pred == nil {
-		r.node.Err = errNilFunc("predicate")
+		r.node.Err = errors.Join(r.node.Err, errNilFunc("predicate"))
 	}
 	return r
 }
@@ -168,7 +168,7 @@ func MapTableValues[K, V, V2 any](t *Table[K, V], fn func(K, V) V2, opts ...Opti
 		return topo.Change{Old: apply(k, c.Old), New: apply(k, c.New)}
 	})
 	if fn == nil {
-		r.node.Err = errNilFunc("map")
+		r.node.Err = errors.Join(r.node.Err, errNilFunc("map"))
 	}
 	return r
 }

@@ -173,16 +173,19 @@ func (d *Driver) PipeBytes(topic string, key, value []byte, ts time.Time, header
 	return d.drain()
 }
 
+// drain processes the queue to the end. A record that fails is dropped, as
+// the runtime's fail policy would stop only its task; the others still run,
+// and the first error is returned.
 func (d *Driver) drain() error {
+	var first error
 	for len(d.queue) > 0 {
 		in := d.queue[0]
 		d.queue = d.queue[1:]
-		if err := d.readers[in.Topic].Process(in); err != nil {
-			d.queue = nil
-			return err
+		if err := d.readers[in.Topic].Process(in); err != nil && first == nil {
+			first = err
 		}
 	}
-	return nil
+	return first
 }
 
 // AdvanceWallClock moves the simulated wall clock forward and runs the

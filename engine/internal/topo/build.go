@@ -67,7 +67,9 @@ func Build(g *Graph) (*Topology, error) {
 	names := map[string]*Node{}
 	for _, n := range g.Nodes {
 		if n.Err != nil {
-			nodeErr(n, "%v", n.Err)
+			for _, e := range flatten(n.Err) {
+				nodeErr(n, "%v", e)
+			}
 		}
 		if n.Name == "" {
 			errs = append(errs, fmt.Errorf("engine: a %s node has an empty name", n.Op))
@@ -175,14 +177,10 @@ func Build(g *Graph) (*Topology, error) {
 		s.ID = i
 	}
 
-	// A sink that writes a topic its own sub-topology reads would feed every
-	// record back to itself forever.
-	for _, sub := range t.Subs {
-		for _, n := range sub.Nodes {
-			if n.Kind == SinkNode && sub.Sources[n.Ref()] != nil {
-				nodeErr(n, "writes topic %s, which its own sub-topology reads: the records would loop forever", n.Ref())
-			}
-		}
+	// A sink that writes a topic some source reads feeds that source: a cycle
+	// through such links would send every record round forever.
+	if sink, cyc := nodeCycle(g.Nodes, t.sourceOf); sink != nil {
+		nodeErr(sink, "writes topic %s, which leads back to it (%s): the records would loop forever", sink.Ref(), cyc)
 	}
 
 	seenTopic := map[string]bool{}
@@ -295,4 +293,86 @@ func joinNames(ns []*Node) string {
 		s[i] = n.Name
 	}
 	return strings.Join(s, ", ")
+}
+
+// nodeCycle finds a cycle among the nodes, where a node leads to its
+// children and a sink to the source that reads its topic, and describes it,
+// with the first sink on it, or returns nil.
+func nodeCycle(nodes []*Node, sourceOf map[TopicRef]*SubTopology) (*Node, string) {
+	next := func(n *Node) []*Node {
+		if n.Kind != SinkNode {
+			return n.Children
+		}
+		if sub := sourceOf[n.Ref()]; sub != nil {
+			return []*Node{sub.Sources[n.Ref()]}
+		}
+		return nil
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	mark := map[*Node]int{}
+	var path []*Node
+	var found string
+	var sink *Node
+	var visit func(n *Node) bool
+	visit = func(n *Node) bool {
+		mark[n] = onPath
+		path = append(path, n)
+		for _, c := range next(n) {
+			if c == nil {
+				continue
+			}
+			if mark[c] == onPath {
+				var parts []string
+				for i := len(path) - 1; i >= 0; i-- {
+					if path[i] == c {
+						for _, p := range path[i:] {
+							if p.Kind == SinkNode {
+								if sink == nil {
+									sink = p
+								}
+								parts = append(parts, fmt.Sprintf("%s (writes %s)", p.Name, p.Ref()))
+							} else {
+								parts = append(parts, p.Name)
+							}
+						}
+						break
+					}
+				}
+				found = strings.Join(append(parts, c.Name), " -> ")
+				return true
+			}
+			if mark[c] == unseen && visit(c) {
+				return true
+			}
+		}
+		path = path[:len(path)-1]
+		mark[n] = done
+		return false
+	}
+	for _, n := range nodes {
+		if mark[n] == unseen && visit(n) {
+			return sink, found
+		}
+	}
+	return nil, ""
+}
+
+// flatten splits joined errors, so that each gets its own line with the
+// node's name.
+func flatten(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			out = append(out, flatten(e)...)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package topo
 import (
 	"container/list"
 	"fmt"
+	"sync/atomic"
 )
 
 // The record cache sits between a table processor (an aggregation, a
@@ -12,28 +13,39 @@ import (
 // keeping the value from before the first one, so that when the entry is
 // finally flushed — on commit, or when the cache is over its byte budget and
 // the entry is the least recently written — one store write and one
-// forwarded change stand for all of them. Downstream results after a flush
-// are the same as without the cache; only the intermediate updates are gone.
+// forwarded change stand for all of them. After a flush every key has the
+// value it would have without the cache; only the intermediate updates are
+// gone. One consequence, as in Kafka Streams: a row that moves to another
+// group and back between two flushes never touches the other group, so an
+// aggregate that would have been created and taken back to zero in between
+// does not appear at all.
 //
 // One cache serves a task and is used by one goroutine at a time, like the
 // task.
 
 // Cache is a task's record cache.
 type Cache struct {
+	// Hits and Misses count reads of cached stores that the cache answered
+	// or passed to the store.
+	Hits, Misses atomic.Int64
+
 	max     int64
 	size    int64
 	lru     *list.List // of *cacheEntry, least recently written first
 	entries map[cacheKey]*list.Element
 }
 
+// cacheKey is a key of a store. Processors that share a store (a cogroup's
+// aggregators) share its entries, so each sees the others' pending updates.
 type cacheKey struct {
-	store *TableStore
+	store KVStore
 	key   string
 }
 
 type cacheEntry struct {
 	ck       cacheKey
-	value    []byte // nil: delete
+	fwd      *TableStore // the latest writer, whose node forwards the change
+	value    []byte      // nil: delete
 	ts       int64
 	rec      Record // key and headers of the latest update
 	old, new any
@@ -80,7 +92,7 @@ func (c *Cache) flushFront() error {
 	c.lru.Remove(el)
 	delete(c.entries, e.ck)
 	c.size -= e.bytes()
-	return e.ck.store.write([]byte(e.ck.key), e.value, e.ts, e.rec, e.old, e.new)
+	return e.fwd.write([]byte(e.ck.key), e.value, e.ts, e.rec, e.old, e.new)
 }
 
 // TableStore is how a table processor writes its store: each update both
@@ -107,13 +119,15 @@ func (s *TableStore) Name() string { return s.store.Name() }
 // Get reads a key, seeing updates still in the cache.
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
-		if el, ok := s.cache.entries[cacheKey{s, string(key)}]; ok {
+		if el, ok := s.cache.entries[cacheKey{s.store, string(key)}]; ok {
+			s.cache.Hits.Add(1)
 			e := el.Value.(*cacheEntry)
 			if e.value == nil {
 				return Entry{}, false, nil
 			}
 			return Entry{Key: key, Value: e.value, Timestamp: e.ts}, true, nil
 		}
+		s.cache.Misses.Add(1)
 	}
 	return s.store.Get(key)
 }
@@ -126,15 +140,15 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 		return s.write(key, value, ts, rec, old, new)
 	}
 	c := s.cache
-	ck := cacheKey{s, string(key)}
+	ck := cacheKey{s.store, string(key)}
 	if el, ok := c.entries[ck]; ok {
 		e := el.Value.(*cacheEntry)
 		c.size -= e.bytes()
-		e.value, e.ts, e.rec, e.new = value, ts, rec, new
+		e.fwd, e.value, e.ts, e.rec, e.new = s, value, ts, rec, new
 		c.size += e.bytes()
 		c.lru.MoveToBack(el)
 	} else {
-		e := &cacheEntry{ck: ck, value: value, ts: ts, rec: rec, old: old, new: new}
+		e := &cacheEntry{ck: ck, fwd: s, value: value, ts: ts, rec: rec, old: old, new: new}
 		c.entries[ck] = c.lru.PushBack(e)
 		c.size += e.bytes()
 	}

@@ -98,6 +98,7 @@ type nodeInst struct {
 	children []*nodeInst
 	task     *Task
 	topic    string // sources and sinks: the real topic name
+	inited   bool   // Init succeeded, so Close is due
 }
 
 // NewTask instantiates every node of the sub-topology and opens its stores.
@@ -156,6 +157,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 			t.Close()
 			return nil, fmt.Errorf("engine: task %s: init %q: %w", cfg.ID, ni.node.Name, err)
 		}
+		ni.inited = true
 	}
 	return t, nil
 }
@@ -184,8 +186,11 @@ func (t *Task) Process(in Input) error {
 		if t.cfg.OnDecodeError == nil {
 			return err
 		}
+		if err := t.cfg.OnDecodeError(in, err); err != nil {
+			return err
+		}
 		t.Skip("decode-error")
-		return t.cfg.OnDecodeError(in, err)
+		return nil
 	}
 	if in.Timestamp > t.streamTime {
 		t.streamTime = in.Timestamp
@@ -205,6 +210,14 @@ func (t *Task) Punctuate(now time.Time) error {
 // its store and forwarded. Call it before committing.
 func (t *Task) Flush() error { return t.cache.Flush() }
 
+// CacheStats returns how many reads the record cache answered and passed on.
+func (t *Task) CacheStats() (hits, misses int64) {
+	if t.cache == nil {
+		return 0, 0
+	}
+	return t.cache.Hits.Load(), t.cache.Misses.Load()
+}
+
 // Pending is the number of updates waiting in the record cache.
 func (t *Task) Pending() int { return t.cache.Len() }
 
@@ -215,7 +228,8 @@ func (t *Task) Skip(reason string) { t.skipped[reason]++ }
 func (t *Task) Close() error {
 	var errs []error
 	for _, ni := range t.insts {
-		if ni.proc != nil {
+		if ni.inited {
+			ni.inited = false
 			if err := ni.proc.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("engine: close %q: %w", ni.node.Name, err))
 			}
@@ -271,8 +285,13 @@ func (ni *nodeInst) process(r Record) error {
 	case SourceNode:
 		return ni.forwardAll(r)
 	}
+	// The node sees its record's time until it returns, whatever its
+	// children (which run inside Forward) saw.
+	prev := ni.task.recordTime
 	ni.task.recordTime = r.Timestamp.UnixMilli()
-	return ni.proc.Process(r)
+	err := ni.proc.Process(r)
+	ni.task.recordTime = prev
+	return err
 }
 
 func (ni *nodeInst) forwardAll(r Record) error {

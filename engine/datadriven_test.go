@@ -1,0 +1,849 @@
+package engine_test
+
+// Data-driven specs of the DSL's semantics, in the manner of pebble's
+// testdata files. Every file in testdata/dsl/*.txt is a sequence of cases;
+// each runs one topology of the map below in the in-memory driver, twice:
+// without a record cache ("nocache"), where every update is visible, and
+// with one ("cache"), committing before each expect, store, skipped and log.
+// The cache may compact a key's updates between commits, so there expect
+// compares only the latest record of each key (a key that was added and
+// deleted since the last commit may be missing), and log is not checked.
+//
+// Grammar. One command a line, at the start of the line; a command's
+// expected lines follow it, indented. Lines starting with '#' are comments;
+// blank lines are ignored. Tokens are separated by spaces.
+//
+//	topology <name>        starts a case: builds dslTopologies[name], starts a driver
+//	bug <text>             the case shows a known engine bug: if it fails it is
+//	                       skipped with the text; if it passes, it fails
+//	cache-bug <text>       the same, with the record cache only
+//	nocache <text>         the case runs without the record cache only; the text
+//	                       says why its intermediate results are the point
+//	build-error            Build must fail; each indented line is a part of the error
+//	pipe <topic> <key> <value> @<ms>
+//	                       writes a record stamped enginetest.At(ms) and processes
+//	                       all it causes; key ~ is a null key, value ~ a tombstone,
+//	                       "" an empty string
+//	pipe-error <topic> <key> <value> @<ms>
+//	                       the same, but the pipe must fail; each indented line is
+//	                       a part of the error
+//	expect <topic>         the records written to the topic since the last expect:
+//	                       one indented "<key> <value> @<ms>" each, none if none;
+//	                       "${app}-<name>" is an internal topic
+//	store <name>           the store's entries in key order: "<key> <value> @<ms>"
+//	skipped                the skip counts so far: "<node>: <reason> = <n>"
+//	log                    the logging user functions' calls since the last log
+//
+// Keys are strings. Values are int64 or text (strings, JSON written without
+// spaces), as the topology declares for each topic and store. When a case
+// ends, each output topic it declares must have been read to its end and the
+// log must be empty: a case states everything its input caused.
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+func TestDSL(t *testing.T) {
+	files, err := filepath.Glob("testdata/dsl/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no files in testdata/dsl")
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cases, err := parseDSLCases(file, string(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("%d_%s", c.line, c.topology), func(t *testing.T) { runDSLCase(t, file, c) })
+			}
+		})
+	}
+}
+
+// dslKind is how a topic's or store's values are written in a case.
+type dslKind int
+
+const (
+	dslTxt dslKind = iota // the bytes as they are: strings, JSON
+	dslI64                // serde.Int64
+)
+
+// dslLogFunc records a call of a user function for the log command.
+type dslLogFunc func(format string, args ...any)
+
+type dslTopologyDef struct {
+	// Topics and stores with the kind of their values: "name:int name:text …".
+	in, out, stores string
+	build           func(b *engine.Builder, log dslLogFunc)
+}
+
+// dslKinds reads "name:int name:text …".
+func dslKinds(spec string) map[string]dslKind {
+	m := map[string]dslKind{}
+	for _, f := range strings.Fields(spec) {
+		name, k, _ := strings.Cut(f, ":")
+		m[name] = map[string]dslKind{"int": dslI64, "text": dslTxt}[k]
+	}
+	return m
+}
+
+// dslCommand is a command and the indented lines that follow it.
+type dslCommand struct {
+	line int
+	args []string
+	body []string
+}
+
+// dslCase is a topology and the commands run against it.
+type dslCase struct {
+	line     int
+	topology string
+	cmds     []dslCommand
+}
+
+func parseDSLCases(file, data string) ([]dslCase, error) {
+	var cases []dslCase
+	for i, l := range strings.Split(data, "\n") {
+		ln := i + 1
+		switch {
+		case strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#"):
+		case l[0] == ' ' || l[0] == '\t':
+			if len(cases) == 0 || len(cases[len(cases)-1].cmds) == 0 {
+				return nil, fmt.Errorf("%s:%d: an indented line belongs to no command", file, ln)
+			}
+			c := &cases[len(cases)-1]
+			cmd := &c.cmds[len(c.cmds)-1]
+			cmd.body = append(cmd.body, strings.Join(strings.Fields(l), " "))
+		default:
+			f := strings.Fields(l)
+			if f[0] == "topology" {
+				if len(f) != 2 {
+					return nil, fmt.Errorf("%s:%d: want: topology <name>", file, ln)
+				}
+				cases = append(cases, dslCase{line: ln, topology: f[1]})
+				continue
+			}
+			if len(cases) == 0 {
+				return nil, fmt.Errorf("%s:%d: %q before the first topology", file, ln, f[0])
+			}
+			c := &cases[len(cases)-1]
+			c.cmds = append(c.cmds, dslCommand{line: ln, args: f})
+		}
+	}
+	return cases, nil
+}
+
+// dslRun runs a case in one mode and collects its failures, so that a case
+// marked as a bug can be skipped rather than failed.
+type dslRun struct {
+	file   string
+	cached bool
+	in     map[string]dslKind // topic -> kind
+	out    map[string]dslKind
+	stores map[string]dslKind
+	d      *enginetest.Driver
+	read   map[string]int // output topic -> records read
+	log    []string
+	errs   []string
+}
+
+func (r *dslRun) errorf(cmd dslCommand, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf("%s:%d: %s: %s", r.file, cmd.line, strings.Join(cmd.args, " "), fmt.Sprintf(format, args...)))
+}
+
+func runDSLCase(t *testing.T, file string, c dslCase) {
+	for _, cached := range []bool{false, true} {
+		name := map[bool]string{false: "nocache", true: "cache"}[cached]
+		t.Run(name, func(t *testing.T) {
+			r := &dslRun{file: file, cached: cached, read: map[string]int{}}
+			bug, cmds := "", c.cmds[:0:0]
+			for _, cmd := range c.cmds {
+				switch {
+				case cmd.args[0] == "nocache":
+					if cached {
+						t.Skipf("runs without the record cache only: %s", strings.Join(cmd.args[1:], " "))
+					}
+				case cmd.args[0] == "bug" || cmd.args[0] == "cache-bug" && cached:
+					bug = strings.Join(cmd.args[1:], " ")
+				case cmd.args[0] != "cache-bug":
+					cmds = append(cmds, cmd)
+				}
+			}
+			r.run(c.line, c.topology, cmds)
+			switch {
+			case bug != "" && len(r.errs) > 0:
+				t.Skipf("BUG: %s\n%s", bug, strings.Join(r.errs, "\n"))
+			case bug != "":
+				t.Errorf("%s:%d: the case is marked as a bug (%s) but passes (%s): remove the bug line", file, c.line, bug, name)
+			default:
+				for _, e := range r.errs {
+					t.Error(e)
+				}
+			}
+		})
+	}
+}
+
+func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
+	start := dslCommand{line: line, args: []string{"topology", topology}}
+	defer func() {
+		if p := recover(); p != nil {
+			r.errorf(start, "panic: %v", p)
+		}
+	}()
+	def, ok := dslTopologies[topology]
+	if !ok {
+		r.errorf(start, "no such topology; the harness has %v", slices.Sorted(maps.Keys(dslTopologies)))
+		return
+	}
+	r.in, r.out, r.stores = dslKinds(def.in), dslKinds(def.out), dslKinds(def.stores)
+	b := engine.NewBuilder()
+	def.build(b, func(format string, args ...any) { r.log = append(r.log, fmt.Sprintf(format, args...)) })
+	top, buildErr := b.Build()
+	if len(cmds) > 0 && cmds[0].args[0] == "build-error" {
+		if buildErr == nil {
+			r.errorf(cmds[0], "Build succeeded")
+		}
+		for _, want := range cmds[0].body {
+			if buildErr != nil && !strings.Contains(buildErr.Error(), want) {
+				r.errorf(cmds[0], "the error does not say %q:\n%v", want, buildErr)
+			}
+		}
+		if len(cmds) > 1 {
+			r.errorf(cmds[1], "a case with build-error has no other command")
+		}
+		return
+	}
+	if buildErr != nil {
+		r.errorf(start, "Build: %v", buildErr)
+		return
+	}
+	var opts []enginetest.Option
+	if r.cached {
+		opts = append(opts, enginetest.CacheBytes(1<<20))
+	}
+	d, err := enginetest.Start(top, opts...)
+	if err != nil {
+		r.errorf(start, "start: %v", err)
+		return
+	}
+	defer func() {
+		if err := d.Close(); err != nil {
+			r.errorf(start, "close: %v", err)
+		}
+	}()
+	r.d = d
+	for _, cmd := range cmds {
+		r.exec(cmd)
+	}
+	if r.cached {
+		if err := d.TryCommit(); err != nil {
+			r.errorf(start, "commit at the end: %v", err)
+		}
+		r.log = nil
+	}
+	for _, topic := range slices.Sorted(maps.Keys(r.out)) {
+		if got := r.unread(topic); len(got) > 0 {
+			r.errorf(start, "the case does not expect this output on %s:\n  %s", topic, strings.Join(got, "\n  "))
+		}
+	}
+	if len(r.log) > 0 {
+		r.errorf(start, "the case does not expect these calls:\n  %s", strings.Join(r.log, "\n  "))
+	}
+}
+
+func (r *dslRun) exec(cmd dslCommand) {
+	args := cmd.args
+	if r.cached && slices.Contains([]string{"expect", "store", "skipped", "log"}, args[0]) {
+		if err := r.d.TryCommit(); err != nil {
+			r.errorf(cmd, "commit: %v", err)
+			return
+		}
+	}
+	switch args[0] {
+	case "pipe", "pipe-error":
+		if len(args) != 5 || !strings.HasPrefix(args[4], "@") {
+			r.errorf(cmd, "want: %s <topic> <key> <value> @<ms>", args[0])
+			return
+		}
+		err := r.pipe(args[1], args[2], args[3], args[4], args[0] == "pipe-error")
+		switch {
+		case args[0] == "pipe" && err != nil:
+			r.errorf(cmd, "%v", err)
+		case args[0] == "pipe-error" && err == nil:
+			r.errorf(cmd, "the pipe succeeded")
+		case args[0] == "pipe-error":
+			for _, want := range cmd.body {
+				if !strings.Contains(err.Error(), want) {
+					r.errorf(cmd, "the error does not say %q:\n%v", want, err)
+				}
+			}
+		}
+	case "expect":
+		if len(args) != 2 {
+			r.errorf(cmd, "want: expect <topic>")
+			return
+		}
+		if _, ok := r.out[args[1]]; !ok {
+			r.errorf(cmd, "the topology declares no output topic %s", args[1])
+			return
+		}
+		if r.cached {
+			r.compareLatest(cmd, r.unread(args[1]))
+		} else {
+			r.compare(cmd, r.unread(args[1]))
+		}
+	case "store":
+		if len(args) != 2 {
+			r.errorf(cmd, "want: store <name>")
+			return
+		}
+		got, err := r.store(args[1])
+		if err != nil {
+			r.errorf(cmd, "%v", err)
+			return
+		}
+		r.compare(cmd, got)
+	case "skipped":
+		var got []string
+		skipped := r.d.Skipped()
+		for _, k := range slices.Sorted(maps.Keys(skipped)) {
+			got = append(got, fmt.Sprintf("%s = %d", k, skipped[k]))
+		}
+		r.compare(cmd, got)
+	case "log":
+		got := r.log
+		r.log = nil
+		if !r.cached {
+			r.compare(cmd, got)
+		}
+	default:
+		r.errorf(cmd, "unknown command")
+	}
+}
+
+func (r *dslRun) pipe(topic, key, value, at string, raw bool) error {
+	k, ok := r.in[topic]
+	if !ok {
+		return fmt.Errorf("the topology declares no input topic %s", topic)
+	}
+	ms, err := strconv.ParseInt(at[1:], 10, 64)
+	if err != nil {
+		return fmt.Errorf("timestamp %s: %v", at, err)
+	}
+	var kb []byte
+	if key != "~" {
+		kb = []byte(key)
+	}
+	vb, err := dslEncode(k, value)
+	if err != nil {
+		if !raw {
+			return err
+		}
+		vb = []byte(value) // pipe-error may pipe bytes the topic's serde rejects
+	}
+	return r.d.PipeBytes(topic, kb, vb, enginetest.At(ms))
+}
+
+// unread formats the records of an output topic not read yet.
+func (r *dslRun) unread(topic string) []string {
+	real := topic
+	if base, ok := strings.CutPrefix(topic, "${app}-"); ok {
+		real = r.d.InternalTopic(base)
+	}
+	msgs := r.d.Messages(real)[r.read[topic]:]
+	r.read[topic] += len(msgs)
+	var lines []string
+	for _, m := range msgs {
+		lines = append(lines, dslFormat(m.Key, m.Value, r.out[topic], m.Timestamp.UnixMilli()))
+	}
+	return lines
+}
+
+func (r *dslRun) store(name string) ([]string, error) {
+	k, ok := r.stores[name]
+	if !ok {
+		return nil, fmt.Errorf("the topology declares no store %s", name)
+	}
+	st, err := r.d.LocalStore(name)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for e, err := range st.Range(nil, nil) {
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, dslFormat(e.Key, e.Value, k, e.Timestamp))
+	}
+	return lines, nil
+}
+
+func dslEncode(k dslKind, s string) ([]byte, error) {
+	switch {
+	case s == "~":
+		return nil, nil
+	case s == `""`:
+		return []byte{}, nil
+	case k == dslI64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("value %q is not an int64", s)
+		}
+		return serde.Int64.Encode(n)
+	}
+	return []byte(s), nil
+}
+
+func dslFormat(key, value []byte, k dslKind, unixMilli int64) string {
+	ks := "~"
+	if key != nil {
+		ks = string(key)
+	}
+	vs := "~"
+	switch {
+	case value == nil:
+	case len(value) == 0 && k == dslTxt:
+		vs = `""`
+	case k == dslI64:
+		n, err := serde.Int64.Decode(value)
+		if err != nil {
+			vs = fmt.Sprintf("<%v>", err)
+		} else {
+			vs = strconv.FormatInt(n, 10)
+		}
+	default:
+		vs = string(value)
+	}
+	return fmt.Sprintf("%s %s @%d", ks, vs, unixMilli-enginetest.Epoch.UnixMilli())
+}
+
+// compare reports got against the command's expected lines, as a diff.
+func (r *dslRun) compare(cmd dslCommand, got []string) {
+	if slices.Equal(got, cmd.body) {
+		return
+	}
+	r.errorf(cmd, "differs (-want +got):\n%s", dslDiff(cmd.body, got))
+}
+
+// compareLatest reports got against the command's expected lines, keeping
+// only the latest record of each key; a key whose latest expected record is
+// a tombstone may be missing from got. Timestamps are not compared: an
+// aggregate's timestamp is that of its latest contributing input, and with
+// the cache an input whose contribution was taken back before the flush
+// (a row that left the group) never contributed.
+func (r *dslRun) compareLatest(cmd dslCommand, got []string) {
+	latest := func(lines []string) map[string]string {
+		m := map[string]string{}
+		for _, l := range lines {
+			k, _, _ := strings.Cut(l, " ")
+			if i := strings.LastIndex(l, " @"); i >= 0 {
+				l = l[:i]
+			}
+			m[k] = l
+		}
+		return m
+	}
+	w, g := latest(cmd.body), latest(got)
+	for k, l := range w {
+		if _, ok := g[k]; !ok && strings.HasSuffix(l, " ~") {
+			delete(w, k)
+		}
+	}
+	want, have := slices.Sorted(maps.Values(w)), slices.Sorted(maps.Values(g))
+	if !slices.Equal(want, have) {
+		r.errorf(cmd, "the latest record of each key differs (-want +got):\n%s", dslDiff(want, have))
+	}
+}
+
+// dslDiff is a line diff by longest common subsequence.
+func dslDiff(want, got []string) string {
+	n, m := len(want), len(got)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if want[i] == got[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var b strings.Builder
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && want[i] == got[j]:
+			fmt.Fprintf(&b, "   %s\n", want[i])
+			i, j = i+1, j+1
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			fmt.Fprintf(&b, "  -%s\n", want[i])
+			i++
+		default:
+			fmt.Fprintf(&b, "  +%s\n", got[j])
+			j++
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// JSON values of the cases.
+type (
+	dslEmployee struct {
+		Dept   string `json:"dept"`
+		Salary int64  `json:"salary"`
+	}
+	dslJob struct {
+		Company string `json:"company"`
+		Salary  int64  `json:"salary"`
+	}
+	dslStats struct {
+		Count int64 `json:"count"`
+		Sum   int64 `json:"sum"`
+	}
+	dslActivity struct {
+		Clicks int64 `json:"clicks"`
+		Views  int64 `json:"views"`
+		Buys   int64 `json:"buys"`
+	}
+)
+
+func dslInts(b *engine.Builder, topic string) *engine.Stream[string, int64] {
+	return engine.NewStream(b, topic, serde.String, serde.Int64)
+}
+
+func dslTexts(b *engine.Builder, topic string) *engine.Stream[string, string] {
+	return engine.NewStream(b, topic, serde.String, serde.String)
+}
+
+func dslIntTable(b *engine.Builder, topic string, opts ...engine.Option) *engine.Table[string, int64] {
+	return engine.NewTable(b, topic, serde.String, serde.Int64, opts...)
+}
+
+func dslEmployees(b *engine.Builder) *engine.Table[string, dslEmployee] {
+	return engine.NewTable(b, "employees", serde.String, serde.JSON[dslEmployee](), engine.Materialized("employees"))
+}
+
+func dslByDept(_ string, e dslEmployee) (string, int64) { return e.Dept, e.Salary }
+
+func dslPositive(_ string, v int64) bool { return v > 0 }
+func dslPlus(a, v int64) int64           { return a + v }
+func dslMinus(a, v int64) int64          { return a - v }
+func dslWords(s string) []string         { return strings.FieldsFunc(s, func(r rune) bool { return r == ',' }) }
+func dslFirstLetter(k string, _ int64) string {
+	if k == "" {
+		return ""
+	}
+	return k[:1]
+}
+
+func dslParity(_ string, v int64) string {
+	if v%2 == 0 {
+		return "even"
+	}
+	return "odd"
+}
+
+func dslAddStats(_ string, v int64, s dslStats) dslStats { return dslStats{s.Count + 1, s.Sum + v} }
+
+// dslTopologies are the topologies the cases name.
+var dslTopologies = map[string]dslTopologyDef{
+	// Stateless stream operations.
+	"filter": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "in").Filter(dslPositive, engine.Named("filter")).To("out")
+	}},
+	"filter-not": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "in").FilterNot(dslPositive, engine.Named("filter-not")).To("out")
+	}},
+	// Map swaps key and value, changing both types.
+	"map": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.Map(dslInts(b, "in"), func(k string, v int64) (string, string) { return strconv.FormatInt(v, 10), k }, engine.Named("map")).To("out")
+	}},
+	"map-values": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.MapValues(dslInts(b, "in"), func(k string, v int64) string { return fmt.Sprintf("%s:%d", k, 2*v) }, engine.Named("map-values")).To("out")
+	}},
+	// FlatMap: each comma-separated word of the value becomes a key, with the
+	// old key as its value.
+	"flat-map": {in: "in:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.FlatMap(dslTexts(b, "in"), func(k, v string) []engine.KeyValue[string, string] {
+			var kvs []engine.KeyValue[string, string]
+			for _, w := range dslWords(v) {
+				kvs = append(kvs, engine.KV(w, k))
+			}
+			return kvs
+		}, engine.Named("flat-map")).To("out")
+	}},
+	"flat-map-values": {in: "in:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.FlatMapValues(dslTexts(b, "in"), func(_, v string) []string { return dslWords(v) }, engine.Named("flat-map-values")).To("out")
+	}},
+	"select-key": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.SelectKey(dslInts(b, "in"), dslParity, engine.Named("select-key")).To("out")
+	}},
+	"peek": {in: "in:int", out: "out:int", build: func(b *engine.Builder, log dslLogFunc) {
+		dslInts(b, "in").Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To("out")
+	}},
+	"foreach": {in: "in:int", build: func(b *engine.Builder, log dslLogFunc) {
+		dslInts(b, "in").Foreach(func(k string, v int64) { log("foreach %s %d", k, v) }, engine.Named("foreach"))
+	}},
+	"merge": {in: "left:int right:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "left").Merge(dslInts(b, "right"), engine.Named("merge")).To("out")
+	}},
+	"to": {in: "in:int", out: "out-1:int out-2:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		s := dslInts(b, "in")
+		s.To("out-1")
+		s.Filter(dslPositive).To("out-2")
+	}},
+
+	// Split: negative, then small (< 10), then the rest.
+	"split": {in: "in:int", out: "negative:int small:int large:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		sp := dslInts(b, "in").Split(engine.Named("split"))
+		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To("negative")
+		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To("small")
+		sp.Default("large").To("large")
+	}},
+	"split-no-default": {in: "in:int", out: "negative:int small:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		sp := dslInts(b, "in").Split(engine.Named("split"))
+		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To("negative")
+		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To("small")
+	}},
+	"split-branch-after-default": {build: func(b *engine.Builder, _ dslLogFunc) {
+		sp := dslInts(b, "in").Split(engine.Named("split"))
+		sp.Default("rest").To("rest")
+		sp.Branch("late", dslPositive).To("late")
+	}},
+
+	// Repartitioning.
+	"repartition": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).Repartition(engine.Named("by-letter")).To("out")
+	}},
+	"repartition-count": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		rekeyed := engine.Map(dslInts(b, "in"), func(k string, v int64) (string, int64) { return dslFirstLetter(k, v), v }, engine.Named("first-letter"))
+		rekeyed.GroupByKey(engine.Named("by-letter")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+	}},
+
+	// After an explicit Repartition the key matches the partitioning: the
+	// grouping does not repartition again.
+	"repartition-then-count": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int ${app}-grouped-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).Repartition(engine.Named("by-letter")).
+			GroupByKey(engine.Named("grouped")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+	}},
+	// A merge with a re-keyed stream is re-keyed: the grouping repartitions
+	// the records of both sides.
+	"merge-count": {in: "left:int right:int", out: "out:int ${app}-merged-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		left := engine.SelectKey(dslInts(b, "left"), dslFirstLetter, engine.Named("first-letter"))
+		left.Merge(dslInts(b, "right"), engine.Named("merge")).GroupByKey(engine.Named("merged")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+	}},
+
+	// A stream merged with its own per-letter counts: the merge reads the
+	// input topic and the grouping's repartition topic.
+	"merge-own-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		s := dslInts(b, "in")
+		s.Merge(engine.GroupBy(s, dslFirstLetter, engine.Named("by-letter")).Count(engine.Named("count")).ToStream(), engine.Named("merge")).To("out")
+	}},
+	// Split branches merged back: every record comes out once.
+	"split-merge": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		sp := dslInts(b, "in").Split(engine.Named("split"))
+		neg := sp.Branch("negative", func(_ string, v int64) bool { return v < 0 })
+		neg.Merge(sp.Default("rest"), engine.Named("merge")).To("out")
+	}},
+
+	// Stream aggregations.
+	"count": {in: "in:int", out: "out:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "in").GroupByKey().Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+	}},
+	"reduce": {in: "in:int", out: "out:int", stores: "sums:int", build: func(b *engine.Builder, log dslLogFunc) {
+		dslInts(b, "in").GroupByKey().Reduce(func(a, v int64) int64 { log("reduce %d %d", a, v); return a + v }, engine.Named("reduce"), engine.Materialized("sums")).ToStream().To("out")
+	}},
+	"aggregate": {in: "in:int", out: "out:text", stores: "stats:text", build: func(b *engine.Builder, log dslLogFunc) {
+		g := dslInts(b, "in").GroupByKey()
+		engine.Aggregate(g, func() dslStats { log("init"); return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+	}},
+	"groupby-count": {in: "in:int", out: "out:int ${app}-parity-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.GroupBy(dslInts(b, "in"), dslParity, engine.Named("parity")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+	}},
+	"groupby-reduce": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "max:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter")).Reduce(func(a, v int64) int64 { return max(a, v) }, engine.Named("reduce"), engine.Materialized("max")).ToStream().To("out")
+	}},
+	"groupby-aggregate": {in: "in:int", out: "out:text ${app}-by-letter-repartition:int", stores: "stats:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
+		engine.Aggregate(g, func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+	}},
+	// One grouping, two aggregations of it.
+	"groupby-twice": {in: "in:int", out: "counts:int sums:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
+		g.Count(engine.Named("count")).ToStream().To("counts")
+		g.Reduce(dslPlus, engine.Named("sum")).ToStream().To("sums")
+	}},
+
+	// Streams into tables.
+	"totable": {in: "in:int", out: "out:int", stores: "latest:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "in").ToTable(engine.Named("table"), engine.Materialized("latest")).ToStream().To("out")
+	}},
+	"totable-rekeyed": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "latest:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).ToTable(engine.Named("by-letter"), engine.Materialized("latest")).ToStream().To("out")
+	}},
+
+	// Stateless table operations.
+	"table-to-stream": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in", engine.Materialized("source")).ToStream().To("out")
+	}},
+	"table-filter": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter")).ToStream().To("out")
+	}},
+	"table-filter-not": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in", engine.Materialized("source")).FilterNot(dslPositive, engine.Named("filter-not")).ToStream().To("out")
+	}},
+	"table-filter-materialized": {in: "in:int", out: "out:int ${app}-positive-changelog:int", stores: "positive:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter"), engine.Materialized("positive")).ToStream().To("out")
+	}},
+	"table-map-values": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.MapTableValues(dslIntTable(b, "in", engine.Materialized("source")), func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) },
+			engine.Named("map-values")).ToStream().To("out")
+	}},
+	"table-map-values-materialized": {in: "in:int", out: "out:text ${app}-prices-changelog:text", stores: "prices:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.MapTableValues(dslIntTable(b, "in", engine.Materialized("source")), func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) },
+			engine.Named("map-values"), engine.Materialized("prices")).ToStream().To("out")
+	}},
+	// Tombstones through every table operation: source -> filter (positive,
+	// materialized) -> mapValues (x10, materialized) -> toStream, and the
+	// mapped table re-grouped into one total; plus filterNot and an
+	// unmaterialized mapValues of the source.
+	"table-pipeline": {
+		in:     "in:int",
+		out:    "out:int total:int non-positive:int labels:text",
+		stores: "source:int positive:int tens:int total:int",
+		build: func(b *engine.Builder, _ dslLogFunc) {
+			src := dslIntTable(b, "in", engine.Materialized("source"))
+			tens := engine.MapTableValues(src.Filter(dslPositive, engine.Named("positive"), engine.Materialized("positive")),
+				func(_ string, v int64) int64 { return 10 * v }, engine.Named("tens"), engine.Materialized("tens"))
+			tens.ToStream().To("out")
+			engine.GroupTable(tens, func(_ string, v int64) (string, int64) { return "total", v }, engine.Named("all")).
+				Reduce(dslPlus, dslMinus, engine.Named("total"), engine.Materialized("total")).ToStream().To("total")
+			src.FilterNot(dslPositive, engine.Named("non-positive")).ToStream().To("non-positive")
+			engine.MapTableValues(src, func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) }, engine.Named("labels")).ToStream().To("labels")
+		},
+	},
+
+	// Re-grouped tables: employees (name -> dept and salary) by department.
+	"table-groupby-count": {in: "employees:text", out: "out:int", stores: "headcount:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")).Count(engine.Named("count"), engine.Materialized("headcount")).ToStream().To("out")
+	}},
+	"table-groupby-sum": {in: "employees:text", out: "out:int", stores: "payroll:int", build: func(b *engine.Builder, log dslLogFunc) {
+		engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")).Reduce(
+			func(a, v int64) int64 { log("add %d %d", a, v); return a + v },
+			func(a, v int64) int64 { log("sub %d %d", a, v); return a - v },
+			engine.Named("sum"), engine.Materialized("payroll")).ToStream().To("out")
+	}},
+	// One grouping of a table, two aggregations.
+	"table-groupby-twice": {in: "employees:text", out: "counts:int sums:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept"))
+		g.Count(engine.Named("count")).ToStream().To("counts")
+		g.Reduce(dslPlus, dslMinus, engine.Named("sum")).ToStream().To("sums")
+	}},
+	// A grouping nobody aggregates (yet) beside a working path.
+	"table-groupby-unused": {in: "employees:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		t := dslEmployees(b)
+		engine.GroupTable(t, dslByDept, engine.Named("by-dept"))
+		t.ToStream().To("out")
+	}},
+	"table-groupby-aggregate": {in: "employees:text", out: "out:text", stores: "stats:text", build: func(b *engine.Builder, log dslLogFunc) {
+		engine.AggregateTable(engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")),
+			func() dslStats { log("init"); return dslStats{} },
+			func(k string, v int64, s dslStats) dslStats {
+				log("add %s %d", k, v)
+				return dslStats{s.Count + 1, s.Sum + v}
+			},
+			func(k string, v int64, s dslStats) dslStats {
+				log("sub %s %d", k, v)
+				return dslStats{s.Count - 1, s.Sum - v}
+			},
+			engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+	}},
+
+	// Cogroup: clicks and views of each user; buys come keyed by order id
+	// with the user as value, and are re-grouped by user.
+	"cogroup": {in: "clicks:int views:int", out: "out:text", stores: "activity:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		c := engine.Cogroup(dslInts(b, "clicks").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Clicks += v; return a })
+		c = engine.CogroupWith(c, dslInts(b, "views").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Views += v; return a })
+		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To("out")
+	}},
+	"cogroup3": {in: "clicks:int views:int buys:text", out: "out:text ${app}-by-user-repartition:text", stores: "activity:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		c := engine.Cogroup(dslInts(b, "clicks").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Clicks += v; return a })
+		c = engine.CogroupWith(c, dslInts(b, "views").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Views += v; return a })
+		buys := engine.GroupBy(dslTexts(b, "buys"), func(_, user string) string { return user }, engine.Named("by-user"))
+		c = engine.CogroupWith(c, buys, func(_ string, _ string, a dslActivity) dslActivity { a.Buys++; return a })
+		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To("out")
+	}},
+
+	// The stream–table duality: purchases are a stream (every purchase
+	// counts), employment is a table (only the current job counts).
+	"duality": {
+		in:     "purchases:int employment:text",
+		out:    "spent:int payroll:int job-changes:int",
+		stores: "spent:int last-purchase:int jobs:text payroll:int job-changes:int",
+		build: func(b *engine.Builder, _ dslLogFunc) {
+			purchases := dslInts(b, "purchases")
+			purchases.GroupByKey().Reduce(dslPlus, engine.Named("spent"), engine.Materialized("spent")).ToStream().To("spent")
+			purchases.ToTable(engine.Named("last-purchase"), engine.Materialized("last-purchase"))
+			jobs := engine.NewTable(b, "employment", serde.String, serde.JSON[dslJob](), engine.Materialized("jobs"))
+			engine.GroupTable(jobs, func(_ string, j dslJob) (string, int64) { return "payroll", j.Salary }, engine.Named("all")).
+				Reduce(dslPlus, dslMinus, engine.Named("payroll"), engine.Materialized("payroll")).ToStream().To("payroll")
+			jobs.ToStream().GroupByKey().Count(engine.Named("job-changes"), engine.Materialized("job-changes")).ToStream().To("job-changes")
+		},
+	},
+
+	// Every stream operation side by side, for the tombstone rules.
+	"stream-tombstones": {
+		in:     "in:int side:int",
+		out:    "filter:int filter-not:int map:int map-values:int flat-map:int flat-map-values:int select-key:int peek:int merge:int split:int repartition:int to:int to-table:int count:int reduce:int aggregate:text group-by:int cogroup:text",
+		stores: "to-table:int",
+		build: func(b *engine.Builder, log dslLogFunc) {
+			s := dslInts(b, "in")
+			s.Filter(dslPositive, engine.Named("filter")).To("filter")
+			s.FilterNot(dslPositive, engine.Named("filter-not")).To("filter-not")
+			engine.Map(s, func(k string, v int64) (string, int64) { log("map %s %d", k, v); return k + "!", v }, engine.Named("map")).To("map")
+			engine.MapValues(s, func(_ string, v int64) int64 { return 10 * v }, engine.Named("map-values")).To("map-values")
+			engine.FlatMap(s, func(k string, v int64) []engine.KeyValue[string, int64] {
+				return []engine.KeyValue[string, int64]{engine.KV(k+"1", v), engine.KV(k+"2", v)}
+			}, engine.Named("flat-map")).To("flat-map")
+			engine.FlatMapValues(s, func(_ string, v int64) []int64 { return []int64{v, v + 1} }, engine.Named("flat-map-values")).To("flat-map-values")
+			engine.SelectKey(s, func(k string, _ int64) string { return k + "!" }, engine.Named("select-key")).To("select-key")
+			s.Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To("peek")
+			s.Foreach(func(k string, v int64) { log("foreach %s %d", k, v) }, engine.Named("foreach"))
+			s.Merge(dslInts(b, "side"), engine.Named("merge")).To("merge")
+			sp := s.Split(engine.Named("split"))
+			sp.Branch("split-negative", func(_ string, v int64) bool { return v < 0 })
+			sp.Default("split-rest").To("split")
+			s.Repartition(engine.Named("repartition")).To("repartition")
+			s.To("to")
+			s.ToTable(engine.Named("to-table"), engine.Materialized("to-table")).ToStream().To("to-table")
+			s.GroupByKey().Count(engine.Named("count")).ToStream().To("count")
+			s.GroupByKey().Reduce(dslPlus, engine.Named("reduce")).ToStream().To("reduce")
+			engine.Aggregate(s.GroupByKey(), func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate")).ToStream().To("aggregate")
+			engine.GroupBy(s, func(k string, _ int64) string { return k }, engine.Named("group-by")).Count(engine.Named("group-by-count")).ToStream().To("group-by")
+			engine.Cogroup(s.GroupByKey(), dslAddStats).Aggregate(func() dslStats { return dslStats{} }, engine.Named("cogroup")).ToStream().To("cogroup")
+		},
+	},
+}
