@@ -1,0 +1,300 @@
+package assign
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// Protocol is the balancer's group protocol name. An incompatible change of
+// the encodings gets a new name, so that during a rolling upgrade members can
+// offer both balancers and Kafka picks the one every member speaks.
+const Protocol = "oxbow-v1"
+
+// Config configures a [Balancer].
+type Config struct {
+	// Groups are the task-generating sub-topologies (see [GroupsOf]). Every
+	// member of one group must be configured with the same Groups: the
+	// leader's define the tasks.
+	Groups []Group
+	// Standbys is the number of standby replicas of each task, placed on
+	// members other than the active one; fewer if the group has too few
+	// members. Default 0.
+	Standbys int
+	// Metadata is called at every join for what this member tells the
+	// leader. Its Active and Standby are usually Current().Active and
+	// .Standby; its OffsetSums come from the local state. Default: an empty
+	// MemberInfo, which gives up stickiness.
+	Metadata func() MemberInfo
+}
+
+// Instance names a group member in an [Assignment].
+type Instance struct {
+	MemberID  string // the Kafka group member id in this generation
+	ProcessID string
+	Addr      string // advertised HTTP address; may be empty
+}
+
+// Placement says where a task runs.
+type Placement struct {
+	Active   Instance
+	Standbys []Instance
+}
+
+// Assignment is what every member learns at the end of a rebalance: its own
+// tasks and where every task of the group runs. It must not be modified.
+type Assignment struct {
+	Generation int32    // -1 before the first assignment
+	Self       Instance // this member
+	Active     []topo.TaskID
+	Standby    []topo.TaskID
+	Members    []Instance // every member of the generation
+	Tasks      map[topo.TaskID]Placement
+	// Partitions is the number of tasks, that is the partition count of the
+	// source topics, of each sub-topology.
+	Partitions map[int]int32
+}
+
+// KeyOwner returns the task that holds key in sub-topology sub, and where it
+// runs. key is the serialized key as the producer partitioned it; the
+// producer must have used Kafka's default partitioner (see [Partition]).
+func (a Assignment) KeyOwner(sub int, key []byte) (topo.TaskID, Placement, bool) {
+	n := a.Partitions[sub]
+	if n <= 0 {
+		return topo.TaskID{}, Placement{}, false
+	}
+	t := topo.TaskID{Sub: sub, Partition: Partition(key, n)}
+	pl, ok := a.Tasks[t]
+	return t, pl, ok
+}
+
+// Balancer is a franz-go group balancer that assigns tasks rather than
+// partitions (see the package doc). Pass it to kgo.Balancers.
+//
+// The balancer is eager, not cooperative: every member gives up all its
+// partitions before a rebalance. A task that moves must be committed and
+// closed by its old owner before its new owner opens its state and reads
+// its changelog; eager revocation guarantees that without a second
+// coordination round, and every member's owner map then describes a single
+// generation. Cooperative rebalancing would keep processing going during a
+// rebalance but needs a follow-up rebalance for every moved task (franz-go
+// strips migrating partitions from the first plan), during which the owner
+// map would be wrong. Stickiness keeps the cost of eagerness small: most
+// tasks come back to the member that just closed them, with their state
+// still in its local store.
+type Balancer struct {
+	groups   []Group
+	standbys int
+	metadata func() MemberInfo
+	current  atomic.Pointer[Assignment]
+}
+
+var (
+	_ kgo.GroupBalancer           = (*Balancer)(nil)
+	_ kgo.ConsumerBalancerBalance = (*Balancer)(nil)
+)
+
+// New returns a balancer. It panics on a wiring mistake in cfg: a negative
+// Standbys, a group without topics, a sub-topology or topic listed twice.
+func New(cfg Config) *Balancer {
+	var errs []error
+	if cfg.Standbys < 0 {
+		errs = append(errs, fmt.Errorf("standbys is %d; it cannot be negative", cfg.Standbys))
+	}
+	subs := map[int]bool{}
+	topics := map[string]int{}
+	for _, g := range cfg.Groups {
+		if subs[g.Sub] {
+			errs = append(errs, fmt.Errorf("sub-topology %d is listed twice", g.Sub))
+		}
+		subs[g.Sub] = true
+		if len(g.Topics) == 0 {
+			errs = append(errs, fmt.Errorf("sub-topology %d has no topics", g.Sub))
+		}
+		for _, t := range g.Topics {
+			if s, ok := topics[t]; ok {
+				errs = append(errs, fmt.Errorf("topic %q is read by sub-topologies %d and %d", t, s, g.Sub))
+			}
+			topics[t] = g.Sub
+		}
+	}
+	if len(errs) > 0 {
+		panic("assign: invalid Config: " + errors.Join(errs...).Error())
+	}
+	b := &Balancer{standbys: cfg.Standbys, metadata: cfg.Metadata}
+	for _, g := range cfg.Groups {
+		b.groups = append(b.groups, Group{Sub: g.Sub, Topics: slices.Sorted(slices.Values(g.Topics))})
+	}
+	if b.metadata == nil {
+		b.metadata = func() MemberInfo { return MemberInfo{} }
+	}
+	return b
+}
+
+// Current returns the latest assignment this member received. It is safe
+// for concurrent use.
+func (b *Balancer) Current() Assignment {
+	if a := b.current.Load(); a != nil {
+		return *a
+	}
+	return Assignment{Generation: -1}
+}
+
+// ProtocolName implements kgo.GroupBalancer.
+func (*Balancer) ProtocolName() string { return Protocol }
+
+// IsCooperative implements kgo.GroupBalancer: the balancer is eager (see
+// [Balancer]).
+func (*Balancer) IsCooperative() bool { return false }
+
+// JoinGroupMetadata implements kgo.GroupBalancer: the consumer protocol's
+// member metadata, with this member's [MemberInfo] as UserData.
+func (b *Balancer) JoinGroupMetadata(interests []string, _ map[string][]int32, generation int32) []byte {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 3
+	meta.Topics = interests
+	meta.Generation = generation
+	meta.UserData = encodeMember(b.metadata())
+	return meta.AppendTo(nil)
+}
+
+// MemberBalancer implements kgo.GroupBalancer. Besides the members'
+// interests it asks for the partition counts of every group topic.
+func (b *Balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	cb, err := kgo.NewConsumerBalancer(b, members)
+	if err != nil {
+		return nil, nil, err
+	}
+	topics := map[string]struct{}{}
+	for t := range cb.MemberTopics() {
+		topics[t] = struct{}{}
+	}
+	for _, g := range b.groups {
+		for _, t := range g.Topics {
+			topics[t] = struct{}{}
+		}
+	}
+	return cb, topics, nil
+}
+
+// Balance implements kgo.ConsumerBalancerBalance; franz-go calls it on the
+// group leader. A failure (a member's metadata, missing topics, co-partitioned
+// topics with different partition counts) fails the rebalance with the error.
+func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+	var members []Member
+	var errs []error
+	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
+		info, err := decodeMember(meta.UserData)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("member %s: %w", m.MemberID, err))
+		}
+		members = append(members, Member{ID: m.MemberID, Info: info})
+	})
+	tasks, err := Tasks(b.groups, topics)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		cb.SetError(err)
+		return nil
+	}
+	plan, err := Assign(members, tasks, b.standbys)
+	if err != nil {
+		cb.SetError(err)
+		return nil
+	}
+
+	slices.SortFunc(members, func(x, y Member) int {
+		if c := strings.Compare(x.Info.ProcessID, y.Info.ProcessID); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	w := wireAssignment{
+		generation: cb.Info().Generation,
+		members:    make([]Instance, len(members)),
+		tasks:      tasks,
+		active:     map[topo.TaskID]int{},
+		standby:    map[topo.TaskID][]int{},
+	}
+	index := map[string]int{}
+	for i, m := range members {
+		w.members[i] = Instance{MemberID: m.ID, ProcessID: m.Info.ProcessID, Addr: m.Info.Addr}
+		index[m.ID] = i
+	}
+	for _, t := range tasks {
+		w.active[t] = index[plan.Active[t]]
+		for _, s := range plan.Standby[t] {
+			w.standby[t] = append(w.standby[t], index[s])
+		}
+	}
+	topicsOf := map[int][]string{}
+	for _, g := range b.groups {
+		topicsOf[g.Sub] = g.Topics
+	}
+	var out syncPlan
+	for i, m := range members {
+		w.self = i
+		ka := kmsg.NewConsumerMemberAssignment()
+		active, _ := plan.Of(m.ID)
+		for _, topic := range b.topicNames() {
+			var ps []int32
+			for _, t := range active {
+				if slices.Contains(topicsOf[t.Sub], topic) {
+					ps = append(ps, t.Partition)
+				}
+			}
+			if len(ps) > 0 {
+				at := kmsg.NewConsumerMemberAssignmentTopic()
+				at.Topic, at.Partitions = topic, ps
+				ka.Topics = append(ka.Topics, at)
+			}
+		}
+		ka.UserData = encodeAssignment(w)
+		sa := kmsg.NewSyncGroupRequestGroupAssignment()
+		sa.MemberID = m.ID
+		sa.MemberAssignment = ka.AppendTo(nil)
+		out = append(out, sa)
+	}
+	slices.SortFunc(out, func(x, y kmsg.SyncGroupRequestGroupAssignment) int { return strings.Compare(x.MemberID, y.MemberID) })
+	return out
+}
+
+// topicNames lists every group topic, sorted.
+func (b *Balancer) topicNames() []string {
+	var ts []string
+	for _, g := range b.groups {
+		ts = append(ts, g.Topics...)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+type syncPlan []kmsg.SyncGroupRequestGroupAssignment
+
+func (p syncPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment { return p }
+
+// ParseSyncAssignment implements kgo.GroupBalancer. It records the whole
+// assignment for [Balancer.Current] and returns the partitions of this
+// member's active tasks; standby tasks' changelogs are the runtime's to read.
+func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var ka kmsg.ConsumerMemberAssignment
+	if err := ka.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("assign: unreadable member assignment: %w", err)
+	}
+	a, err := decodeAssignment(ka.UserData)
+	if err != nil {
+		return nil, err
+	}
+	b.current.Store(&a)
+	m := make(map[string][]int32, len(ka.Topics))
+	for _, t := range ka.Topics {
+		m[t.Topic] = append(m[t.Topic], t.Partitions...)
+	}
+	return m, nil
+}

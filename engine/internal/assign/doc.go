@@ -1,0 +1,28 @@
+// Package assign is the group assignment of Oxbow's runtime: a franz-go
+// group balancer ([Balancer], protocol [Protocol]) that assigns tasks, not
+// partitions, to the instances of one application version.
+//
+// A task is a sub-topology and a partition number, and owns that partition of
+// every (co-partitioned) source topic of its sub-topology, so a member always
+// consumes whole tasks. [Tasks] derives the tasks from the sub-topologies
+// ([Group]) and the partition counts the leader's client loads; co-partitioned
+// topics with different counts fail the rebalance with a [*CoPartitionError].
+//
+// Each member joins with a [MemberInfo] in its consumer-protocol UserData: its
+// process id and advertised HTTP address, the tasks it ran active and standby
+// last generation, and an offset sum for each task whose state it holds
+// locally. The leader runs [Assign] — sticky, then most-caught-up state, then
+// even counts, then standby replicas — and sends every member the complete
+// placement of every task, so that any instance can find the instance that
+// owns a key ([Assignment.KeyOwner], [Partition]).
+//
+// [Assign] is a pure function, so the algorithm is tested without Kafka:
+//
+//	members := []assign.Member{{ID: "m1", Info: assign.MemberInfo{ProcessID: "a"}}, …}
+//	plan, err := assign.Assign(members, tasks, 1)
+//
+// The encodings are in encode.go; the choice of eager rebalancing is
+// explained on [Balancer]. Not done here: Kafka Streams' warm-up tasks and
+// probing rebalances, which move a task only once its new owner has caught
+// up.
+package assign

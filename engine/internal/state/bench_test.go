@@ -1,0 +1,95 @@
+package state_test
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
+)
+
+const (
+	benchKeys     = 100_000
+	benchValueLen = 100
+	// benchCommitEvery models a commit interval: a task commits its pending
+	// batch after this many writes.
+	benchCommitEvery = 10_000
+)
+
+func benchKey(buf []byte, i int) []byte {
+	return binary.BigEndian.AppendUint64(append(buf[:0], "key-"...), uint64(i))
+}
+
+// BenchmarkPut writes 100-byte values over 100k keys through a task's
+// pending batch, committing every 10k writes.
+func BenchmarkPut(b *testing.B) {
+	db := openDB(b, b.TempDir(), state.Options{})
+	task := db.Task()
+	s := task.Store("bench", 0)
+	value := make([]byte, benchValueLen)
+	var key []byte
+	b.SetBytes(benchValueLen)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		key = benchKey(key, i%benchKeys)
+		if err := s.Put(key, value, int64(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if i%benchCommitEvery == 0 {
+			if err := task.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := task.Commit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkGet reads random keys of 100k committed 100-byte values, through
+// a task whose pending batch is empty (Committed) or holds 10k of the keys
+// (Pending).
+func BenchmarkGet(b *testing.B) {
+	for _, pending := range []bool{false, true} {
+		name := "Committed"
+		if pending {
+			name = "Pending"
+		}
+		b.Run(name, func(b *testing.B) {
+			db := openDB(b, b.TempDir(), state.Options{})
+			task := db.Task()
+			s := task.Store("bench", 0)
+			value := make([]byte, benchValueLen)
+			var key []byte
+			for i := range benchKeys {
+				key = benchKey(key, i)
+				if err := s.Put(key, value, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				if (i+1)%benchCommitEvery == 0 {
+					if err := task.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if pending {
+				for i := range benchCommitEvery {
+					key = benchKey(key, i*(benchKeys/benchCommitEvery))
+					if err := s.Put(key, value, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			for b.Loop() {
+				key = benchKey(key, rng.IntN(benchKeys))
+				if _, ok, err := s.Get(key); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}

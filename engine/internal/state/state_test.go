@@ -1,0 +1,710 @@
+package state_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// openDB opens a DB that is closed, and checked for leaks (pebble reports
+// open iterators), at the end of the test.
+func openDB(t testing.TB, dir string, opts state.Options) *state.DB {
+	t.Helper()
+	db, err := state.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func mustPut(t testing.TB, s topo.KVStore, key, value string, ts int64) {
+	t.Helper()
+	if err := s.Put([]byte(key), []byte(value), ts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// value returns the key's value, or "<absent>".
+func value(t testing.TB, s topo.KVStore, key string) string {
+	t.Helper()
+	e, ok, err := s.Get([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return "<absent>"
+	}
+	return string(e.Value)
+}
+
+// dump renders a store as k=v pairs in range order.
+func dump(t testing.TB, s topo.KVStore) string {
+	t.Helper()
+	var b []string
+	for e, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, fmt.Sprintf("%s=%s", e.Key, e.Value))
+	}
+	return strings.Join(b, " ")
+}
+
+func checkpoint(t testing.TB, db *state.DB, topic string, p int32) string {
+	t.Helper()
+	off, ok, err := db.Checkpoint(topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprint(off)
+}
+
+func TestCommitDiscardReopen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := db.Task()
+	s := task.Store("counts", 0)
+	mustPut(t, s, "a", "1", 1)
+	mustPut(t, s, "b", "2", 2)
+	if err := task.SetCheckpoint("counts-changelog", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Pending: the task sees its writes, nobody else does, no checkpoint yet.
+	other := db.Task().Store("counts", 0)
+	if got := dump(t, s); got != "a=1 b=2" {
+		t.Fatalf("task's own view before Commit = %q", got)
+	}
+	if got := dump(t, other); got != "" {
+		t.Fatalf("another task sees uncommitted writes: %q", got)
+	}
+	if got := checkpoint(t, db, "counts-changelog", 0); got != "none" {
+		t.Fatalf("checkpoint before Commit = %s", got)
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, other); got != "a=1 b=2" {
+		t.Fatalf("after Commit, another task sees %q", got)
+	}
+	if got := checkpoint(t, db, "counts-changelog", 0); got != "2" {
+		t.Fatalf("checkpoint after Commit = %s", got)
+	}
+
+	// Discard drops writes and checkpoint together.
+	mustPut(t, s, "a", "10", 3)
+	if err := s.Delete([]byte("b"), 3); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "c", "3", 3)
+	if err := task.SetCheckpoint("counts-changelog", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, s); got != "a=10 c=3" {
+		t.Fatalf("pending overwrite and delete: %q", got)
+	}
+	task.Discard()
+	if got := dump(t, s); got != "a=1 b=2" {
+		t.Fatalf("after Discard the task sees %q", got)
+	}
+	if got := checkpoint(t, db, "counts-changelog", 0); got != "2" {
+		t.Fatalf("checkpoint after Discard = %s", got)
+	}
+
+	// The store view still works after Discard; a commit with nothing
+	// pending is a no-op.
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "d", "4", 4)
+	if err := task.SetCheckpoint("counts-changelog", 0, 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// Left pending at close: lost.
+	mustPut(t, s, "e", "5", 5)
+	if err := task.SetCheckpoint("counts-changelog", 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openDB(t, dir, state.Options{})
+	s = db.Task().Store("counts", 0)
+	if got := dump(t, s); got != "a=1 b=2 d=4" {
+		t.Fatalf("after reopen: %q", got)
+	}
+	if e, _, _ := s.Get([]byte("d")); e.Timestamp != 4 {
+		t.Fatalf("timestamp after reopen = %d", e.Timestamp)
+	}
+	if got := checkpoint(t, db, "counts-changelog", 0); got != "6" {
+		t.Fatalf("checkpoint after reopen = %s", got)
+	}
+}
+
+// A crash-like stop: the process goes away with a pending batch (the DB is
+// closed without committing it, as the batch lives only in memory).
+func TestCrashLosesPendingOnly(t *testing.T) {
+	dir := t.TempDir()
+	db, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := db.Task()
+	s := task.Store("agg", 3)
+	for i := range 100 {
+		mustPut(t, s, fmt.Sprintf("k%03d", i), "committed", int64(i))
+	}
+	if err := task.SetCheckpoint("agg-changelog", 3, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		mustPut(t, s, fmt.Sprintf("k%03d", i), "pending", int64(i))
+	}
+	if err := task.SetCheckpoint("agg-changelog", 3, 300); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The task's views are closed with the DB.
+	if err := s.Put([]byte("x"), nil, 0); !errors.Is(err, topo.ErrStoreClosed) || !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("Put after DB Close: %v", err)
+	}
+	if err := task.Commit(); !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("Commit after DB Close: %v", err)
+	}
+
+	db = openDB(t, dir, state.Options{})
+	s = db.Task().Store("agg", 3)
+	n := 0
+	for e, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(e.Value) != "committed" {
+			t.Fatalf("%s = %s after the crash", e.Key, e.Value)
+		}
+		n++
+	}
+	if n != 100 {
+		t.Fatalf("%d keys after the crash, want 100", n)
+	}
+	if got := checkpoint(t, db, "agg-changelog", 3); got != "100" {
+		t.Fatalf("checkpoint after the crash = %s, want 100", got)
+	}
+}
+
+func TestStoresAndPartitionsIsolated(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	t0, t1 := db.Task(), db.Task()
+	a0, b0 := t0.Store("a", 0), t0.Store("b", 0)
+	a1, b1 := t1.Store("a", 1), t1.Store("b", 1)
+	for _, s := range []struct {
+		kv   topo.KVStore
+		name string
+	}{{a0, "a0"}, {b0, "b0"}, {a1, "a1"}, {b1, "b1"}} {
+		mustPut(t, s.kv, "k", s.name, 1)
+		mustPut(t, s.kv, s.name, s.name, 1)
+	}
+	if err := t0.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// t1 is pending; committed and pending neighbours must not show.
+	for _, c := range []struct {
+		kv   topo.KVStore
+		want string
+	}{{a0, "a0=a0 k=a0"}, {b0, "b0=b0 k=b0"}, {a1, "a1=a1 k=a1"}, {b1, "b1=b1 k=b1"}} {
+		if got := dump(t, c.kv); got != c.want {
+			t.Errorf("%s: %q, want %q", c.kv.Name(), got, c.want)
+		}
+	}
+	if got := value(t, a0, "a1"); got != "<absent>" {
+		t.Errorf("a/0 sees a/1's key: %s", got)
+	}
+	if got := dump(t, db.Task().Store("a", 1)); got != "" {
+		t.Errorf("t1's pending writes are visible elsewhere: %q", got)
+	}
+	if err := t1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, db.Task().Store("b", 1)); got != "b1=b1 k=b1" {
+		t.Errorf("b/1 after commit: %q", got)
+	}
+}
+
+func TestWipe(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	task := db.Task()
+	for p := range int32(2) {
+		for _, name := range []string{"s", "s2"} {
+			s := task.Store(name, p)
+			for i := range 50 {
+				mustPut(t, s, fmt.Sprintf("k%d", i), "v", 1)
+			}
+			if err := task.SetCheckpoint(name+"-changelog", p, 50); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Wipe("s", 1); err != nil {
+		t.Fatal(err)
+	}
+	fresh := db.Task()
+	if got := dump(t, fresh.Store("s", 1)); got != "" {
+		t.Fatalf("s/1 after Wipe: %q", got)
+	}
+	if got := checkpoint(t, db, "s-changelog", 1); got != "none" {
+		t.Fatalf("s/1 checkpoint after Wipe: %s", got)
+	}
+	for _, sp := range []struct {
+		name string
+		p    int32
+	}{{"s", 0}, {"s2", 0}, {"s2", 1}} {
+		if n := len(strings.Fields(dump(t, fresh.Store(sp.name, sp.p)))); n != 50 {
+			t.Errorf("%s/%d has %d keys after wiping s/1", sp.name, sp.p, n)
+		}
+		if got := checkpoint(t, db, sp.name+"-changelog", sp.p); got != "50" {
+			t.Errorf("%s/%d checkpoint after wiping s/1: %s", sp.name, sp.p, got)
+		}
+	}
+	stores, err := db.Stores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.StorePartition{
+		{Store: "s", Partition: 0, Changelog: "s-changelog", Offset: 50, HasCheckpoint: true},
+		{Store: "s2", Partition: 0, Changelog: "s2-changelog", Offset: 50, HasCheckpoint: true},
+		{Store: "s2", Partition: 1, Changelog: "s2-changelog", Offset: 50, HasCheckpoint: true},
+	}
+	if !slices.Equal(stores, want) {
+		t.Fatalf("Stores after Wipe = %+v\nwant %+v", stores, want)
+	}
+	// Wiping what is not there is fine.
+	if err := db.Wipe("nothing", 9); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStores(t *testing.T) {
+	prefixed := func(store string) string { return "app-" + store + "-changelog" }
+	db := openDB(t, t.TempDir(), state.Options{ChangelogTopic: prefixed})
+	if got, err := db.Stores(); err != nil || len(got) != 0 {
+		t.Fatalf("empty DB: Stores = %v, %v", got, err)
+	}
+	task := db.Task()
+	mustPut(t, task.Store("b", 2), "k", "v", 1)
+	task.Store("a", 2) // opened, never written: held locally, empty
+	if err := task.SetCheckpoint("app-b-changelog", 2, 17); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Stores(); len(got) != 0 {
+		t.Fatalf("Stores lists uncommitted partitions: %+v", got)
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Restorer("c", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(5); err != nil { // an empty changelog up to offset 5
+		t.Fatal(err)
+	}
+	got, err := db.Stores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.StorePartition{
+		{Store: "a", Partition: 2, Changelog: "app-a-changelog"},
+		{Store: "b", Partition: 2, Changelog: "app-b-changelog", Offset: 17, HasCheckpoint: true},
+		{Store: "c", Partition: 0, Changelog: "app-c-changelog", Offset: 5, HasCheckpoint: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Stores = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestRestore(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir, state.Options{RestoreBatchSize: 512})
+	r, err := db.Restorer("agg", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Topic() != "agg-changelog" || r.Position() != 0 {
+		t.Fatalf("fresh restorer: %s at %d", r.Topic(), r.Position())
+	}
+	reader := db.Task().Store("agg", 4)
+	// Offsets with gaps, as after compaction; each record overwrites or
+	// deletes an earlier one now and then.
+	want := map[string]string{}
+	var offsets []int64
+	lastCheckpoint := "none"
+	batches := 0
+	for i := range 200 {
+		off := int64(10 + 3*i)
+		offsets = append(offsets, off)
+		key := fmt.Sprintf("k%03d", i%70)
+		var v []byte
+		if i%11 != 10 {
+			v = []byte(fmt.Sprintf("v%d", off))
+		}
+		if err := r.Apply(off, []byte(key), v, off*1000); err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			delete(want, key)
+		} else {
+			want[key] = string(v)
+		}
+		// Whenever a batch was written, the checkpoint is the offset after
+		// its last record and the committed state is exactly the records
+		// before it.
+		if cp := checkpoint(t, db, "agg-changelog", 4); cp != lastCheckpoint {
+			lastCheckpoint = cp
+			batches++
+			if cp != fmt.Sprint(off+1) {
+				t.Fatalf("after applying offset %d the checkpoint is %s", off, cp)
+			}
+			for k, v := range want {
+				if got := value(t, reader, k); got != v {
+					t.Fatalf("at checkpoint %s: %s = %s, want %s", cp, k, got, v)
+				}
+			}
+			if n := len(strings.Fields(dump(t, reader))); n != len(want) {
+				t.Fatalf("at checkpoint %s: %d keys, want %d", cp, n, len(want))
+			}
+		}
+	}
+	if batches < 5 {
+		t.Fatalf("only %d batches for 200 records of a 512-byte bound", batches)
+	}
+	if err := r.Apply(offsets[len(offsets)-1], []byte("late"), []byte("x"), 0); err == nil {
+		t.Fatal("Apply accepted an offset already applied")
+	}
+	// The fetch position is past a transaction marker.
+	end := offsets[len(offsets)-1] + 2
+	if err := r.Flush(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(end - 1); err == nil {
+		t.Fatal("Flush accepted a position behind the last")
+	}
+	if got := checkpoint(t, db, "agg-changelog", 4); got != fmt.Sprint(end) {
+		t.Fatalf("checkpoint after Flush = %s, want %d", got, end)
+	}
+	for k, v := range want {
+		if got := value(t, reader, k); got != v {
+			t.Fatalf("after Flush: %s = %s, want %s", k, got, v)
+		}
+	}
+	if e, _, _ := reader.Get([]byte("k000")); e.Timestamp%1000 != 0 || e.Timestamp == 0 {
+		t.Fatalf("restored timestamp %d", e.Timestamp)
+	}
+	// A new Restorer resumes at the checkpoint; Close commits its tail.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = db.Restorer("agg", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Position() != end {
+		t.Fatalf("resumed restorer at %d, want %d", r.Position(), end)
+	}
+	if err := r.Apply(end+5, []byte("tail"), []byte("t"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(end+6, []byte("x"), nil, 1); !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("Apply after Close: %v", err)
+	}
+	if got := checkpoint(t, db, "agg-changelog", 4); got != fmt.Sprint(end+6) {
+		t.Fatalf("checkpoint after Close = %s, want %d", got, end+6)
+	}
+	if got := value(t, reader, "tail"); got != "t" {
+		t.Fatalf("tail = %s", got)
+	}
+}
+
+// A Commit, Discard or Close of the task inside a Range loop lets the loop
+// finish over its snapshot, and leaks nothing (openDB checks at Close).
+func TestCommitAndDiscardInRange(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	task := db.Task()
+	s := task.Store("s", 0)
+	for i := range 10 {
+		mustPut(t, s, fmt.Sprintf("k%d", i), "v", 1)
+	}
+	n := 0
+	for e, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		switch string(e.Key) {
+		case "k2":
+			if err := task.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		case "k4":
+			if err := s.Delete([]byte("k7"), 2); err != nil {
+				t.Fatal(err)
+			}
+			task.Discard()
+		case "k6":
+			if err := s.Delete([]byte("k8"), 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := task.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n != 10 {
+		t.Fatalf("the loop saw %d keys, want its snapshot's 10", n)
+	}
+	if got := dump(t, s); got != "k0=v k1=v k2=v k3=v k4=v k5=v k6=v k7=v k9=v" {
+		t.Fatalf("after the loop: %q", got)
+	}
+	// Close inside a loop, too.
+	for _, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Get([]byte("k0")); !errors.Is(err, topo.ErrStoreClosed) || !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("Get after the task closed: %v", err)
+	}
+	if err := task.SetCheckpoint("t", 0, 1); !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("SetCheckpoint after the task closed: %v", err)
+	}
+}
+
+// Close waits for a Range loop in progress; the loop's writes fail with
+// ErrClosed meanwhile instead of deadlocking, and its iteration goes on.
+func TestCloseDuringRange(t *testing.T) {
+	db, err := state.Open(t.TempDir(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := db.Task()
+	s := task.Store("s", 0)
+	for i := range 5 {
+		mustPut(t, s, fmt.Sprintf("k%d", i), "v", 1)
+	}
+	closed := make(chan error, 1)
+	n := 0
+	for _, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n == 2 {
+			go func() { closed <- db.Close() }()
+			deadline := time.Now().Add(10 * time.Second)
+			for s.Put([]byte("x"), nil, 1) == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("Put never saw the DB closing")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			select {
+			case err := <-closed:
+				t.Fatalf("Close returned (%v) during a Range loop", err)
+			default:
+			}
+		}
+	}
+	if n != 5 {
+		t.Fatalf("the loop saw %d keys, want 5", n)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for _, err := range s.Range(nil, nil) {
+		if !errors.Is(err, topo.ErrStoreClosed) {
+			t.Fatalf("Range after Close: %v", err)
+		}
+	}
+}
+
+func TestConcurrentTasks(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	const tasks, rounds, keys = 8, 20, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, tasks)
+	for p := range int32(tasks) {
+		wg.Go(func() {
+			task := db.Task()
+			defer task.Close()
+			s := task.Store("s", p)
+			for r := range rounds {
+				for k := range keys {
+					if err := s.Put(fmt.Appendf(nil, "k%02d", k), fmt.Appendf(nil, "%d", r), int64(r)); err != nil {
+						errs <- err
+						return
+					}
+				}
+				n := 0
+				for _, err := range s.Range(nil, nil) {
+					if err != nil {
+						errs <- err
+						return
+					}
+					n++
+				}
+				if n != keys {
+					errs <- fmt.Errorf("partition %d sees %d keys", p, n)
+					return
+				}
+				if err := task.SetCheckpoint("s-changelog", p, int64(r+1)); err != nil {
+					errs <- err
+					return
+				}
+				var err error
+				if r%4 == 3 {
+					task.Discard()
+				} else {
+					err = task.Commit()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var readers sync.WaitGroup
+	stop := make(chan struct{})
+	readers.Go(func() { // the balancer polling progress meanwhile
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := db.Stores(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for p := range int32(tasks) {
+		// Round 19 is discarded (19%4 == 3): the last commit is round 18.
+		if got := checkpoint(t, db, "s-changelog", p); got != "19" {
+			t.Errorf("partition %d checkpoint %s, want 19", p, got)
+		}
+		if got := value(t, db.Task().Store("s", p), "k00"); got != "18" {
+			t.Errorf("partition %d k00 = %s, want 18", p, got)
+		}
+	}
+}
+
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	openDB(t, dir, state.Options{})
+	_, err := state.Open(dir, state.Options{})
+	var le *state.LockedError
+	if !errors.As(err, &le) || le.Dir != dir || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second Open of %s: %v, want a LockedError naming the directory", dir, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := state.Open(t.TempDir(), state.Options{CacheSize: -1, RestoreBatchSize: -1}); err == nil ||
+		!strings.Contains(err.Error(), "CacheSize") || !strings.Contains(err.Error(), "RestoreBatchSize") {
+		t.Fatalf("bad options: %v, want both problems", err)
+	}
+	// A database in another layout is refused, not misread.
+	dir := t.TempDir()
+	pdb, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pdb.Set([]byte{0}, []byte{99}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := pdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Open(dir, state.Options{}); err == nil || !strings.Contains(err.Error(), "layout") {
+		t.Fatalf("Open of another layout: %v", err)
+	}
+	// The refused directory is not left locked.
+	openDB(t, t.TempDir(), state.Options{})
+}
+
+func TestOpenStoreAdapter(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	task := db.Task()
+	var cfg topo.TaskConfig
+	cfg.OpenStore = task.OpenStore
+	s, err := cfg.OpenStore(&topo.StoreSpec{Name: "x"}, topo.TaskID{Sub: 1, Partition: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "k", "v", 1)
+	if got := value(t, task.Store("x", 5), "k"); got != "v" {
+		t.Fatalf("OpenStore's view is not partition 5 of x: %s", got)
+	}
+	task.Close()
+	if _, err := task.OpenStore(&topo.StoreSpec{Name: "x"}, topo.TaskID{}); !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("OpenStore after Close: %v", err)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)  {}
+func (quiet) Errorf(string, ...any) {}
+func (quiet) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
