@@ -1,0 +1,641 @@
+#!/usr/bin/env bash
+# Starts and stops the real components Oxbow's integration tests use, on this
+# machine, without Docker: a single-node Apache Kafka broker (KRaft, combined
+# broker+controller, jars fetched from Maven Central with Maven) and a
+# PostgreSQL server (Debian's packages) with logical replication enabled.
+#
+#   scripts/services.sh start  [kafka|postgres|all]   # default: all
+#   scripts/services.sh stop   [kafka|postgres|all]
+#   scripts/services.sh status [kafka|postgres|all]   # exit 1 if one is not running
+#   scripts/services.sh env                            # export lines, for eval
+#   scripts/services.sh kafka-class CLASS [ARGS...]    # run a Kafka tool class
+#
+# Everything it downloads or creates lives under .cache/ in the repository
+# (OXBOW_CACHE_DIR overrides). See scripts/README.md for the variables.
+set -euo pipefail
+
+SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+REPO_DIR="$(dirname "$(dirname "$SCRIPT")")"
+CACHE_DIR="${OXBOW_CACHE_DIR:-${REPO_DIR}/.cache}"
+RUN_DIR="${CACHE_DIR}/run"
+
+KAFKA_VERSION="${OXBOW_KAFKA_VERSION:-4.4.0}"
+KAFKA_PORT="${OXBOW_KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${OXBOW_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+KAFKA_HEAP="${OXBOW_KAFKA_HEAP:--Xms256m -Xmx512m}"
+KAFKA_START_TIMEOUT="${OXBOW_KAFKA_START_TIMEOUT:-180}"
+KAFKA_HOME="${CACHE_DIR}/kafka/${KAFKA_VERSION}"
+KAFKA_LIBS="${KAFKA_HOME}/libs"
+KAFKA_RUN="${RUN_DIR}/kafka"
+
+PG_PORT="${OXBOW_PG_PORT:-5432}"
+PG_DB=oxbow
+PG_START_TIMEOUT="${OXBOW_PG_START_TIMEOUT:-60}"
+# The PostgreSQL run dir must be reachable by the 'postgres' user; when the
+# cache is not (a clone under /root, say) it falls back to a dir under /tmp,
+# and this file remembers where it went.
+PG_RUN_POINTER="${RUN_DIR}/postgres.path"
+
+STOP_TIMEOUT="${OXBOW_STOP_TIMEOUT:-30}"
+
+info() { echo "services: $*"; }
+warn() { echo "services: warning: $*" >&2; }
+die() {
+	echo "services: error: $*" >&2
+	exit 1
+}
+
+# ---------------------------------------------------------------------------
+# helpers
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+	timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# proc_matches PID WORD...: PID is alive and its command line contains every WORD
+# (guards against a stale PID file naming a reused PID).
+proc_matches() {
+	local pid="$1" cmd word
+	shift
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	cmd="$(tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null)" || return 1
+	for word in "$@"; do
+		[[ "$cmd" == *"$word"* ]] || return 1
+	done
+}
+
+# wait_gone PID SECONDS: wait until PID has exited; 1 if it is still there.
+wait_gone() {
+	local pid="$1" deadline=$((SECONDS + $2))
+	while kill -0 "$pid" 2>/dev/null; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
+
+with_lock() {
+	mkdir -p "$RUN_DIR"
+	exec 9>"${RUN_DIR}/.lock"
+	flock -w 600 9 || die "could not lock ${RUN_DIR}/.lock (another services.sh running?)"
+}
+
+# ---------------------------------------------------------------------------
+# Kafka
+
+find_java() {
+	local java="${OXBOW_JAVA:-}"
+	if [ -z "$java" ]; then
+		if [ -n "${JAVA_HOME:-}" ] && [ -x "${JAVA_HOME}/bin/java" ]; then
+			java="${JAVA_HOME}/bin/java"
+		else
+			java="$(command -v java || true)"
+		fi
+	fi
+	if [ -z "$java" ] || [ ! -x "$java" ]; then
+		die "no java found (set JAVA_HOME or OXBOW_JAVA); Kafka ${KAFKA_VERSION} needs Java 17+"
+	fi
+	local major
+	major="$("$java" -version 2>&1 | sed -n '1s/.*version "\([0-9]*\).*/\1/p')"
+	if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+		die "${java} is Java ${major:-?}; the Kafka ${KAFKA_VERSION} broker needs Java 17+"
+	fi
+	JAVA="$java"
+}
+
+# Fetch kafka_2.13 (broker + storage tool), kafka-tools and log4j2 with all
+# their runtime dependencies into KAFKA_LIBS, once.
+kafka_fetch() {
+	if [ -f "${KAFKA_LIBS}/.complete" ]; then
+		return 0
+	fi
+	command -v mvn >/dev/null 2>&1 || die "mvn not found: Maven is needed to fetch Kafka ${KAFKA_VERSION} from Maven Central"
+	info "kafka: fetching org.apache.kafka:kafka_2.13:${KAFKA_VERSION} and its runtime dependencies (Maven Central)"
+	mkdir -p "$KAFKA_HOME"
+	# Run Maven on a copy of the pom so that nothing (target/) lands in scripts/.
+	cp "${REPO_DIR}/scripts/kafka/pom.xml" "${KAFKA_HOME}/pom.xml"
+	local tmp="${KAFKA_HOME}/libs.tmp" mlog="${KAFKA_HOME}/mvn.log" attempt ok=0
+	for attempt in 1 2 3; do
+		rm -rf "$tmp"
+		if (cd "$KAFKA_HOME" && mvn -B -q -f pom.xml \
+			-Dmaven.repo.local="${CACHE_DIR}/m2" \
+			-Dkafka.version="$KAFKA_VERSION" \
+			-Dmaven.wagon.http.retryHandler.count=3 \
+			-Dstyle.color=never \
+			dependency:copy-dependencies \
+			-DincludeScope=runtime -DoutputDirectory="$tmp") >"$mlog" 2>&1; then
+			ok=1
+			break
+		fi
+		warn "kafka: mvn failed (attempt ${attempt}/3); last lines of ${mlog}:"
+		tail -n 20 "$mlog" >&2 || true
+		sleep $((attempt * 3))
+	done
+	[ "$ok" = 1 ] || die "kafka: could not fetch Kafka ${KAFKA_VERSION} with Maven (see ${mlog})"
+	for jar in "kafka_2.13-${KAFKA_VERSION}.jar" "kafka-tools-${KAFKA_VERSION}.jar" "kafka-server-${KAFKA_VERSION}.jar"; do
+		[ -f "${tmp}/${jar}" ] || die "kafka: ${jar} missing after mvn dependency:copy-dependencies (see ${mlog})"
+	done
+	ls "$tmp"/log4j-core-*.jar >/dev/null 2>&1 || die "kafka: log4j-core missing from ${tmp}"
+	touch "${tmp}/.complete"
+	rm -rf "$KAFKA_LIBS"
+	mv "$tmp" "$KAFKA_LIBS"
+	info "kafka: $(find "$KAFKA_LIBS" -name '*.jar' | wc -l) jars in ${KAFKA_LIBS}"
+}
+
+# kafka-class CLASS ARGS...: run a Kafka command-line class (TopicCommand,
+# ConsoleProducer, ...) with the cached jars, logging warnings to stderr.
+kafka_class() {
+	[ -f "${KAFKA_LIBS}/.complete" ] || die "kafka: no jars in ${KAFKA_LIBS}; run '$0 start kafka' first"
+	find_java
+	local cfg="${KAFKA_HOME}/tools-log4j2.properties"
+	if [ ! -f "$cfg" ]; then
+		cat >"$cfg" <<'EOF'
+status = warn
+dest = err
+name = oxbow-kafka-tools
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+	fi
+	# Short-lived client JVMs: C1 only and the serial GC start fastest.
+	"$JAVA" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+		-Dlog4j2.configurationFile="$cfg" -cp "${KAFKA_LIBS}/*" "$@"
+}
+
+kafka_pid() {
+	local pid
+	pid="$(cat "${KAFKA_RUN}/kafka.pid" 2>/dev/null)" || return 1
+	proc_matches "$pid" kafka.Kafka "${KAFKA_RUN}/server.properties" || return 1
+	echo "$pid"
+}
+
+kafka_address() {
+	cat "${KAFKA_RUN}/address" 2>/dev/null || echo "127.0.0.1:${KAFKA_PORT}"
+}
+
+kafka_write_config() {
+	cat >"${KAFKA_RUN}/server.properties" <<EOF
+# Written by scripts/services.sh: a throwaway single-node KRaft cluster for tests.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:${KAFKA_CONTROLLER_PORT}
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=${KAFKA_RUN}/data
+
+# One broker: every internal topic has one replica.
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+
+# Tests create their topics explicitly and want groups to form at once.
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+
+# Compaction on; the cleaner looks for work every second. Segment size/age,
+# min.cleanable.dirty.ratio etc. are for each test to set on its topics.
+log.cleaner.enable=true
+log.cleaner.backoff.ms=1000
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=33554432
+
+# A tiny machine.
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+	cat >"${KAFKA_RUN}/log4j2.properties" <<EOF
+status = warn
+dest = err
+name = oxbow-kafka-broker
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${KAFKA_RUN}/logs/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
+kafka_fail() {
+	echo "services: error: kafka: $*" >&2
+	echo "---- last 50 lines of ${KAFKA_RUN}/logs/server.log ----" >&2
+	tail -n 50 "${KAFKA_RUN}/logs/server.log" >&2 2>/dev/null || true
+	if [ -s "${KAFKA_RUN}/logs/kafka.out" ]; then
+		echo "---- last 50 lines of ${KAFKA_RUN}/logs/kafka.out ----" >&2
+		tail -n 50 "${KAFKA_RUN}/logs/kafka.out" >&2 || true
+	fi
+	kafka_stop >/dev/null 2>&1 || true
+	exit 1
+}
+
+kafka_start() {
+	local pid
+	if pid="$(kafka_pid)"; then
+		info "kafka: already running (pid ${pid}) at $(kafka_address)"
+		return 0
+	fi
+	find_java
+	kafka_fetch
+	local p
+	for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+		if port_open "$p"; then
+			die "kafka: port 127.0.0.1:${p} is already in use by another process (set OXBOW_KAFKA_PORT / OXBOW_KAFKA_CONTROLLER_PORT)"
+		fi
+	done
+
+	local started=$SECONDS
+	rm -rf "$KAFKA_RUN"
+	mkdir -p "${KAFKA_RUN}/data" "${KAFKA_RUN}/logs"
+	kafka_write_config
+
+	# Format the KRaft log dir with a random cluster id (a Kafka Uuid: 16
+	# random bytes, unpadded URL-safe base64).
+	local cluster_id
+	cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+	if ! kafka_class kafka.tools.StorageTool format -t "$cluster_id" \
+		-c "${KAFKA_RUN}/server.properties" >"${KAFKA_RUN}/logs/format.log" 2>&1; then
+		cat "${KAFKA_RUN}/logs/format.log" >&2
+		die "kafka: formatting the KRaft log dir failed"
+	fi
+
+	info "kafka: starting ${KAFKA_VERSION} on 127.0.0.1:${KAFKA_PORT} (controller 127.0.0.1:${KAFKA_CONTROLLER_PORT}, logs ${KAFKA_RUN}/logs)"
+	local -a jvm_opts
+	read -r -a jvm_opts <<<"$KAFKA_HEAP"
+	jvm_opts+=(
+		-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+		-XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+		-Dlog4j2.configurationFile="${KAFKA_RUN}/log4j2.properties"
+		-Dkafka.logs.dir="${KAFKA_RUN}/logs"
+	)
+	# A session of its own (setsid), detached from our stdio and our lock (fd
+	# 9); the shell that setsid runs writes its own PID, then becomes the JVM.
+	(
+		cd "$KAFKA_RUN"
+		# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+		setsid bash -c 'echo $$ >"$0/kafka.pid"; exec "$@"' "$KAFKA_RUN" \
+			"$JAVA" "${jvm_opts[@]}" -cp "${KAFKA_LIBS}/*" kafka.Kafka "${KAFKA_RUN}/server.properties" \
+			</dev/null >"${KAFKA_RUN}/logs/kafka.out" 2>&1 9>&- &
+	)
+	echo "127.0.0.1:${KAFKA_PORT}" >"${KAFKA_RUN}/address"
+
+	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	# 1. the process is up and the listener accepts connections
+	while :; do
+		if [ -s "${KAFKA_RUN}/kafka.pid" ] && ! kafka_pid >/dev/null; then
+			kafka_fail "the broker exited during startup"
+		fi
+		if port_open "$KAFKA_PORT" && kafka_pid >/dev/null; then
+			break
+		fi
+		[ "$SECONDS" -lt "$deadline" ] || kafka_fail "not listening on 127.0.0.1:${KAFKA_PORT} after ${KAFKA_START_TIMEOUT}s"
+		sleep 0.5
+	done
+	# 2. it answers a metadata request with itself as a live broker
+	local out=""
+	while :; do
+		if out="$(timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
+			--bootstrap-server "127.0.0.1:${KAFKA_PORT}" 2>&1)" &&
+			grep -q "127.0.0.1:${KAFKA_PORT} (id: 1 " <<<"$out"; then
+			break
+		fi
+		kafka_pid >/dev/null || kafka_fail "the broker exited during startup"
+		[ "$SECONDS" -lt "$deadline" ] || {
+			echo "$out" | tail -n 20 >&2
+			kafka_fail "no answer to ApiVersions on 127.0.0.1:${KAFKA_PORT} after ${KAFKA_START_TIMEOUT}s"
+		}
+		sleep 1
+	done
+	info "kafka: ready in $((SECONDS - started))s at 127.0.0.1:${KAFKA_PORT} (pid $(kafka_pid))"
+}
+
+kafka_stop() {
+	local pid
+	if ! pid="$(kafka_pid)"; then
+		info "kafka: not running"
+		rm -f "${KAFKA_RUN}/kafka.pid"
+		return 0
+	fi
+	info "kafka: stopping (pid ${pid})"
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+		warn "kafka: still running after ${STOP_TIMEOUT}s; killing it"
+		# The JVM leads its own process group (setsid): kill the group.
+		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 10 || die "kafka: pid ${pid} survived SIGKILL"
+	fi
+	rm -f "${KAFKA_RUN}/kafka.pid"
+	info "kafka: stopped"
+}
+
+kafka_status() {
+	local pid
+	if pid="$(kafka_pid)"; then
+		info "kafka: running (pid ${pid}) at $(kafka_address)"
+	else
+		info "kafka: not running"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL
+
+pg_find_bin() {
+	local d
+	if [ -n "${OXBOW_PG_BIN:-}" ]; then
+		PG_BIN="$OXBOW_PG_BIN"
+		[ -x "${PG_BIN}/initdb" ] || die "postgres: no initdb in OXBOW_PG_BIN=${PG_BIN}"
+		return 0
+	fi
+	# shellcheck disable=SC2012 # version dirs: plain names, sorted by version
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [ -x "${d}/initdb" ] && [ -x "${d}/pg_ctl" ] && [ -x "${d}/postgres" ] && [ -x "${d}/pg_isready" ]; then
+			PG_BIN="$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+pg_install() {
+	command -v apt-get >/dev/null 2>&1 || die "postgres: no PostgreSQL server under /usr/lib/postgresql and no apt-get to install one"
+	[ "$(id -u)" = 0 ] || die "postgres: installing the server needs root (apt-get install postgresql)"
+	info "postgres: installing Debian's postgresql package"
+	export DEBIAN_FRONTEND=noninteractive
+	# Keep the package from creating (and starting) its own 'main' cluster on
+	# port 5432: this script runs its own.
+	if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+		mkdir -p /etc/postgresql-common
+		echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.conf
+	fi
+	local -a apt_opts=(-y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+	if ! apt-get install "${apt_opts[@]}" postgresql >"${RUN_DIR}/apt.log" 2>&1; then
+		info "postgres: install failed; running apt-get update and retrying"
+		apt-get update -q >>"${RUN_DIR}/apt.log" 2>&1 || true
+		apt-get install "${apt_opts[@]}" postgresql >>"${RUN_DIR}/apt.log" 2>&1 || {
+			tail -n 30 "${RUN_DIR}/apt.log" >&2
+			die "postgres: apt-get install postgresql failed (see ${RUN_DIR}/apt.log)"
+		}
+	fi
+	# If a packaged cluster got started on our port anyway, stop it.
+	if command -v pg_lsclusters >/dev/null 2>&1; then
+		local ver name port status _
+		while read -r ver name port status _; do
+			if [ "$port" = "$PG_PORT" ] && [ "$status" = online ]; then
+				warn "postgres: stopping the packaged cluster ${ver}/${name} that holds port ${PG_PORT}"
+				pg_ctlcluster "$ver" "$name" stop || true
+			fi
+		done < <(pg_lsclusters -h 2>/dev/null || true)
+	fi
+	pg_find_bin || die "postgres: installed, but no server binaries under /usr/lib/postgresql/*/bin"
+}
+
+pg_run_dir() {
+	if [ -s "$PG_RUN_POINTER" ]; then
+		cat "$PG_RUN_POINTER"
+	else
+		echo "${RUN_DIR}/postgres"
+	fi
+}
+
+# as_postgres CMD...: run CMD as the 'postgres' user (the server refuses root).
+as_postgres() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pg_pid() {
+	local dir pid
+	dir="$(pg_run_dir)"
+	pid="$(head -n 1 "${dir}/data/postmaster.pid" 2>/dev/null)" || return 1
+	proc_matches "$pid" postgres "${dir}/data" || return 1
+	echo "$pid"
+}
+
+pg_port() {
+	cat "$(pg_run_dir)/port" 2>/dev/null || echo "$PG_PORT"
+}
+
+pg_dsn() {
+	echo "postgres://postgres@127.0.0.1:$(pg_port)/${PG_DB}?sslmode=disable"
+}
+
+pg_fail() {
+	local dir
+	dir="$(pg_run_dir)"
+	echo "services: error: postgres: $*" >&2
+	echo "---- last 50 lines of ${dir}/postgres.log ----" >&2
+	tail -n 50 "${dir}/postgres.log" >&2 2>/dev/null || true
+	pg_stop >/dev/null 2>&1 || true
+	exit 1
+}
+
+pg_start() {
+	local pid
+	if pid="$(pg_pid)"; then
+		info "postgres: already running (pid ${pid}) at $(pg_dsn)"
+		return 0
+	fi
+	pg_find_bin || pg_install
+	if [ "$(id -u)" = 0 ]; then
+		id postgres >/dev/null 2>&1 || die "postgres: no 'postgres' user (is the postgresql package installed?)"
+	fi
+	if port_open "$PG_PORT"; then
+		die "postgres: port 127.0.0.1:${PG_PORT} is already in use by another process (set OXBOW_PG_PORT)"
+	fi
+
+	local dir="${RUN_DIR}/postgres"
+	rm -f "$PG_RUN_POINTER"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	if [ "$(id -u)" = 0 ]; then
+		chown postgres: "$dir"
+		if ! as_postgres test -w "$dir"; then
+			# An ancestor of the cache dir is closed to other users.
+			rm -rf "$dir"
+			dir="/tmp/oxbow-services-postgres-${PG_PORT}"
+			warn "postgres: the 'postgres' user cannot reach ${RUN_DIR}; using ${dir}"
+			rm -rf "$dir"
+			mkdir -p "$dir"
+			chown postgres: "$dir"
+			echo "$dir" >"$PG_RUN_POINTER"
+		fi
+	fi
+	echo "$PG_PORT" >"${dir}/port"
+
+	local started=$SECONDS
+	if ! (cd "$dir" && as_postgres "${PG_BIN}/initdb" -D "${dir}/data" -U postgres -A trust \
+		-E UTF8 --locale=C --no-sync) >"${dir}/initdb.log" 2>&1; then
+		cat "${dir}/initdb.log" >&2
+		die "postgres: initdb failed"
+	fi
+	cat >>"${dir}/data/postgresql.conf" <<EOF
+
+# ---- scripts/services.sh: a throwaway server for tests ----
+listen_addresses = '127.0.0.1'
+port = ${PG_PORT}
+unix_socket_directories = ''
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
+# Durability is not needed for a server that is recreated on every start.
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+	cat >"${dir}/data/pg_hba.conf" <<EOF
+# scripts/services.sh: trust on loopback, replication connections included.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  trust
+local   replication  all                  trust
+host    all          all   127.0.0.1/32   trust
+host    replication  all   127.0.0.1/32   trust
+host    all          all   ::1/128        trust
+host    replication  all   ::1/128        trust
+EOF
+
+	info "postgres: starting $("${PG_BIN}/postgres" --version | awk '{print $3}') on 127.0.0.1:${PG_PORT} (data ${dir}/data)"
+	if ! (cd "$dir" && as_postgres setsid "${PG_BIN}/pg_ctl" -D "${dir}/data" -l "${dir}/postgres.log" \
+		-w -t "$PG_START_TIMEOUT" -s start) </dev/null >"${dir}/pg_ctl.log" 2>&1 9>&-; then
+		cat "${dir}/pg_ctl.log" >&2
+		pg_fail "pg_ctl start failed"
+	fi
+	local deadline=$((SECONDS + PG_START_TIMEOUT))
+	until "${PG_BIN}/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres; do
+		[ "$SECONDS" -lt "$deadline" ] || pg_fail "pg_isready got no answer after ${PG_START_TIMEOUT}s"
+		sleep 0.3
+	done
+	"${PG_BIN}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
+		-c "CREATE DATABASE ${PG_DB}" || pg_fail "CREATE DATABASE ${PG_DB} failed"
+	info "postgres: ready in $((SECONDS - started))s at $(pg_dsn) (pid $(pg_pid))"
+}
+
+pg_stop() {
+	local pid dir
+	dir="$(pg_run_dir)"
+	if ! pid="$(pg_pid)"; then
+		info "postgres: not running"
+		return 0
+	fi
+	info "postgres: stopping (pid ${pid})"
+	if [ -z "${PG_BIN:-}" ]; then
+		pg_find_bin || true
+	fi
+	if [ -n "${PG_BIN:-}" ]; then
+		(cd "$dir" && as_postgres "${PG_BIN}/pg_ctl" -D "${dir}/data" -m fast -w -t "$STOP_TIMEOUT" -s stop) \
+			>/dev/null 2>&1 || true
+	else
+		kill -INT "$pid" 2>/dev/null || true # fast shutdown
+		wait_gone "$pid" "$STOP_TIMEOUT" || true
+	fi
+	if ! wait_gone "$pid" 5; then
+		warn "postgres: still running after ${STOP_TIMEOUT}s; killing it and its backends"
+		local -a kids=()
+		read -r -a kids <<<"$(cat "/proc/${pid}/task/"*/children 2>/dev/null | tr '\n' ' ')" || true
+		kill -KILL "$pid" "${kids[@]}" 2>/dev/null || true
+		wait_gone "$pid" 10 || die "postgres: pid ${pid} survived SIGKILL"
+	fi
+	info "postgres: stopped"
+}
+
+pg_status() {
+	local pid
+	if pid="$(pg_pid)"; then
+		info "postgres: running (pid ${pid}) at $(pg_dsn)"
+	else
+		info "postgres: not running"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------------------
+
+usage() {
+	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+targets() {
+	case "${1:-all}" in
+	all) echo "kafka postgres" ;;
+	kafka | postgres) echo "$1" ;;
+	*) usage ;;
+	esac
+}
+
+main() {
+	[ $# -ge 1 ] || usage
+	local cmd="$1" t rc=0
+	shift
+	case "$cmd" in
+	start)
+		with_lock
+		for t in $(targets "$@"); do
+			case "$t" in
+			kafka) kafka_start ;;
+			postgres) pg_start ;;
+			esac
+		done
+		;;
+	stop)
+		with_lock
+		# Stop in reverse order; try every one even if one fails.
+		for t in $(targets "$@" | tr ' ' '\n' | tac); do
+			case "$t" in
+			kafka) kafka_stop || rc=1 ;;
+			postgres) pg_stop || rc=1 ;;
+			esac
+		done
+		return "$rc"
+		;;
+	status)
+		for t in $(targets "$@"); do
+			case "$t" in
+			kafka) kafka_status || rc=1 ;;
+			postgres) pg_status || rc=1 ;;
+			esac
+		done
+		return "$rc"
+		;;
+	env)
+		if kafka_pid >/dev/null; then
+			echo "export KAFKA_BROKERS=$(kafka_address)"
+		fi
+		if pg_pid >/dev/null; then
+			echo "export OXBOW_PG_DSN='$(pg_dsn)'"
+		fi
+		;;
+	kafka-class)
+		[ $# -ge 1 ] || usage
+		kafka_class "$@"
+		;;
+	-h | --help | help) usage ;;
+	*) usage ;;
+	esac
+}
+
+main "$@"
