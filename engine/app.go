@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Guarantee is the processing guarantee of an application.
+type Guarantee int
+
+const (
+	// AtLeastOnce commits input offsets only after every output and
+	// changelog record of the processed inputs is acknowledged; after a
+	// crash, inputs since the last commit are processed again.
+	AtLeastOnce Guarantee = iota
+	// ExactlyOnce commits outputs, changelogs and input offsets in one Kafka
+	// transaction. Not available yet: NewApp refuses it.
+	ExactlyOnce
+)
+
+// ErrorPolicy says what happens to a record that fails to decode, to
+// process or to be produced.
+type ErrorPolicy int
+
+const (
+	// Fail stops the instance with the error. Nothing after the last commit
+	// is committed, so the record is read again after a restart. The default.
+	Fail ErrorPolicy = iota
+	// Skip logs the error, counts the record in oxbow.records.dropped and
+	// goes on.
+	Skip
+	// DeadLetter writes the record as it was read to Config.DeadLetterTopic,
+	// with headers oxbow.error, oxbow.topic, oxbow.partition, oxbow.offset and
+	// oxbow.stage, counts it, and goes on.
+	DeadLetter
+)
+
+// Config configures an application instance. Zero fields take the defaults
+// their docs give.
+type Config struct {
+	// AppID names the application: its consumer group and the prefix of its
+	// internal topics. Required.
+	AppID string
+	// Version, if set, is part of the group and prefix ("<AppID>-<Version>"),
+	// so two versions of an application run side by side.
+	Version string
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// StateDir is where the instance keeps its local state. Every instance
+	// needs its own. Default: <os.TempDir()>/oxbow/<group>/<InstanceID>.
+	StateDir string
+	// InstanceID names the instance stably across restarts; the group's
+	// assignment gives an instance back the tasks whose state it holds.
+	// Default: a random id (stable only for the life of the App).
+	InstanceID string
+	// Guarantee: default AtLeastOnce.
+	Guarantee Guarantee
+	// CommitInterval is how often the instance commits. Default: 30s with
+	// AtLeastOnce, 100ms with ExactlyOnce (Kafka Streams' defaults).
+	CommitInterval time.Duration
+	// CacheBytes bounds the instance's record cache, shared by its tasks;
+	// negative disables it. Default: 10 MiB.
+	CacheBytes int64
+	// StandbyReplicas is the number of warm copies of each task's state on
+	// other instances. Not available yet: NewApp refuses more than 0.
+	StandbyReplicas int
+	// Workers is the number of goroutines processing tasks. Default:
+	// GOMAXPROCS.
+	Workers int
+	// MaxTaskIdle is how long a task with several input partitions waits for
+	// an empty one that has data on the broker, to keep timestamp order
+	// across them. Default: 0, do not wait.
+	MaxTaskIdle time.Duration
+	// AdvertisedAddr is the host:port where this instance serves HTTP; the
+	// group tells every instance which one owns a key. Default: none.
+	AdvertisedAddr string
+	// Logger: default slog.Default().
+	Logger *slog.Logger
+	// TracerProvider and MeterProvider: default no-op. Trace context travels
+	// in W3C traceparent headers from input records to output records.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// KafkaOptions are passed to every Kafka client (TLS, SASL, …).
+	KafkaOptions []kgo.Opt
+	// SessionTimeout of the consumer group: how long before a crashed
+	// instance's tasks move. Default: franz-go's (45s).
+	SessionTimeout time.Duration
+
+	// OnDeserializationError, OnProcessingError and OnProductionError:
+	// default Fail. OnProductionError cannot be DeadLetter.
+	OnDeserializationError ErrorPolicy
+	OnProcessingError      ErrorPolicy
+	OnProductionError      ErrorPolicy
+	// DeadLetterTopic receives dead-lettered records; created (one
+	// partition) if missing. Required by a DeadLetter policy.
+	DeadLetterTopic string
+}
+
+// AppState is where an application instance is in its life.
+type AppState = runtime.State
+
+// The states of an instance.
+const (
+	AppCreated   = runtime.Created
+	AppStarting  = runtime.Starting
+	AppRestoring = runtime.Restoring
+	AppRunning   = runtime.Running
+	AppStopping  = runtime.Stopping
+	AppStopped   = runtime.Stopped
+	AppFailed    = runtime.Failed
+)
+
+// Instance is one instance of an application as its group knows it.
+type Instance struct {
+	ID   string // Config.InstanceID
+	Addr string // Config.AdvertisedAddr
+}
+
+// App is one instance of an application: it runs its share of a
+// topology's tasks on Kafka. Start as many as the input topics have
+// partitions; they share the work through their consumer group, and the
+// state moves with them through changelog topics.
+type App struct {
+	rt    *runtime.Runtime
+	group string
+	cfg   Config
+}
+
+var _ Queryable = (*App)(nil)
+
+// NewApp checks the configuration, reporting every problem, and prepares
+// an instance. Run starts it.
+func NewApp(t *Topology, cfg Config) (*App, error) {
+	var errs []error
+	if t == nil || t.t == nil {
+		errs = append(errs, errors.New("engine: no topology: build one with Builder.Build"))
+	}
+	if cfg.Guarantee == ExactlyOnce {
+		errs = append(errs, errors.New("engine: ExactlyOnce is not available yet; use AtLeastOnce"))
+	} else if cfg.Guarantee != AtLeastOnce {
+		errs = append(errs, fmt.Errorf("engine: unknown Guarantee %d", cfg.Guarantee))
+	}
+	if cfg.StandbyReplicas != 0 {
+		errs = append(errs, errors.New("engine: StandbyReplicas are not available yet; leave it 0"))
+	}
+	if cfg.AppID != "" {
+		if err := topo.CheckName(cfg.AppID); err != nil {
+			errs = append(errs, fmt.Errorf("engine: AppID: %w", err))
+		}
+	}
+	if cfg.Version != "" {
+		if err := topo.CheckName(cfg.Version); err != nil {
+			errs = append(errs, fmt.Errorf("engine: Version: %w", err))
+		}
+	}
+	for name, p := range map[string]ErrorPolicy{"OnDeserializationError": cfg.OnDeserializationError, "OnProcessingError": cfg.OnProcessingError, "OnProductionError": cfg.OnProductionError} {
+		if p < Fail || p > DeadLetter {
+			errs = append(errs, fmt.Errorf("engine: %s: unknown policy %d", name, p))
+		}
+	}
+	group := cfg.AppID
+	if cfg.Version != "" {
+		group += "-" + cfg.Version
+	}
+	if cfg.InstanceID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.InstanceID = hex.EncodeToString(b[:])
+	}
+	if cfg.StateDir == "" && group != "" {
+		cfg.StateDir = filepath.Join(os.TempDir(), "oxbow", group, cfg.InstanceID)
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = 30 * time.Second
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 10 << 20
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = goruntime.GOMAXPROCS(0)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var tracer trace.Tracer = tracenoop.NewTracerProvider().Tracer("oxbow")
+	if cfg.TracerProvider != nil {
+		tracer = cfg.TracerProvider.Tracer("github.com/oxbow-dev/oxbow/engine")
+	}
+	var meter metric.Meter
+	if cfg.MeterProvider != nil {
+		meter = cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/engine")
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	rt, err := runtime.New(t.t, runtime.Config{
+		AppID:           group,
+		Brokers:         cfg.Brokers,
+		StateDir:        cfg.StateDir,
+		CommitInterval:  cfg.CommitInterval,
+		CacheBytes:      max(cfg.CacheBytes, 0),
+		Workers:         cfg.Workers,
+		MaxTaskIdle:     cfg.MaxTaskIdle,
+		AdvertisedAddr:  cfg.AdvertisedAddr,
+		ProcessID:       cfg.InstanceID,
+		Logger:          cfg.Logger,
+		Meter:           meter,
+		Tracer:          tracer,
+		KafkaOpts:       cfg.KafkaOptions,
+		SessionTimeout:  cfg.SessionTimeout,
+		OnDecodeError:   runtime.ErrorPolicy(cfg.OnDeserializationError),
+		OnProcessError:  runtime.ErrorPolicy(cfg.OnProcessingError),
+		OnProduceError:  runtime.ErrorPolicy(cfg.OnProductionError),
+		DeadLetterTopic: cfg.DeadLetterTopic,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &App{rt: rt, group: group, cfg: cfg}, nil
+}
+
+// Run runs the instance until ctx is cancelled or Close is called (then it
+// commits, leaves the group and returns nil), or until it fails.
+func (a *App) Run(ctx context.Context) error { return a.rt.Run(ctx) }
+
+// Close stops the instance and waits until Run has returned.
+func (a *App) Close() error { return a.rt.Close() }
+
+// State is the instance's state.
+func (a *App) State() AppState { return a.rt.State() }
+
+// Ready is closed the first time the instance runs with all its assigned
+// state restored. (Readiness for traffic later is State() == AppRunning.)
+func (a *App) Ready() <-chan struct{} { return a.rt.Ready() }
+
+// OnStateChange registers fn to be called at every state change; fn must
+// not block.
+func (a *App) OnStateChange(fn func(AppState)) { a.rt.OnStateChange(fn) }
+
+// ID is the instance's id (Config.InstanceID).
+func (a *App) ID() string { return a.cfg.InstanceID }
+
+// Group is the consumer group and internal-topic prefix:
+// AppID, or AppID-Version.
+func (a *App) Group() string { return a.group }
+
+// StateDir is where the instance keeps its local state.
+func (a *App) StateDir() string { return a.cfg.StateDir }
+
+// RestoredRecords counts the changelog records this instance has restored
+// into local state since it started.
+func (a *App) RestoredRecords() int64 { return a.rt.Restored() }
+
+// Skipped counts the records the instance's current tasks dropped, by reason.
+func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }
+
+// Tasks lists the tasks the group assigned to this instance, as
+// "<sub-topology>_<partition>" (see Topology.Describe for the numbers).
+func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
+
+// LocalStore implements Queryable: read a store of this instance with
+// [QueryKeyValueStore]. A Get for a key another instance owns fails with a
+// *NotLocalError that names it.
+func (a *App) LocalStore(name string) (topo.KVStore, error) { return a.rt.LocalStore(name) }
+
+// NotLocalError says that a key of a store lives on another instance.
+type NotLocalError = runtime.NotLocalError
+
+// KeyOwner returns the instance that owns key in store, and whether it is
+// this one. keySerde must be the serde the store's input topic was written
+// with, since the owner follows the key's partition.
+func KeyOwner[K any](a *App, store string, key K, keySerde serde.Serde[K]) (Instance, bool, error) {
+	kb, err := keySerde.Encode(key)
+	if err != nil {
+		return Instance{}, false, fmt.Errorf("engine: encode key for store %s: %w", store, err)
+	}
+	in, local, err := a.rt.Owner(store, kb)
+	if err != nil {
+		return Instance{}, false, err
+	}
+	return Instance{ID: in.ProcessID, Addr: in.Addr}, local, nil
+}

@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// commitLocked commits every task: caches flushed, every produced record
+// acknowledged, input offsets committed, and only then local state applied
+// with the changelog offsets it corresponds to. The caller holds r.mu and no
+// worker is running.
+func (r *Runtime) commitLocked(ctx context.Context) error {
+	start := time.Now()
+	r.lastCommit = r.cfg.Now()
+	for _, t := range r.tasks {
+		if t.restoring {
+			continue
+		}
+		if err := t.t.Flush(); err != nil {
+			if err := t.handleProcessError(ctx, nil, err); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("engine: flush produced records: %w", err)
+	}
+	for _, t := range r.tasks {
+		t.out.inflight.Wait()
+		if err := t.out.takeErr(); err != nil {
+			if r.cfg.OnProduceError != Skip {
+				// Nothing of this interval is committed: the inputs are
+				// processed again after the restart.
+				for _, t := range r.tasks {
+					t.st.Discard()
+				}
+				return err
+			}
+			r.log.Warn("skipped records that could not be produced", "task", t.id.String(), "err", err)
+			r.m.dropped(ctx, "produce")
+		}
+	}
+
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range r.tasks {
+		for tp, off := range t.consumed {
+			if offsets[tp.topic] == nil {
+				offsets[tp.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
+	}
+	if len(offsets) > 0 {
+		var cerr error
+		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+						cerr = fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, err)
+					}
+				}
+			}
+		})
+		if cerr != nil {
+			// The group moved on without us (a rebalance or a session
+			// timeout): another member may own the tasks now. Drop the
+			// uncommitted state and rejoin; the tasks that come back restore
+			// their changelog tail, and the inputs are read again from the
+			// committed offsets.
+			r.log.Warn("offset commit failed; closing tasks and rejoining", "err", cerr)
+			for _, t := range r.tasks {
+				t.st.Discard()
+			}
+			r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
+			r.cl.ForceRebalance()
+			if errors.Is(cerr, context.Canceled) {
+				return cerr
+			}
+			return nil
+		}
+	}
+	for _, t := range r.tasks {
+		t.out.mu.Lock()
+		for tp, end := range t.out.logEnd {
+			if err := t.st.SetCheckpoint(tp.topic, tp.partition, end); err != nil {
+				t.out.mu.Unlock()
+				return err
+			}
+		}
+		clear(t.out.logEnd)
+		t.out.mu.Unlock()
+		if err := t.st.Commit(); err != nil {
+			return fmt.Errorf("engine: task %s: apply state: %w", t.id, err)
+		}
+		clear(t.consumed)
+	}
+	r.m.commit(ctx, time.Since(start))
+	return nil
+}

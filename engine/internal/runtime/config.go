@@ -1,0 +1,130 @@
+// Package runtime runs a topology on Kafka as one instance of a distributed
+// application: it joins the application's consumer group, turns its assigned
+// partitions into tasks, restores their state from changelogs, processes
+// records and commits. Package engine's App is its public face.
+//
+// # The loop
+//
+// One goroutine (Run's) owns the consumer. Each round it polls a batch of
+// records, hands them to their tasks' partition queues, lets the workers
+// process every task that has work (a task is processed by one worker at a
+// time), runs wall-clock punctuators, and commits when the commit interval
+// has passed. The client is created with BlockRebalanceOnPoll: a rebalance
+// can only happen between rounds, when no record is being processed, so the
+// revoke callback can flush, commit and close tasks without racing the
+// workers. A task whose queues are full has its partitions paused, so
+// fetching never outruns processing (pull-based backpressure).
+//
+// # Commit
+//
+// A commit flushes every task's record cache, waits until Kafka has
+// acknowledged every produced record (outputs and changelogs), commits the
+// consumed offsets, and only then applies each task's pending state to
+// pebble together with the changelog offsets it corresponds to. A crash at
+// any point leaves local state equal to a known changelog position, so
+// restoring replays only the changelog's tail.
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ErrorPolicy says what happens to a record that fails.
+type ErrorPolicy int
+
+// The policies.
+const (
+	// Fail stops the instance with the error; nothing after the last commit
+	// is committed, so the record is processed again after a restart.
+	Fail ErrorPolicy = iota
+	// Skip logs the error, counts the record as dropped and goes on.
+	Skip
+	// DeadLetter writes the record, as it was read, to the dead-letter topic
+	// with the error and its origin in headers, counts it, and goes on.
+	DeadLetter
+)
+
+func (p ErrorPolicy) String() string {
+	switch p {
+	case Skip:
+		return "skip"
+	case DeadLetter:
+		return "dead-letter"
+	}
+	return "fail"
+}
+
+// Headers of a dead-lettered record.
+const (
+	HeaderError     = "oxbow.error"
+	HeaderTopic     = "oxbow.topic"
+	HeaderPartition = "oxbow.partition"
+	HeaderOffset    = "oxbow.offset"
+	HeaderStage     = "oxbow.stage" // "decode", "process" or "produce"
+)
+
+// Config is a validated instance configuration (package engine fills in the
+// defaults and validates).
+type Config struct {
+	AppID          string // names the group and prefixes internal topics
+	Brokers        []string
+	StateDir       string
+	CommitInterval time.Duration
+	CacheBytes     int64 // per instance; split evenly among its tasks
+	Workers        int
+	MaxTaskIdle    time.Duration
+	AdvertisedAddr string
+	ProcessID      string
+	Logger         *slog.Logger
+	Meter          metric.Meter
+	Tracer         trace.Tracer
+	KafkaOpts      []kgo.Opt
+	SessionTimeout time.Duration
+
+	OnDecodeError   ErrorPolicy
+	OnProcessError  ErrorPolicy
+	OnProduceError  ErrorPolicy
+	DeadLetterTopic string
+
+	// MaxBufferedRecords bounds the records waiting in one task's queues
+	// before its partitions are paused.
+	MaxBufferedRecords int
+	// Now is the wall clock (tests replace it).
+	Now func() time.Time
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.AppID == "" {
+		errs = append(errs, errors.New("engine: AppID is empty"))
+	}
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("engine: Brokers is empty"))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("engine: StateDir is empty"))
+	}
+	if c.Workers <= 0 {
+		errs = append(errs, fmt.Errorf("engine: Workers is %d; it must be positive", c.Workers))
+	}
+	if c.CommitInterval <= 0 {
+		errs = append(errs, fmt.Errorf("engine: CommitInterval is %v; it must be positive", c.CommitInterval))
+	}
+	for _, p := range []ErrorPolicy{c.OnDecodeError, c.OnProcessError, c.OnProduceError} {
+		if p == DeadLetter && c.DeadLetterTopic == "" {
+			errs = append(errs, errors.New("engine: an error policy is DeadLetter but DeadLetterTopic is empty"))
+			break
+		}
+	}
+	if c.OnProduceError == DeadLetter {
+		errs = append(errs, errors.New("engine: OnProduceError cannot be DeadLetter (the dead-letter topic is produced to as well); use Fail or Skip"))
+	}
+	return errors.Join(errs...)
+}

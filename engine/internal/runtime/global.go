@@ -1,0 +1,194 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// globalTask keeps the global tables: every partition of their topics, on
+// every instance. They are read to their end before the instance processes
+// anything, then kept current each round. Their topics are their changelogs:
+// the local checkpoint is the position in the topic itself.
+type globalTask struct {
+	r     *Runtime
+	sub   *topo.SubTopology
+	cl    *kgo.Client
+	t     *topo.Task
+	st    *state.Task
+	parts map[topicPartition]bool
+	dirty bool
+}
+
+// globalPartition is the store partition under which a global store is kept.
+const globalPartition = 0
+
+func newGlobalTask(r *Runtime, sub *topo.SubTopology, base []kgo.Opt) (*globalTask, error) {
+	g := &globalTask{r: r, sub: sub, st: r.db.Task(), parts: map[topicPartition]bool{}}
+	t, err := topo.NewTask(topo.TaskConfig{
+		ID:        topo.TaskID{Sub: sub.ID, Partition: globalPartition},
+		Topology:  r.topo,
+		Sub:       sub,
+		TopicName: r.plan.name,
+		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+			return g.st.OpenStore(spec, id)
+		},
+		Collector: collectorFunc(func(topo.Output) error {
+			return errors.New("engine: a global table does not produce records")
+		}),
+		Now:    r.cfg.Now,
+		Logger: r.log,
+		OnDecodeError: func(in topo.Input, err error) error {
+			if r.cfg.OnDecodeError == Fail {
+				return err
+			}
+			r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
+			r.m.dropped(context.Background(), "decode")
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.t = t
+	consume := map[string]map[int32]kgo.Offset{}
+	for ref := range sub.Sources {
+		topic := r.plan.name(ref)
+		n := r.plan.partitions[topic]
+		consume[topic] = map[int32]kgo.Offset{}
+		for p := range n {
+			off := kgo.NewOffset().AtStart()
+			ckpt, ok, err := r.db.Checkpoint(topic, p)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				off = kgo.NewOffset().At(ckpt)
+			}
+			consume[topic][p] = off
+			g.parts[topicPartition{topic, p}] = true
+		}
+	}
+	g.cl, err = kgo.NewClient(append(base, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: global table client: %w", err)
+	}
+	return g, nil
+}
+
+type collectorFunc func(topo.Output) error
+
+func (f collectorFunc) Send(o topo.Output) error { return f(o) }
+
+// bootstrap reads every global topic to the end offsets it has now.
+func (g *globalTask) bootstrap(ctx context.Context) error {
+	var topics []string
+	for ref := range g.sub.Sources {
+		topics = append(topics, g.r.plan.name(ref))
+	}
+	ends, err := g.r.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("engine: global tables: end offsets: %w", err)
+	}
+	pos := map[topicPartition]int64{}
+	for tp := range g.parts {
+		ckpt, _, err := g.r.db.Checkpoint(tp.topic, tp.partition)
+		if err != nil {
+			return err
+		}
+		pos[tp] = ckpt
+	}
+	behind := func() bool {
+		for tp := range g.parts {
+			if e, ok := ends.Lookup(tp.topic, tp.partition); ok && pos[tp] < e.Offset {
+				return true
+			}
+		}
+		return false
+	}
+	g.r.setState(Restoring)
+	// Transaction markers at a topic's end occupy offsets no record has, so
+	// a position can stop short of the end offset: after a few empty polls
+	// the topic counts as read.
+	for idle := 0; behind() && idle < 4; {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fetches := g.cl.PollRecords(pctx, 10000)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if fetches.NumRecords() == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+		if err := g.apply(fetches, pos); err != nil {
+			return err
+		}
+	}
+	return g.commit()
+}
+
+// poll applies what arrived since the last round, without waiting.
+func (g *globalTask) poll(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+	fetches := g.cl.PollRecords(pctx, 10000)
+	cancel()
+	if err := g.apply(fetches, nil); err != nil {
+		return err
+	}
+	return g.commit()
+}
+
+func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) error {
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !kgoRetriable(err) {
+			ferr = errors.Join(ferr, fmt.Errorf("engine: global table %s[%d]: %w", topic, p, err))
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	var perr error
+	fetches.EachRecord(func(rec *kgo.Record) {
+		if perr != nil {
+			return
+		}
+		in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
+		if perr = g.t.Process(in); perr != nil {
+			perr = fmt.Errorf("engine: global table %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, perr)
+			return
+		}
+		perr = g.st.SetCheckpoint(rec.Topic, rec.Partition, rec.Offset+1)
+		g.dirty = true
+		if pos != nil {
+			pos[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
+		}
+	})
+	return perr
+}
+
+func (g *globalTask) commit() error {
+	if !g.dirty {
+		return nil
+	}
+	g.dirty = false
+	return g.st.Commit()
+}
+
+func (g *globalTask) close() {
+	if g.cl != nil {
+		g.cl.Close()
+	}
+	if g.t != nil {
+		_ = g.t.Close()
+	}
+	g.st.Close()
+}

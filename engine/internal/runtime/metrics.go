@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// metrics are the instance's OpenTelemetry instruments. Gauges read values
+// the loop publishes once a round, so their callbacks never touch a task.
+type metrics struct {
+	recordsProcessed metric.Int64Counter
+	processLatency   metric.Float64Histogram
+	commitLatency    metric.Float64Histogram
+	recordLateness   metric.Float64Histogram
+	droppedRecords   metric.Int64Counter
+	restoredRecords  metric.Int64Counter
+
+	restoreRemaining atomic.Int64
+	lag              atomic.Pointer[[]partitionLag]
+	cacheHits        atomic.Int64
+	cacheMisses      atomic.Int64
+}
+
+type partitionLag struct {
+	topic     string
+	partition int32
+	lag       int64
+}
+
+func newMetrics(m metric.Meter) (*metrics, error) {
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("oxbow")
+	}
+	x := &metrics{}
+	var errs [10]error
+	x.recordsProcessed, errs[0] = m.Int64Counter("oxbow.records.processed", metric.WithDescription("Records processed, by input topic."))
+	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."))
+	x.commitLatency, errs[2] = m.Float64Histogram("oxbow.commit.latency", metric.WithUnit("s"), metric.WithDescription("Time to commit: flush caches, await produced records, commit offsets, apply state."))
+	x.recordLateness, errs[3] = m.Float64Histogram("oxbow.record.lateness", metric.WithUnit("ms"), metric.WithDescription("How far behind its task's stream time a record arrived."))
+	x.droppedRecords, errs[4] = m.Int64Counter("oxbow.records.dropped", metric.WithDescription("Records skipped or dead-lettered, by reason."))
+	x.restoredRecords, errs[5] = m.Int64Counter("oxbow.restore.records", metric.WithDescription("Changelog records restored into local state."))
+	_, errs[6] = m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(x.restoreRemaining.Load())
+			return nil
+		}))
+	_, errs[7] = m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one fetched and the partition's high watermark."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if l := x.lag.Load(); l != nil {
+				for _, p := range *l {
+					o.Observe(p.lag, metric.WithAttributes(attribute.String("topic", p.topic), attribute.Int("partition", int(p.partition))))
+				}
+			}
+			return nil
+		}))
+	_, errs[8] = m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			h, m := x.cacheHits.Load(), x.cacheMisses.Load()
+			if h+m > 0 {
+				o.Observe(float64(h) / float64(h+m))
+			}
+			return nil
+		}))
+	return x, errors.Join(errs[:]...)
+}
+
+func (m *metrics) processed(ctx context.Context, topic string, d time.Duration) {
+	m.recordsProcessed.Add(ctx, 1, metric.WithAttributes(attribute.String("topic", topic)))
+	m.processLatency.Record(ctx, d.Seconds())
+}
+
+func (m *metrics) commit(ctx context.Context, d time.Duration) {
+	m.commitLatency.Record(ctx, d.Seconds())
+}
+
+func (m *metrics) lateness(ctx context.Context, d time.Duration) {
+	m.recordLateness.Record(ctx, float64(d.Milliseconds()))
+}
+
+func (m *metrics) dropped(ctx context.Context, reason string) {
+	m.droppedRecords.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+func (m *metrics) restored(ctx context.Context, n int64) { m.restoredRecords.Add(ctx, n) }
+
+// publish records what the gauges report; the loop calls it every round.
+func (r *Runtime) publish() {
+	var lags []partitionLag
+	var hits, misses int64
+	for _, t := range r.tasks {
+		for tp, q := range t.queues {
+			lags = append(lags, partitionLag{tp.topic, tp.partition, max(q.hwm-q.next, 0) + int64(q.len())})
+		}
+		h, m := t.t.CacheStats()
+		hits += h
+		misses += m
+	}
+	r.m.lag.Store(&lags)
+	r.m.cacheHits.Store(hits)
+	r.m.cacheMisses.Store(misses)
+	if len(r.restorer.jobs) == 0 {
+		r.m.restoreRemaining.Store(0)
+	}
+}

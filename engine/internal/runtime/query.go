@@ -1,0 +1,179 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/assign"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// Instance is an instance of the application, as the group knows it.
+type Instance = assign.Instance
+
+// NotLocalError says that a key of a store lives on another instance.
+type NotLocalError struct {
+	Store string
+	Task  topo.TaskID
+	Owner Instance // zero when no instance owns the task right now
+}
+
+func (e *NotLocalError) Error() string {
+	if e.Owner.MemberID == "" {
+		return fmt.Sprintf("engine: store %s: task %s has no owner right now (the group is rebalancing)", e.Store, e.Task)
+	}
+	return fmt.Sprintf("engine: store %s: the key belongs to task %s on instance %s (%s)", e.Store, e.Task, e.Owner.ProcessID, e.Owner.Addr)
+}
+
+// ErrNotRunning is returned by queries before the instance has joined its
+// group or after it stopped.
+var ErrNotRunning = errors.New("engine: the instance is not running")
+
+// Owner returns the instance that owns key of store (the serialized key, as
+// the producer partitioned it), and whether it is this one.
+func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
+	if r.plan == nil || r.balancer == nil {
+		return Instance{}, false, ErrNotRunning
+	}
+	sub := r.plan.storeSub[store]
+	if sub == nil {
+		return Instance{}, false, fmt.Errorf("engine: no store %q", store)
+	}
+	cur := r.balancer.Current()
+	if sub.Global {
+		return cur.Self, true, nil
+	}
+	id, pl, ok := cur.KeyOwner(sub.ID, key)
+	if !ok {
+		return Instance{}, false, &NotLocalError{Store: store, Task: id}
+	}
+	return pl.Active, pl.Active.MemberID == cur.Self.MemberID, nil
+}
+
+// LocalStore returns a read-only view of the committed state of a store on
+// this instance; it implements engine.Queryable. A Get for a key another
+// instance owns returns a *NotLocalError naming it. Ranges cover the
+// partitions this instance owns, merged in key order.
+func (r *Runtime) LocalStore(name string) (topo.KVStore, error) {
+	if r.plan == nil || r.db == nil {
+		return nil, ErrNotRunning
+	}
+	sub := r.plan.storeSub[name]
+	if sub == nil {
+		return nil, fmt.Errorf("engine: no store %q", name)
+	}
+	spec := r.topo.Stores[name]
+	if spec.InMemory && !sub.Global {
+		return nil, fmt.Errorf("engine: store %q is in memory; it cannot be queried from outside its task yet", name)
+	}
+	return &queryStore{r: r, name: name, sub: sub}, nil
+}
+
+type queryStore struct {
+	r    *Runtime
+	name string
+	sub  *topo.SubTopology
+}
+
+var _ topo.KVStore = (*queryStore)(nil)
+
+func (q *queryStore) Name() string { return q.name }
+
+func (q *queryStore) partitions() []int32 {
+	if q.sub.Global {
+		return []int32{globalPartition}
+	}
+	var ps []int32
+	for _, id := range q.r.balancer.Current().Active {
+		if id.Sub == q.sub.ID {
+			ps = append(ps, id.Partition)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
+	p := int32(globalPartition)
+	if !q.sub.Global {
+		owner, local, err := q.r.Owner(q.name, key)
+		if err != nil {
+			return topo.Entry{}, false, err
+		}
+		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, key)
+		if !local {
+			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}
+		}
+		p = id.Partition
+	}
+	st := q.r.db.Task()
+	defer st.Close()
+	return st.Store(q.name, p).Get(key)
+}
+
+func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
+	return func(yield func(topo.Entry, error) bool) {
+		st := q.r.db.Task()
+		defer st.Close()
+		var pulls []func() (topo.Entry, error, bool)
+		var heads []*topo.Entry
+		var errs []error
+		for _, p := range q.partitions() {
+			next, stop := iter.Pull2(st.Store(q.name, p).Range(lo, hi))
+			defer stop()
+			pulls = append(pulls, next)
+			heads = append(heads, nil)
+			errs = append(errs, nil)
+		}
+		advance := func(i int) {
+			e, err, ok := pulls[i]()
+			if !ok {
+				heads[i] = nil
+				return
+			}
+			if err != nil {
+				errs[i] = err
+			}
+			heads[i] = &e
+		}
+		for i := range pulls {
+			advance(i)
+		}
+		for {
+			best := -1
+			for i, h := range heads {
+				if errs[i] != nil {
+					yield(topo.Entry{}, errs[i])
+					return
+				}
+				if h != nil && (best < 0 || bytes.Compare(h.Key, heads[best].Key) < 0) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return
+			}
+			if !yield(*heads[best], nil) {
+				return
+			}
+			advance(best)
+		}
+	}
+}
+
+var errReadOnly = errors.New("engine: the store is open for reading only")
+
+func (q *queryStore) Put([]byte, []byte, int64) error { return errReadOnly }
+func (q *queryStore) Delete([]byte, int64) error      { return errReadOnly }
+func (q *queryStore) Close() error                    { return nil }
+
+func partitionFor(key []byte, n int32) int32 { return assign.Partition(key, n) }
+
+func kgoRetriable(err error) bool { return kerr.IsRetriable(err) }
+
+func isExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }

@@ -1,0 +1,517 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/assign"
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// State is where an instance is in its life.
+type State int32
+
+// The states, in the order an instance goes through them.
+const (
+	Created State = iota
+	Starting
+	Restoring // some assigned task is restoring its state: not ready
+	Running
+	Stopping
+	Stopped
+	Failed
+)
+
+func (s State) String() string {
+	return [...]string{"created", "starting", "restoring", "running", "stopping", "stopped", "failed"}[s]
+}
+
+// Runtime is one running instance of an application.
+type Runtime struct {
+	cfg  Config
+	topo *topo.Topology
+	log  *slog.Logger
+	m    *metrics
+
+	state     atomic.Int32
+	stateMu   sync.Mutex
+	listeners []func(State)
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	// Set up by Run.
+	plan     *topicPlan
+	db       *state.DB
+	cl       *kgo.Client
+	adm      *kadm.Client
+	balancer *assign.Balancer
+	restorer *restorer
+	global   *globalTask
+
+	// mu guards tasks and what the rebalance callbacks touch; the loop holds
+	// it for a whole round.
+	mu         sync.Mutex
+	tasks      map[topo.TaskID]*rtask
+	byPart     map[topicPartition]*rtask
+	lastCommit time.Time
+	fatal      error // set by a callback; Run returns it
+
+	runOnce sync.Once
+	cancel  context.CancelFunc
+	done    chan struct{}
+	runErr  error
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// New prepares an instance; Run starts it.
+func New(t *topo.Topology, cfg Config) (*Runtime, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBufferedRecords <= 0 {
+		cfg.MaxBufferedRecords = 10000
+	}
+	m, err := newMetrics(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		cfg: cfg, topo: t, log: cfg.Logger.With("app", cfg.AppID, "process", cfg.ProcessID), m: m,
+		ready: make(chan struct{}), done: make(chan struct{}),
+		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
+	}
+	return r, nil
+}
+
+// State is the instance's current state.
+func (r *Runtime) State() State { return State(r.state.Load()) }
+
+// OnStateChange registers a function called (on the loop's goroutine) at
+// every state change; it must not block.
+func (r *Runtime) OnStateChange(fn func(State)) {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	r.listeners = append(r.listeners, fn)
+}
+
+// Ready is closed the first time the instance is running with every assigned
+// task restored.
+func (r *Runtime) Ready() <-chan struct{} { return r.ready }
+
+func (r *Runtime) setState(s State) {
+	if State(r.state.Swap(int32(s))) == s {
+		return
+	}
+	r.log.Info("state", "state", s.String())
+	if s == Running {
+		r.readyOnce.Do(func() { close(r.ready) })
+	}
+	r.stateMu.Lock()
+	ls := slices.Clone(r.listeners)
+	r.stateMu.Unlock()
+	for _, fn := range ls {
+		fn(s)
+	}
+}
+
+// Run starts the instance and blocks until ctx is cancelled, Close is
+// called, or it fails. A clean stop commits, leaves the group and returns
+// nil. Run may be called once.
+func (r *Runtime) Run(ctx context.Context) error {
+	started := false
+	r.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("engine: Run was already called")
+	}
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.cancel = cancel
+	r.mu.Unlock()
+	defer cancel()
+	r.setState(Starting)
+	err := r.run(ctx)
+	if err != nil {
+		r.setState(Failed)
+		r.log.Error("stopped", "err", err)
+	} else {
+		r.setState(Stopped)
+	}
+	r.runErr = err
+	return err
+}
+
+// Close stops a running instance and waits until Run has returned.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel == nil {
+		r.runOnce.Do(func() {}) // Run can no longer start
+		return nil
+	}
+	cancel()
+	<-r.done
+	if errors.Is(r.runErr, context.Canceled) {
+		return nil
+	}
+	return r.runErr
+}
+
+func (r *Runtime) run(ctx context.Context) (err error) {
+	r.plan, err = r.setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.teardown()
+
+	if r.global != nil {
+		if err := r.global.bootstrap(ctx); err != nil {
+			return err
+		}
+	}
+	r.lastCommit = r.cfg.Now()
+	for {
+		if ctx.Err() != nil {
+			return r.shutdown()
+		}
+		if err := r.round(ctx); err != nil {
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return r.shutdown()
+			}
+			return err
+		}
+	}
+}
+
+// setup creates the clients, checks and creates topics and opens the state.
+func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
+	base := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOpts...)
+	admCl, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: kafka client: %w", err)
+	}
+	r.adm = kadm.NewClient(admCl)
+	plan, err := planTopics(ctx, r.adm, r.topo, r.cfg.AppID)
+	if err != nil {
+		return nil, err
+	}
+	if r.cfg.DeadLetterTopic != "" {
+		if err := ensureTopic(ctx, r.adm, r.cfg.DeadLetterTopic); err != nil {
+			return nil, err
+		}
+	}
+	r.db, err = state.Open(r.cfg.StateDir, state.Options{
+		ChangelogTopic: func(store string) string {
+			return plan.name(topo.TopicRef{Name: topo.ChangelogTopic(store), Internal: true})
+		},
+		Logger: r.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	groups := assign.GroupsOf(r.topo, plan.name)
+	r.balancer = assign.New(assign.Config{Groups: groups, Metadata: r.memberInfo})
+	var topics []string
+	for _, g := range groups {
+		topics = append(topics, g.Topics...)
+	}
+	opts := append(slices.Clone(base),
+		kgo.ConsumerGroup(r.cfg.AppID),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(r.balancer),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(1<<20),
+	)
+	if r.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(r.cfg.SessionTimeout))
+	}
+	r.cl, err = kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: kafka client: %w", err)
+	}
+	r.restorer = newRestorer(r, base)
+	if g := r.globalSub(); g != nil {
+		r.global, err = newGlobalTask(r, g, base)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+func (r *Runtime) globalSub() *topo.SubTopology {
+	for _, s := range r.topo.Subs {
+		if s.Global {
+			return s
+		}
+	}
+	return nil
+}
+
+func ensureTopic(ctx context.Context, adm *kadm.Client, topic string) error {
+	d, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("engine: list topic %s: %w", topic, err)
+	}
+	if t, ok := d[topic]; ok && t.Err == nil {
+		return nil
+	}
+	resp, err := adm.CreateTopic(ctx, 1, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !isExists(err) {
+		return fmt.Errorf("engine: create dead-letter topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// round is one turn of the loop: poll, restore, process, punctuate, commit.
+func (r *Runtime) round(ctx context.Context) error {
+	pollCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	fetches := r.cl.PollRecords(pollCtx, 5000)
+	cancel()
+	defer r.cl.AllowRebalance()
+	if fetches.IsClientClosed() {
+		return context.Canceled
+	}
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		r.log.Warn("fetch", "topic", topic, "partition", p, "err", err)
+		if !kgoRetriable(err) {
+			ferr = errors.Join(ferr, fmt.Errorf("engine: fetch %s[%d]: %w", topic, p, err))
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal != nil {
+		return r.fatal
+	}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		t := r.byPart[topicPartition{fp.Topic, fp.Partition}]
+		if t == nil {
+			return // revoked since the fetch
+		}
+		t.enqueue(fp)
+	})
+	if r.global != nil {
+		if err := r.global.poll(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.restorer.step(ctx); err != nil {
+		return err
+	}
+	r.updateState()
+	if err := r.processAll(ctx); err != nil {
+		return err
+	}
+	r.applyBackpressure()
+	r.publish()
+	if r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
+		if err := r.commitLocked(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) updateState() {
+	if r.State() == Stopping || r.balancer.Current().Generation < 0 {
+		return // not in the group yet
+	}
+	for _, t := range r.tasks {
+		if t.restoring {
+			r.setState(Restoring)
+			return
+		}
+	}
+	r.setState(Running)
+}
+
+// processAll lets the workers process every task with work; a task goes to
+// one worker.
+func (r *Runtime) processAll(ctx context.Context) error {
+	var work []*rtask
+	now := r.cfg.Now()
+	for _, t := range r.tasks {
+		if !t.restoring && (t.buffered > 0 || t.hasPunctuation(now)) {
+			work = append(work, t)
+		}
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	workers := min(r.cfg.Workers, len(work))
+	if workers == 1 {
+		for _, t := range work {
+			if err := t.run(ctx, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ch := make(chan *rtask, len(work))
+	for _, t := range work {
+		ch <- t
+	}
+	close(ch)
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for i := range workers {
+		wg.Go(func() {
+			for t := range ch {
+				if err := t.run(ctx, now); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// applyBackpressure pauses the partitions of tasks with full queues and
+// resumes the others.
+func (r *Runtime) applyBackpressure() {
+	pause, resume := map[string][]int32{}, map[string][]int32{}
+	for _, t := range r.tasks {
+		full := t.buffered >= r.cfg.MaxBufferedRecords || t.restoring
+		if full == t.paused {
+			continue
+		}
+		t.paused = full
+		for tp := range t.queues {
+			if full {
+				pause[tp.topic] = append(pause[tp.topic], tp.partition)
+			} else {
+				resume[tp.topic] = append(resume[tp.topic], tp.partition)
+			}
+		}
+	}
+	if len(pause) > 0 {
+		r.cl.PauseFetchPartitions(pause)
+	}
+	if len(resume) > 0 {
+		r.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+// shutdown commits and closes every task and leaves the group.
+func (r *Runtime) shutdown() error {
+	r.setState(Stopping)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	err := r.commitLocked(ctx)
+	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
+	r.mu.Unlock()
+	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && err == nil {
+		r.log.Warn("leave group", "err", lerr)
+	}
+	return err
+}
+
+func (r *Runtime) teardown() {
+	if r.cl != nil {
+		r.cl.CloseAllowingRebalance()
+	}
+	if r.restorer != nil {
+		r.restorer.close()
+	}
+	if r.global != nil {
+		r.global.close()
+	}
+	r.mu.Lock()
+	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
+	r.mu.Unlock()
+	if r.adm != nil {
+		r.adm.Close()
+	}
+	if r.db != nil {
+		if err := r.db.Close(); err != nil {
+			r.log.Warn("close state", "err", err)
+		}
+	}
+}
+
+// memberInfo is what this instance tells the group leader when it joins.
+func (r *Runtime) memberInfo() assign.MemberInfo {
+	cur := r.balancer.Current()
+	info := assign.MemberInfo{ProcessID: r.cfg.ProcessID, Addr: r.cfg.AdvertisedAddr, Active: cur.Active, Standby: cur.Standby, OffsetSums: map[topo.TaskID]int64{}}
+	if r.db == nil || r.plan == nil {
+		return info
+	}
+	parts, err := r.db.Stores()
+	if err != nil {
+		r.log.Warn("list local state", "err", err)
+		return info
+	}
+	for _, sp := range parts {
+		sub := r.plan.storeSub[sp.Store]
+		if sub == nil || sub.Global || !sp.HasCheckpoint {
+			continue
+		}
+		id := topo.TaskID{Sub: sub.ID, Partition: sp.Partition}
+		info.OffsetSums[id] += sp.Offset
+	}
+	return info
+}
+
+func (r *Runtime) fail(err error) {
+	if r.fatal == nil {
+		r.fatal = err
+	}
+}
+
+// ActiveTasks lists the tasks the group assigned to this instance in its
+// latest generation, as "<sub-topology>_<partition>".
+func (r *Runtime) ActiveTasks() []string {
+	if r.balancer == nil {
+		return nil
+	}
+	var ids []string
+	for _, id := range r.balancer.Current().Active {
+		ids = append(ids, id.String())
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,518 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// rtask is a task as the runtime runs it: the topo.Task, the queues of its
+// input partitions, its pending state and what it has consumed and produced
+// since the last commit.
+type rtask struct {
+	r         *Runtime
+	id        topo.TaskID
+	sub       *topo.SubTopology
+	t         *topo.Task
+	st        *state.Task
+	queues    map[topicPartition]*partQueue
+	buffered  int
+	paused    bool
+	restoring bool
+	idleSince time.Time // when the task first waited for an empty partition
+
+	// consumed: the next offset of each input partition after the records
+	// processed since the last commit.
+	consumed map[topicPartition]int64
+	out      *collector
+	logged   []loggedStore
+	lastPunc time.Time
+}
+
+type loggedStore struct {
+	store     string
+	changelog string
+	inMemory  bool
+}
+
+type partQueue struct {
+	recs []*kgo.Record
+	head int
+	hwm  int64 // the high watermark of the last fetch
+	next int64 // the offset after the last record enqueued
+}
+
+func (q *partQueue) len() int { return len(q.recs) - q.head }
+
+func (q *partQueue) peek() *kgo.Record { return q.recs[q.head] }
+
+func (q *partQueue) pop() *kgo.Record {
+	rec := q.recs[q.head]
+	q.recs[q.head] = nil
+	q.head++
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+	}
+	return rec
+}
+
+func (t *rtask) enqueue(fp kgo.FetchTopicPartition) {
+	q := t.queues[topicPartition{fp.Topic, fp.Partition}]
+	if q == nil {
+		return
+	}
+	q.hwm = fp.HighWatermark
+	for _, rec := range fp.Records {
+		q.recs = append(q.recs, rec)
+		q.next = rec.Offset + 1
+		t.buffered++
+	}
+}
+
+func (t *rtask) hasPunctuation(now time.Time) bool {
+	return now.Sub(t.lastPunc) >= 10*time.Millisecond
+}
+
+// next picks the record to process: the head with the smallest timestamp.
+// If an input partition is empty although the broker has more for it, the
+// task waits up to MaxTaskIdle for it, so that records are processed in
+// timestamp order across partitions.
+func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
+	var best *partQueue
+	waiting := false
+	for _, q := range t.queues {
+		if q.len() == 0 {
+			if q.hwm > q.next && t.r.cfg.MaxTaskIdle > 0 {
+				waiting = true
+			}
+			continue
+		}
+		if best == nil || q.peek().Timestamp.Before(best.peek().Timestamp) {
+			best = q
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	if waiting {
+		if t.idleSince.IsZero() {
+			t.idleSince = now
+		}
+		if now.Sub(t.idleSince) < t.r.cfg.MaxTaskIdle {
+			return nil, nil
+		}
+	}
+	t.idleSince = time.Time{}
+	return best.pop(), best
+}
+
+var propagator = propagation.TraceContext{}
+
+// run processes the task's buffered records and runs its due punctuators.
+func (t *rtask) run(ctx context.Context, now time.Time) error {
+	for {
+		rec, _ := t.next(now)
+		if rec == nil {
+			break
+		}
+		t.buffered--
+		if err := t.process(ctx, rec); err != nil {
+			return err
+		}
+	}
+	t.lastPunc = now
+	if err := t.t.Punctuate(now); err != nil {
+		return t.handleProcessError(ctx, nil, err)
+	}
+	return nil
+}
+
+func (t *rtask) process(ctx context.Context, rec *kgo.Record) error {
+	r := t.r
+	start := time.Now()
+	in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
+	if len(rec.Headers) > 0 {
+		in.Headers = make([]topo.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			in.Headers[i] = topo.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	// Continue the producer's trace, if the record carries one.
+	pctx := propagator.Extract(ctx, headerCarrier{&in.Headers})
+	pctx, span := r.cfg.Tracer.Start(pctx, "oxbow process "+rec.Topic, trace.WithSpanKind(trace.SpanKindConsumer))
+	t.out.span = span.SpanContext()
+	err := t.t.Process(in)
+	span.End()
+	t.out.span = trace.SpanContext{}
+	t.consumed[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
+	r.m.processed(ctx, rec.Topic, time.Since(start))
+	if st := t.t.StreamTime(); st != topo.NoTime && st > in.Timestamp {
+		r.m.lateness(ctx, time.Duration(st-in.Timestamp)*time.Millisecond)
+	}
+	if err != nil {
+		var de *decodeError
+		if errors.As(err, &de) {
+			return fmt.Errorf("engine: task %s: %w", t.id, de.err)
+		}
+		return t.handleProcessError(pctx, rec, err)
+	}
+	return nil
+}
+
+// decodeError marks an error the decode hook already handled.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+
+func (t *rtask) onDecodeError(in topo.Input, err error) error {
+	r := t.r
+	switch r.cfg.OnDecodeError {
+	case Skip:
+		r.log.Warn("skipped a record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
+		r.m.dropped(context.Background(), "decode")
+		return nil
+	case DeadLetter:
+		r.m.dropped(context.Background(), "decode")
+		return t.deadLetter(in.Topic, in.Partition, in.Offset, in.Key, in.Value, in.Timestamp, in.Headers, "decode", err)
+	}
+	return &decodeError{err}
+}
+
+func (t *rtask) handleProcessError(ctx context.Context, rec *kgo.Record, err error) error {
+	r := t.r
+	where := []any{"task", t.id.String(), "err", err}
+	if rec != nil {
+		where = append(where, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+	}
+	switch r.cfg.OnProcessError {
+	case Skip:
+		r.log.Warn("skipped a record whose processing failed", where...)
+		r.m.dropped(ctx, "process")
+		return nil
+	case DeadLetter:
+		r.m.dropped(ctx, "process")
+		if rec == nil {
+			return fmt.Errorf("engine: task %s: punctuation: %w", t.id, err)
+		}
+		return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), nil, "process", err)
+	}
+	if rec != nil {
+		return fmt.Errorf("engine: task %s: %s[%d]@%d: %w", t.id, rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	return fmt.Errorf("engine: task %s: %w", t.id, err)
+}
+
+func (t *rtask) deadLetter(topic string, partition int32, offset int64, key, value []byte, ts int64, headers []topo.Header, stage string, err error) error {
+	hs := append(slices.Clone(headers),
+		topo.Header{Key: HeaderError, Value: []byte(err.Error())},
+		topo.Header{Key: HeaderTopic, Value: []byte(topic)},
+		topo.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(partition)))},
+		topo.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(offset, 10))},
+		topo.Header{Key: HeaderStage, Value: []byte(stage)},
+	)
+	t.r.log.Warn("dead-lettered a record", "topic", topic, "partition", partition, "offset", offset, "stage", stage, "err", err)
+	return t.out.Send(topo.Output{Topic: t.r.cfg.DeadLetterTopic, Partition: 0, Key: key, Value: value, Timestamp: ts, Headers: hs})
+}
+
+type headerCarrier struct{ hs *[]topo.Header }
+
+func (c headerCarrier) Get(key string) string {
+	for _, h := range *c.hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(key, value string) {
+	for i, h := range *c.hs {
+		if h.Key == key {
+			(*c.hs)[i].Value = []byte(value)
+			return
+		}
+	}
+	*c.hs = append(*c.hs, topo.Header{Key: key, Value: []byte(value)})
+}
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, len(*c.hs))
+	for i, h := range *c.hs {
+		keys[i] = h.Key
+	}
+	return keys
+}
+
+// onAssigned creates the tasks of the assigned partitions; their state is
+// restored by the loop before they process anything.
+func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.balancer.Current()
+	ids := map[topo.TaskID]bool{}
+	for _, id := range cur.Active {
+		ids[id] = true
+	}
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			if sub := r.topo.SubFor(r.refOf(topic)); sub != nil {
+				ids[topo.TaskID{Sub: sub.ID, Partition: p}] = true
+			}
+		}
+	}
+	for id := range ids {
+		if r.tasks[id] != nil {
+			continue
+		}
+		if err := r.openTask(id); err != nil {
+			r.fail(err)
+			return
+		}
+	}
+	r.log.Info("assigned", "generation", cur.Generation, "tasks", taskList(ids))
+}
+
+func taskList(ids map[topo.TaskID]bool) []string {
+	var s []string
+	for id := range ids {
+		s = append(s, id.String())
+	}
+	slices.Sort(s)
+	return s
+}
+
+// refOf maps a real topic name back to the graph's reference.
+func (r *Runtime) refOf(topic string) topo.TopicRef {
+	if p := r.cfg.AppID + "-"; len(topic) > len(p) && topic[:len(p)] == p {
+		ref := topo.TopicRef{Name: topic[len(p):], Internal: true}
+		if r.topo.SubFor(ref) != nil {
+			return ref
+		}
+	}
+	return topo.TopicRef{Name: topic}
+}
+
+func (r *Runtime) openTask(id topo.TaskID) error {
+	var sub *topo.SubTopology
+	for _, s := range r.topo.Subs {
+		if s.ID == id.Sub {
+			sub = s
+		}
+	}
+	if sub == nil {
+		return fmt.Errorf("engine: assigned task %s of an unknown sub-topology", id)
+	}
+	t := &rtask{r: r, id: id, sub: sub, queues: map[topicPartition]*partQueue{}, consumed: map[topicPartition]int64{}}
+	t.out = newCollector(r, t)
+	t.st = r.db.Task()
+	mem := map[string]*topo.MemStore{}
+	for _, spec := range sub.Stores {
+		if spec.Logged {
+			t.logged = append(t.logged, loggedStore{store: spec.Name, changelog: r.plan.name(topo.TopicRef{Name: topo.ChangelogTopic(spec.Name), Internal: true}), inMemory: spec.InMemory})
+		}
+	}
+	var cacheBytes int64
+	if r.cfg.CacheBytes > 0 {
+		n := int64(len(r.balancer.Current().Active))
+		cacheBytes = r.cfg.CacheBytes / max(n, 1)
+	}
+	task, err := topo.NewTask(topo.TaskConfig{
+		ID:        id,
+		Topology:  r.topo,
+		Sub:       sub,
+		TopicName: r.plan.name,
+		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+			if spec.InMemory {
+				m := topo.NewMemStore(spec.Name)
+				mem[spec.Name] = m
+				return m, nil
+			}
+			return t.st.OpenStore(spec, id)
+		},
+		Collector:     t.out,
+		Now:           r.cfg.Now,
+		Logger:        r.log,
+		CacheBytes:    cacheBytes,
+		OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
+	})
+	if err != nil {
+		t.st.Close()
+		return err
+	}
+	t.t = task
+	t.lastPunc = r.cfg.Now()
+	for ref := range sub.Sources {
+		tp := topicPartition{r.plan.name(ref), id.Partition}
+		t.queues[tp] = &partQueue{}
+		r.byPart[tp] = t
+	}
+	r.tasks[id] = t
+	return r.restorer.add(t, mem)
+}
+
+// onRevoked commits and closes every task (the balancer is eager: a
+// rebalance revokes everything, and the sticky assignment gives most tasks
+// straight back, with their state still local).
+func (r *Runtime) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.tasks) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.commitLocked(cctx); err != nil {
+		r.log.Error("commit on revoke", "err", err)
+		r.fail(err)
+	}
+	ids := make([]topo.TaskID, 0, len(r.tasks))
+	for id := range r.tasks {
+		ids = append(ids, id)
+	}
+	r.closeTasksLocked(ids)
+}
+
+// onLost drops every task without committing: another member may own them
+// already.
+func (r *Runtime) onLost(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log.Warn("partitions lost; dropping uncommitted work", "tasks", len(r.tasks))
+	var ids []topo.TaskID
+	for id, t := range r.tasks {
+		t.st.Discard()
+		ids = append(ids, id)
+	}
+	r.closeTasksLocked(ids)
+}
+
+func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
+	for _, id := range ids {
+		t := r.tasks[id]
+		if t == nil {
+			continue
+		}
+		r.restorer.remove(t)
+		for tp := range t.queues {
+			delete(r.byPart, tp)
+		}
+		if t.paused {
+			resume := map[string][]int32{}
+			for tp := range t.queues {
+				resume[tp.topic] = append(resume[tp.topic], tp.partition)
+			}
+			r.cl.ResumeFetchPartitions(resume)
+		}
+		if err := t.t.Close(); err != nil {
+			r.log.Warn("close task", "task", id.String(), "err", err)
+		}
+		t.st.Close()
+		delete(r.tasks, id)
+	}
+}
+
+// Skipped counts the records every task dropped, by reason.
+func (r *Runtime) Skipped() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := map[string]int64{}
+	for _, t := range r.tasks {
+		for k, v := range t.t.Skipped() {
+			all[k] += v
+		}
+	}
+	return all
+}
+
+// collector sends a task's output records and remembers, for each changelog
+// partition, the offset after the last record Kafka acknowledged, and the
+// first production error since the last commit.
+type collector struct {
+	r    *Runtime
+	t    *rtask
+	span trace.SpanContext
+	rr   uint32
+
+	mu       sync.Mutex
+	logEnd   map[topicPartition]int64
+	err      error
+	inflight sync.WaitGroup
+}
+
+func newCollector(r *Runtime, t *rtask) *collector {
+	return &collector{r: r, t: t, logEnd: map[topicPartition]int64{}}
+}
+
+// Send produces one record; it implements topo.Collector.
+func (c *collector) Send(out topo.Output) error {
+	p := out.Partition
+	if p == topo.AnyPartition {
+		n := c.r.plan.partitions[out.Topic]
+		if n == 0 {
+			return fmt.Errorf("engine: no partition count known for topic %s", out.Topic)
+		}
+		if out.Key != nil {
+			p = partitionFor(out.Key, n)
+		} else {
+			c.rr++
+			p = int32(c.rr % uint32(n))
+		}
+	}
+	rec := &kgo.Record{Topic: out.Topic, Partition: p, Key: out.Key, Value: out.Value, Timestamp: topo.TimeOf(out.Timestamp)}
+	if len(out.Headers) > 0 || c.span.IsValid() {
+		hs := slices.Clone(out.Headers)
+		if c.span.IsValid() {
+			propagator.Inject(trace.ContextWithSpanContext(context.Background(), c.span), headerCarrier{&hs})
+		}
+		rec.Headers = make([]kgo.RecordHeader, len(hs))
+		for i, h := range hs {
+			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	c.inflight.Add(1)
+	c.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
+		defer c.inflight.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			if c.err == nil {
+				c.err = fmt.Errorf("engine: produce to %s[%d]: %w", rec.Topic, rec.Partition, err)
+			}
+			return
+		}
+		tp := topicPartition{rec.Topic, rec.Partition}
+		if _, ok := c.logEnd[tp]; ok || c.isChangelog(rec.Topic) {
+			c.logEnd[tp] = max(c.logEnd[tp], rec.Offset+1)
+		}
+	})
+	return nil
+}
+
+func (c *collector) isChangelog(topic string) bool {
+	for _, l := range c.t.logged {
+		if l.changelog == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// takeErr returns and clears the first production error.
+func (c *collector) takeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.err
+	c.err = nil
+	return err
+}
