@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
@@ -37,10 +38,11 @@ var ErrNotRunning = errors.New("engine: the instance is not running")
 // Owner returns the instance that owns key of store (the serialized key, as
 // the producer partitioned it), and whether it is this one.
 func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
-	if r.plan == nil || r.balancer == nil {
+	sh := r.shared.Load()
+	if sh == nil {
 		return Instance{}, false, ErrNotRunning
 	}
-	sub := r.plan.storeSub[store]
+	sub := sh.plan.storeSub[store]
 	if sub == nil {
 		return Instance{}, false, fmt.Errorf("engine: no store %q", store)
 	}
@@ -60,10 +62,11 @@ func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
 // instance owns returns a *NotLocalError naming it. Ranges cover the
 // partitions this instance owns, merged in key order.
 func (r *Runtime) LocalStore(name string) (topo.KVStore, error) {
-	if r.plan == nil || r.db == nil {
+	sh := r.shared.Load()
+	if sh == nil {
 		return nil, ErrNotRunning
 	}
-	sub := r.plan.storeSub[name]
+	sub := sh.plan.storeSub[name]
 	if sub == nil {
 		return nil, fmt.Errorf("engine: no store %q", name)
 	}
@@ -71,11 +74,12 @@ func (r *Runtime) LocalStore(name string) (topo.KVStore, error) {
 	if spec.InMemory && !sub.Global {
 		return nil, fmt.Errorf("engine: store %q is in memory; it cannot be queried from outside its task yet", name)
 	}
-	return &queryStore{r: r, name: name, sub: sub}, nil
+	return &queryStore{r: r, db: sh.db, name: name, sub: sub}, nil
 }
 
 type queryStore struct {
 	r    *Runtime
+	db   *state.DB
 	name string
 	sub  *topo.SubTopology
 }
@@ -111,14 +115,14 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 		}
 		p = id.Partition
 	}
-	st := q.r.db.Task()
+	st := q.db.Task()
 	defer st.Close()
 	return st.Store(q.name, p).Get(key)
 }
 
 func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
 	return func(yield func(topo.Entry, error) bool) {
-		st := q.r.db.Task()
+		st := q.db.Task()
 		defer st.Close()
 		var pulls []func() (topo.Entry, error, bool)
 		var heads []*topo.Entry

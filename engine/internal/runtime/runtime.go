@@ -53,6 +53,7 @@ type Runtime struct {
 	// Set up by Run.
 	plan     *topicPlan
 	db       *state.DB
+	shared   atomic.Pointer[shared]
 	cl       *kgo.Client
 	adm      *kadm.Client
 	balancer *assign.Balancer
@@ -101,7 +102,15 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
 	}
+	prefix := &topicPlan{prefix: cfg.AppID}
+	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Metadata: r.memberInfo})
 	return r, nil
+}
+
+// shared is what queries from other goroutines may read once setup is done.
+type shared struct {
+	plan *topicPlan
+	db   *state.DB
 }
 
 // State is the instance's current state.
@@ -233,7 +242,6 @@ func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
 	}
 
 	groups := assign.GroupsOf(r.topo, plan.name)
-	r.balancer = assign.New(assign.Config{Groups: groups, Metadata: r.memberInfo})
 	var topics []string
 	for _, g := range groups {
 		topics = append(topics, g.Topics...)
@@ -259,6 +267,7 @@ func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: kafka client: %w", err)
 	}
+	r.shared.Store(&shared{plan: plan, db: r.db})
 	r.restorer = newRestorer(r, base)
 	if g := r.globalSub(); g != nil {
 		r.global, err = newGlobalTask(r, g, base)
@@ -505,9 +514,6 @@ func (r *Runtime) fail(err error) {
 // ActiveTasks lists the tasks the group assigned to this instance in its
 // latest generation, as "<sub-topology>_<partition>".
 func (r *Runtime) ActiveTasks() []string {
-	if r.balancer == nil {
-		return nil
-	}
 	var ids []string
 	for _, id := range r.balancer.Current().Active {
 		ids = append(ids, id.String())
