@@ -1,0 +1,271 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// countByKey counts the records of each key into the store "counts".
+func countByKey(in, out string) *engine.Topology {
+	b := engine.NewBuilder()
+	engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
+		Count(engine.Materialized("counts")).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+func keyed(from, n, keys int) []*kgo.Record {
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i%keys), Value: []byte("v")})
+	}
+	return recs
+}
+
+func wantCounts(total, keys int) map[string]int64 {
+	m := map[string]int64{}
+	for i := range total {
+		m[fmt.Sprintf("k%03d", i%keys)]++
+	}
+	return m
+}
+
+// changelogEnd is the sum of the end offsets of a store's changelog.
+func (k *kt) changelogEnd(app *engine.App, store string) int64 {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := k.adm.ListEndOffsets(ctx, app.Group()+"-"+store+"-changelog")
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum
+}
+
+// storeContents reads a store of one instance (the keys it owns).
+func storeContents(t *testing.T, a *engine.App, store string) map[string]int64 {
+	t.Helper()
+	s, err := engine.QueryKeyValueStore(a, store, serde.String, serde.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for kv, err := range s.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// Local state survives a restart: a clean restart replays nothing, a
+// restart after another instance moved the state on replays only what that
+// instance wrote, and a restart with the state dir deleted restores the
+// whole changelog — each with the same answers.
+func TestAppRestoresOnlyTheChangelogTail(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(2, in, out)
+	top := countByKey(in, out)
+	const keys = 40
+	dirA, dirB := t.TempDir(), t.TempDir()
+
+	// A counts the first 400 records and stops cleanly.
+	a := k.start(top, engine.Config{InstanceID: "a", StateDir: dirA})
+	k.produce(in, keyed(0, 400, keys)...)
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(400, keys)) })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	endA := k.changelogEnd(a.App, "counts")
+
+	// A again, same dir: its checkpoint is the changelog's end.
+	a = k.start(top, engine.Config{InstanceID: "a", StateDir: dirA})
+	waitRunning(t, k, a)
+	if n := a.RestoredRecords(); n != 0 {
+		t.Errorf("clean restart restored %d records, want 0", n)
+	}
+	if got := storeContents(t, a.App, "counts"); !maps.Equal(got, wantCounts(400, keys)) {
+		t.Errorf("after a clean restart the store holds %v", got)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// B takes over with a state dir of its own (restoring everything), and
+	// counts 200 more.
+	b := k.start(top, engine.Config{InstanceID: "b", StateDir: dirB})
+	k.produce(in, keyed(400, 200, keys)...)
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(600, keys)) })
+	if n := b.RestoredRecords(); n != endA {
+		t.Errorf("B, with no local state, restored %d records, want the whole changelog, %d", n, endA)
+	}
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	endB := k.changelogEnd(b.App, "counts")
+	if endB <= endA {
+		t.Fatalf("B wrote no changelog records (ends %d, %d)", endA, endB)
+	}
+
+	// A comes back: it replays only what B wrote.
+	a = k.start(top, engine.Config{InstanceID: "a", StateDir: dirA})
+	waitRunning(t, k, a)
+	if n := a.RestoredRecords(); n != endB-endA {
+		t.Errorf("A restored %d records, want the tail B wrote, %d", n, endB-endA)
+	}
+	if got := storeContents(t, a.App, "counts"); !maps.Equal(got, wantCounts(600, keys)) {
+		t.Errorf("after restoring the tail the store holds %v, want %v", got, wantCounts(600, keys))
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A with its state dir deleted restores the whole changelog.
+	if err := os.RemoveAll(dirA); err != nil {
+		t.Fatal(err)
+	}
+	a = k.start(top, engine.Config{InstanceID: "a", StateDir: dirA})
+	waitRunning(t, k, a)
+	if n := a.RestoredRecords(); n != endB {
+		t.Errorf("A with a deleted state dir restored %d records, want %d", n, endB)
+	}
+	if got := storeContents(t, a.App, "counts"); !maps.Equal(got, wantCounts(600, keys)) {
+		t.Errorf("after a full restore the store holds %v", got)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRunning waits until the instance has its tasks and has restored them.
+func waitRunning(t *testing.T, k *kt, a *app) {
+	t.Helper()
+	wait(t, 60*time.Second, "instance "+a.ID()+" to run", func() bool {
+		k.checkApps()
+		return a.State() == engine.AppRunning && len(a.Tasks()) > 0
+	})
+}
+
+// Scaling from one instance to three and back moves tasks and their state:
+// every record is counted once (the instances hand tasks over cleanly), and
+// after each rebalance every instance agrees on where each key lives, and
+// that instance's store has it.
+func TestAppScalesOutAndIn(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("lines"), k.topic("counts")
+	k.create(6, in, out)
+	top := wordCount(in, out)
+	batches := [][]*kgo.Record{genLines(11, 300), genLines(12, 300), genLines(13, 300)}
+	upTo := func(n int) map[string]int64 {
+		var recs []*kgo.Record
+		for _, b := range batches[:n] {
+			recs = append(recs, b...)
+		}
+		return expected(t, top, in, out, recs)
+	}
+
+	a := k.start(top, engine.Config{InstanceID: "a"})
+	k.produce(in, batches[0]...)
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, upTo(1)) })
+
+	b := k.start(top, engine.Config{InstanceID: "b"})
+	c := k.start(top, engine.Config{InstanceID: "c"})
+	apps := []*app{a, b, c}
+	waitSpread(t, k, apps, 12)
+	k.produce(in, batches[1]...)
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, upTo(2)) })
+	checkOwners(t, apps, upTo(2))
+
+	for _, x := range []*app{b, c} {
+		if err := x.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSpread(t, k, []*app{a}, 12)
+	k.produce(in, batches[2]...)
+	got := k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, upTo(3)) })
+	if !maps.Equal(got, upTo(3)) {
+		t.Fatalf("counts %v, want %v", got, upTo(3))
+	}
+	checkOwners(t, []*app{a}, upTo(3))
+}
+
+// waitSpread waits until the instances share all tasks, each having some.
+func waitSpread(t *testing.T, k *kt, apps []*app, tasks int) {
+	t.Helper()
+	wait(t, 90*time.Second, fmt.Sprintf("%d tasks spread over %d instances", tasks, len(apps)), func() bool {
+		k.checkApps()
+		seen := map[string]bool{}
+		for _, a := range apps {
+			ts := a.Tasks()
+			if len(ts) == 0 || a.State() != engine.AppRunning {
+				return false
+			}
+			for _, id := range ts {
+				if seen[id] {
+					return false
+				}
+				seen[id] = true
+			}
+		}
+		return len(seen) == tasks
+	})
+}
+
+// checkOwners asks every instance where each key lives: they must agree, the
+// owner must be one of them, its store must hold the key's count, and the
+// others must answer that the key is not theirs.
+func checkOwners(t *testing.T, apps []*app, want map[string]int64) {
+	t.Helper()
+	byID := map[string]*app{}
+	for _, a := range apps {
+		byID[a.ID()] = a
+	}
+	for _, w := range slices.Sorted(maps.Keys(want)) {
+		var owner string
+		for _, a := range apps {
+			o, local, err := engine.KeyOwner(a.App, "counts", w, serde.String)
+			if err != nil {
+				t.Fatalf("instance %s, key %s: %v", a.ID(), w, err)
+			}
+			if owner == "" {
+				owner = o.ID
+			} else if o.ID != owner {
+				t.Fatalf("key %s: instances disagree on its owner: %s and %s", w, owner, o.ID)
+			}
+			if local != (o.ID == a.ID()) {
+				t.Errorf("key %s: instance %s says local=%v for owner %s", w, a.ID(), local, o.ID)
+			}
+		}
+		host := byID[owner]
+		if host == nil {
+			t.Fatalf("key %s: owner %q is not running", w, owner)
+		}
+		wait(t, 10*time.Second, "the count of "+w+" in its owner's store", func() bool {
+			s, err := engine.QueryKeyValueStore(host.App, "counts", serde.String, serde.Int64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok, err := s.Get(w)
+			return err == nil && ok && v == want[w]
+		})
+	}
+}
