@@ -207,10 +207,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.MeterProvider != nil {
 		meter = cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/engine")
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	rt, err := runtime.New(t.t, runtime.Config{
+	rcfg := runtime.Config{
 		AppID:           group,
 		Brokers:         cfg.Brokers,
 		StateDir:        cfg.StateDir,
@@ -223,13 +220,21 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Logger:          cfg.Logger,
 		Meter:           meter,
 		Tracer:          tracer,
+		Tracing:         cfg.TracerProvider != nil,
 		KafkaOpts:       cfg.KafkaOptions,
 		SessionTimeout:  cfg.SessionTimeout,
 		OnDecodeError:   runtime.ErrorPolicy(cfg.OnDeserializationError),
 		OnProcessError:  runtime.ErrorPolicy(cfg.OnProcessingError),
 		OnProduceError:  runtime.ErrorPolicy(cfg.OnProductionError),
 		DeadLetterTopic: cfg.DeadLetterTopic,
-	})
+	}
+	if err := rcfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	rt, err := runtime.New(t.t, rcfg)
 	if err != nil {
 		return nil, err
 	}

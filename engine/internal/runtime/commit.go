@@ -24,24 +24,30 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 		if t.restoring {
 			continue
 		}
+		// A failed flush leaves updates neither written nor forwarded: no
+		// policy can skip that and commit.
 		if err := t.t.Flush(); err != nil {
-			if err := t.handleProcessError(ctx, nil, err); err != nil {
-				return err
-			}
+			r.discardAll()
+			return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
 		}
 	}
-	if err := r.cl.Flush(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	err := r.cl.Flush(fctx)
+	cancel()
+	if err != nil {
+		r.discardAll()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("engine: Kafka did not acknowledge the produced records within %v", flushTimeout)
+		}
 		return fmt.Errorf("engine: flush produced records: %w", err)
 	}
 	for _, t := range r.tasks {
 		t.out.inflight.Wait()
-		if err := t.out.takeErr(); err != nil {
-			if r.cfg.OnProduceError != Skip {
+		if err, internal := t.out.takeErr(); err != nil {
+			if r.cfg.OnProduceError != Skip || internal {
 				// Nothing of this interval is committed: the inputs are
 				// processed again after the restart.
-				for _, t := range r.tasks {
-					t.st.Discard()
-				}
+				r.discardAll()
 				return err
 			}
 			r.log.Warn("skipped records that could not be produced", "task", t.id.String(), "err", err)
@@ -51,11 +57,14 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range r.tasks {
-		for tp, off := range t.consumed {
+		for tp, q := range t.queues {
+			if q.consumed < 0 {
+				continue
+			}
 			if offsets[tp.topic] == nil {
 				offsets[tp.topic] = map[int32]kgo.EpochOffset{}
 			}
-			offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: q.consumed}
 		}
 	}
 	if len(offsets) > 0 {
@@ -80,9 +89,7 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 			// their changelog tail, and the inputs are read again from the
 			// committed offsets.
 			r.log.Warn("offset commit failed; closing tasks and rejoining", "err", cerr)
-			for _, t := range r.tasks {
-				t.st.Discard()
-			}
+			r.discardAll()
 			r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
 			r.cl.ForceRebalance()
 			if errors.Is(cerr, context.Canceled) {
@@ -104,8 +111,20 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 		if err := t.st.Commit(); err != nil {
 			return fmt.Errorf("engine: task %s: apply state: %w", t.id, err)
 		}
-		clear(t.consumed)
+		for _, q := range t.queues {
+			q.consumed = -1
+		}
 	}
 	r.m.commit(ctx, time.Since(start))
 	return nil
+}
+
+// flushTimeout bounds the wait for Kafka to acknowledge what a commit
+// produced (Kafka Streams' delivery.timeout.ms).
+const flushTimeout = 2 * time.Minute
+
+func (r *Runtime) discardAll() {
+	for _, t := range r.tasks {
+		t.discard()
+	}
 }

@@ -85,6 +85,7 @@ type Config struct {
 	Logger         *slog.Logger
 	Meter          metric.Meter
 	Tracer         trace.Tracer
+	Tracing        bool // a tracer provider was configured: trace every record
 	KafkaOpts      []kgo.Opt
 	SessionTimeout time.Duration
 
@@ -100,7 +101,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-func (c *Config) validate() error {
+// Validate reports every problem of the configuration, joined.
+func (c *Config) Validate() error {
 	var errs []error
 	if c.AppID == "" {
 		errs = append(errs, errors.New("engine: AppID is empty"))
@@ -124,7 +126,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.OnProduceError == DeadLetter {
-		errs = append(errs, errors.New("engine: OnProduceError cannot be DeadLetter (the dead-letter topic is produced to as well); use Fail or Skip"))
+		errs = append(errs, errors.New("engine: OnProductionError cannot be DeadLetter (the dead-letter topic is produced to as well); use Fail or Skip"))
 	}
 	return errors.Join(errs...)
 }

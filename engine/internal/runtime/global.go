@@ -18,9 +18,9 @@ import (
 // the local checkpoint is the position in the topic itself.
 type globalTask struct {
 	r     *Runtime
-	sub   *topo.SubTopology
+	subs  []*topo.SubTopology
 	cl    *kgo.Client
-	t     *topo.Task
+	tasks map[string]*topo.Task // by topic: each global table reads one
 	st    *state.Task
 	parts map[topicPartition]bool
 	dirty bool
@@ -29,54 +29,59 @@ type globalTask struct {
 // globalPartition is the store partition under which a global store is kept.
 const globalPartition = 0
 
-func newGlobalTask(r *Runtime, sub *topo.SubTopology, base []kgo.Opt) (*globalTask, error) {
-	g := &globalTask{r: r, sub: sub, st: r.db.Task(), parts: map[topicPartition]bool{}}
-	t, err := topo.NewTask(topo.TaskConfig{
-		ID:        topo.TaskID{Sub: sub.ID, Partition: globalPartition},
-		Topology:  r.topo,
-		Sub:       sub,
-		TopicName: r.plan.name,
-		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
-			return g.st.OpenStore(spec, id)
-		},
-		Collector: collectorFunc(func(topo.Output) error {
-			return errors.New("engine: a global table does not produce records")
-		}),
-		Now:    r.cfg.Now,
-		Logger: r.log,
-		OnDecodeError: func(in topo.Input, err error) error {
-			if r.cfg.OnDecodeError == Fail {
-				return err
-			}
-			r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
-			r.m.dropped(context.Background(), "decode")
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	g.t = t
+func newGlobalTask(r *Runtime, subs []*topo.SubTopology, base []kgo.Opt) (*globalTask, error) {
+	g := &globalTask{r: r, subs: subs, st: r.db.Task(), tasks: map[string]*topo.Task{}, parts: map[topicPartition]bool{}}
 	consume := map[string]map[int32]kgo.Offset{}
-	for ref := range sub.Sources {
-		topic := r.plan.name(ref)
-		n := r.plan.partitions[topic]
-		consume[topic] = map[int32]kgo.Offset{}
-		for p := range n {
-			off := kgo.NewOffset().AtStart()
-			ckpt, ok, err := r.db.Checkpoint(topic, p)
-			if err != nil {
-				return nil, err
+	for _, sub := range subs {
+		t, err := topo.NewTask(topo.TaskConfig{
+			ID:        topo.TaskID{Sub: sub.ID, Partition: globalPartition},
+			Topology:  r.topo,
+			Sub:       sub,
+			TopicName: r.plan.name,
+			OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+				return g.st.OpenStore(spec, id)
+			},
+			Collector: collectorFunc(func(topo.Output) error {
+				return errors.New("engine: a global table does not produce records")
+			}),
+			Now:    r.cfg.Now,
+			Logger: r.log,
+			OnDecodeError: func(in topo.Input, err error) error {
+				if r.cfg.OnDecodeError == Fail {
+					return err
+				}
+				r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
+				r.m.dropped(context.Background(), "decode")
+				return nil
+			},
+		})
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		for ref := range sub.Sources {
+			topic := r.plan.name(ref)
+			g.tasks[topic] = t
+			consume[topic] = map[int32]kgo.Offset{}
+			for p := range r.plan.partitions[topic] {
+				off := kgo.NewOffset().AtStart()
+				ckpt, ok, err := r.db.Checkpoint(topic, p)
+				if err != nil {
+					g.close()
+					return nil, err
+				}
+				if ok {
+					off = kgo.NewOffset().At(ckpt)
+				}
+				consume[topic][p] = off
+				g.parts[topicPartition{topic, p}] = true
 			}
-			if ok {
-				off = kgo.NewOffset().At(ckpt)
-			}
-			consume[topic][p] = off
-			g.parts[topicPartition{topic, p}] = true
 		}
 	}
+	var err error
 	g.cl, err = kgo.NewClient(append(base, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
+		g.close()
 		return nil, fmt.Errorf("engine: global table client: %w", err)
 	}
 	return g, nil
@@ -89,8 +94,8 @@ func (f collectorFunc) Send(o topo.Output) error { return f(o) }
 // bootstrap reads every global topic to the end offsets it has now.
 func (g *globalTask) bootstrap(ctx context.Context) error {
 	var topics []string
-	for ref := range g.sub.Sources {
-		topics = append(topics, g.r.plan.name(ref))
+	for topic := range g.tasks {
+		topics = append(topics, topic)
 	}
 	ends, err := g.r.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
@@ -162,7 +167,7 @@ func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) er
 			return
 		}
 		in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
-		if perr = g.t.Process(in); perr != nil {
+		if perr = g.tasks[rec.Topic].Process(in); perr != nil {
 			perr = fmt.Errorf("engine: global table %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, perr)
 			return
 		}
@@ -187,8 +192,8 @@ func (g *globalTask) close() {
 	if g.cl != nil {
 		g.cl.Close()
 	}
-	if g.t != nil {
-		_ = g.t.Close()
+	for _, t := range g.tasks {
+		_ = t.Close()
 	}
 	g.st.Close()
 }

@@ -9,11 +9,17 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
 // metrics are the instance's OpenTelemetry instruments. Gauges read values
 // the loop publishes once a round, so their callbacks never touch a task.
 type metrics struct {
+	// enabled: a meter was configured, so per-record measurements are worth
+	// their cost.
+	enabled bool
+
 	recordsProcessed metric.Int64Counter
 	processLatency   metric.Float64Histogram
 	commitLatency    metric.Float64Histogram
@@ -34,10 +40,10 @@ type partitionLag struct {
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
+	x := &metrics{enabled: m != nil}
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("oxbow")
 	}
-	x := &metrics{}
 	var errs [10]error
 	x.recordsProcessed, errs[0] = m.Int64Counter("oxbow.records.processed", metric.WithDescription("Records processed, by input topic."))
 	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."))
@@ -70,8 +76,8 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	return x, errors.Join(errs[:]...)
 }
 
-func (m *metrics) processed(ctx context.Context, topic string, d time.Duration) {
-	m.recordsProcessed.Add(ctx, 1, metric.WithAttributes(attribute.String("topic", topic)))
+func (m *metrics) processed(ctx context.Context, topic metric.MeasurementOption, d time.Duration) {
+	m.recordsProcessed.Add(ctx, 1, topic)
 	m.processLatency.Record(ctx, d.Seconds())
 }
 
@@ -93,7 +99,15 @@ func (m *metrics) restored(ctx context.Context, n int64) { m.restoredRecords.Add
 func (r *Runtime) publish() {
 	var lags []partitionLag
 	var hits, misses int64
-	for _, t := range r.tasks {
+	skipped := map[string]int64{}
+	restoring := map[topo.TaskID]bool{}
+	for id, t := range r.tasks {
+		for k, v := range t.t.Skipped() {
+			skipped[k] += v
+		}
+		if t.restoring {
+			restoring[id] = true
+		}
 		for tp, q := range t.queues {
 			lags = append(lags, partitionLag{tp.topic, tp.partition, max(q.hwm-q.next, 0) + int64(q.len())})
 		}
@@ -101,6 +115,8 @@ func (r *Runtime) publish() {
 		hits += h
 		misses += m
 	}
+	r.skipped.Store(&skipped)
+	r.restoring.Store(&restoring)
 	r.m.lag.Store(&lags)
 	r.m.cacheHits.Store(hits)
 	r.m.cacheMisses.Store(misses)

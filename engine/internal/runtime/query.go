@@ -35,6 +35,10 @@ func (e *NotLocalError) Error() string {
 // group or after it stopped.
 var ErrNotRunning = errors.New("engine: the instance is not running")
 
+// ErrNotReady is wrapped by queries of a partition whose state is still
+// being restored: its answers would be stale.
+var ErrNotReady = errors.New("engine: not ready")
+
 // Owner returns the instance that owns key of store (the serialized key, as
 // the producer partitioned it), and whether it is this one.
 func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
@@ -112,6 +116,9 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, key)
 		if !local {
 			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}
+		}
+		if rs := q.r.restoring.Load(); rs == nil || (*rs)[id] {
+			return topo.Entry{}, false, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady)
 		}
 		p = id.Partition
 	}

@@ -81,11 +81,13 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 			if err != nil {
 				return err
 			}
-			if !has || ckpt < so.Offset {
+			if !has || ckpt < so.Offset || ckpt > eo.Offset {
 				// No usable checkpoint: whatever is local is of unknown
-				// position; start over from the log start.
+				// position (older than what the changelog still has, or
+				// ahead of a changelog that was deleted and recreated);
+				// start over from the log start.
 				if has {
-					r.log.Info("checkpoint older than the changelog's log start; restoring from the start", "store", l.store, "partition", p, "checkpoint", ckpt, "logStart", so.Offset)
+					r.log.Info("local checkpoint outside the changelog; restoring from the start", "store", l.store, "partition", p, "checkpoint", ckpt, "logStart", so.Offset, "logEnd", eo.Offset)
 				}
 				if err := r.db.Wipe(l.store, p); err != nil {
 					return err
@@ -183,7 +185,9 @@ func (rs *restorer) step(ctx context.Context) error {
 		if apply != nil {
 			return apply
 		}
-		rs.finishDone()
+		if err := rs.finishDone(); err != nil {
+			return err
+		}
 	}
 	rs.progress()
 	return nil
@@ -203,18 +207,19 @@ func (j *restoreJob) apply(rec *kgo.Record) error {
 }
 
 // finishDone completes the jobs that reached their end offset.
-func (rs *restorer) finishDone() {
+func (rs *restorer) finishDone() error {
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {
 		if j.pos < j.end {
 			continue
 		}
 		if j.rs != nil {
-			if err := j.rs.Flush(j.pos); err != nil {
-				rs.r.fail(err)
+			err := j.rs.Flush(j.pos)
+			if cerr := j.rs.Close(); err == nil {
+				err = cerr
 			}
-			if err := j.rs.Close(); err != nil {
-				rs.r.fail(err)
+			if err != nil {
+				return fmt.Errorf("engine: task %s: restore store %s: %w", j.t.id, j.store, err)
 			}
 		}
 		delete(rs.jobs, tp)
@@ -232,6 +237,7 @@ func (rs *restorer) finishDone() {
 	if len(drop) > 0 {
 		rs.cl.RemoveConsumePartitions(drop)
 	}
+	return nil
 }
 
 // progress logs, at most once a second, how the restoration goes.

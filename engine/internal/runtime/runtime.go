@@ -67,8 +67,11 @@ type Runtime struct {
 	byPart     map[topicPartition]*rtask
 	lastCommit time.Time
 	fatal      error // set by a callback; Run returns it
+	skipped    atomic.Pointer[map[string]int64]
+	restoring  atomic.Pointer[map[topo.TaskID]bool]
 
 	runOnce sync.Once
+	closed  bool // Close was called; guarded by mu
 	cancel  context.CancelFunc
 	done    chan struct{}
 	runErr  error
@@ -81,7 +84,7 @@ type topicPartition struct {
 
 // New prepares an instance; Run starts it.
 func New(t *topo.Topology, cfg Config) (*Runtime, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
@@ -102,6 +105,7 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
 	}
+	r.restorer = newRestorer(r, r.baseOpts())
 	prefix := &topicPlan{prefix: cfg.AppID}
 	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Metadata: r.memberInfo})
 	return r, nil
@@ -151,14 +155,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 	started := false
 	r.runOnce.Do(func() { started = true })
 	if !started {
-		return errors.New("engine: Run was already called")
+		return errors.New("engine: Run was already called, or Close before it")
 	}
 	defer close(r.done)
 	ctx, cancel := context.WithCancel(ctx)
 	r.mu.Lock()
 	r.cancel = cancel
+	closed := r.closed
 	r.mu.Unlock()
 	defer cancel()
+	if closed {
+		return nil
+	}
 	r.setState(Starting)
 	err := r.run(ctx)
 	if err != nil {
@@ -167,6 +175,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	} else {
 		r.setState(Stopped)
 	}
+	r.teardown()
 	r.runErr = err
 	return err
 }
@@ -174,6 +183,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 // Close stops a running instance and waits until Run has returned.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
+	r.closed = true
 	cancel := r.cancel
 	r.mu.Unlock()
 	if cancel == nil {
@@ -189,11 +199,9 @@ func (r *Runtime) Close() error {
 }
 
 func (r *Runtime) run(ctx context.Context) (err error) {
-	r.plan, err = r.setup(ctx)
-	if err != nil {
+	if err := r.setup(ctx); err != nil {
 		return err
 	}
-	defer r.teardown()
 
 	if r.global != nil {
 		if err := r.global.bootstrap(ctx); err != nil {
@@ -215,21 +223,24 @@ func (r *Runtime) run(ctx context.Context) (err error) {
 }
 
 // setup creates the clients, checks and creates topics and opens the state.
-func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
-	base := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOpts...)
+// The group client comes last: its callbacks may run as soon as it exists.
+func (r *Runtime) setup(ctx context.Context) error {
+	base := r.baseOpts()
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
-		return nil, fmt.Errorf("engine: kafka client: %w", err)
+		return fmt.Errorf("engine: kafka client: %w", err)
 	}
 	r.adm = kadm.NewClient(admCl)
 	plan, err := planTopics(ctx, r.adm, r.topo, r.cfg.AppID)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	r.plan = plan
 	if r.cfg.DeadLetterTopic != "" {
 		if err := ensureTopic(ctx, r.adm, r.cfg.DeadLetterTopic); err != nil {
-			return nil, err
+			return err
 		}
+		plan.partitions[r.cfg.DeadLetterTopic] = 1
 	}
 	r.db, err = state.Open(r.cfg.StateDir, state.Options{
 		ChangelogTopic: func(store string) string {
@@ -238,8 +249,14 @@ func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
 		Logger: r.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	if subs := r.globalSubs(); len(subs) > 0 {
+		if r.global, err = newGlobalTask(r, subs, base); err != nil {
+			return err
+		}
+	}
+	r.shared.Store(&shared{plan: plan, db: r.db})
 
 	groups := assign.GroupsOf(r.topo, plan.name)
 	var topics []string
@@ -257,34 +274,29 @@ func (r *Runtime) setup(ctx context.Context) (*topicPlan, error) {
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
-		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(1<<20),
 	)
 	if r.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(r.cfg.SessionTimeout))
 	}
-	r.cl, err = kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("engine: kafka client: %w", err)
-	}
-	r.shared.Store(&shared{plan: plan, db: r.db})
-	r.restorer = newRestorer(r, base)
-	if g := r.globalSub(); g != nil {
-		r.global, err = newGlobalTask(r, g, base)
-		if err != nil {
-			return nil, err
-		}
-	}
-	return plan, nil
-}
-
-func (r *Runtime) globalSub() *topo.SubTopology {
-	for _, s := range r.topo.Subs {
-		if s.Global {
-			return s
-		}
+	if r.cl, err = kgo.NewClient(opts...); err != nil {
+		return fmt.Errorf("engine: kafka client: %w", err)
 	}
 	return nil
+}
+
+func (r *Runtime) baseOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOpts...)
+}
+
+func (r *Runtime) globalSubs() []*topo.SubTopology {
+	var subs []*topo.SubTopology
+	for _, s := range r.topo.Subs {
+		if s.Global {
+			subs = append(subs, s)
+		}
+	}
+	return subs
 }
 
 func ensureTopic(ctx context.Context, adm *kadm.Client, topic string) error {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -32,9 +36,6 @@ type rtask struct {
 	restoring bool
 	idleSince time.Time // when the task first waited for an empty partition
 
-	// consumed: the next offset of each input partition after the records
-	// processed since the last commit.
-	consumed map[topicPartition]int64
 	out      *collector
 	logged   []loggedStore
 	lastPunc time.Time
@@ -51,6 +52,12 @@ type partQueue struct {
 	head int
 	hwm  int64 // the high watermark of the last fetch
 	next int64 // the offset after the last record enqueued
+	// consumed is the offset after the last record processed since the last
+	// commit, or -1.
+	consumed int64
+	// Per-topic values made once rather than per record.
+	spanName  string
+	topicAttr metric.MeasurementOption
 }
 
 func (q *partQueue) len() int { return len(q.recs) - q.head }
@@ -122,12 +129,12 @@ var propagator = propagation.TraceContext{}
 // run processes the task's buffered records and runs its due punctuators.
 func (t *rtask) run(ctx context.Context, now time.Time) error {
 	for {
-		rec, _ := t.next(now)
+		rec, q := t.next(now)
 		if rec == nil {
 			break
 		}
 		t.buffered--
-		if err := t.process(ctx, rec); err != nil {
+		if err := t.process(ctx, rec, q); err != nil {
 			return err
 		}
 	}
@@ -138,9 +145,12 @@ func (t *rtask) run(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-func (t *rtask) process(ctx context.Context, rec *kgo.Record) error {
+func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) error {
 	r := t.r
-	start := time.Now()
+	var start time.Time
+	if r.m.enabled {
+		start = time.Now()
+	}
 	in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
 	if len(rec.Headers) > 0 {
 		in.Headers = make([]topo.Header, len(rec.Headers))
@@ -148,25 +158,36 @@ func (t *rtask) process(ctx context.Context, rec *kgo.Record) error {
 			in.Headers[i] = topo.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	// Continue the producer's trace, if the record carries one.
-	pctx := propagator.Extract(ctx, headerCarrier{&in.Headers})
-	pctx, span := r.cfg.Tracer.Start(pctx, "oxbow process "+rec.Topic, trace.WithSpanKind(trace.SpanKindConsumer))
-	t.out.span = span.SpanContext()
-	err := t.t.Process(in)
-	span.End()
-	t.out.span = trace.SpanContext{}
-	t.consumed[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
-	r.m.processed(ctx, rec.Topic, time.Since(start))
-	if st := t.t.StreamTime(); st != topo.NoTime && st > in.Timestamp {
-		r.m.lateness(ctx, time.Duration(st-in.Timestamp)*time.Millisecond)
+	pctx := ctx
+	var err error
+	if r.cfg.Tracing {
+		// Continue the producer's trace, if the record carries one.
+		pctx = propagator.Extract(ctx, headerCarrier{&in.Headers})
+		var span trace.Span
+		pctx, span = r.cfg.Tracer.Start(pctx, q.spanName, trace.WithSpanKind(trace.SpanKindConsumer))
+		t.out.span = span.SpanContext()
+		err = t.t.Process(in)
+		span.End()
+		t.out.span = trace.SpanContext{}
+	} else {
+		err = t.t.Process(in)
+	}
+	if r.m.enabled {
+		r.m.processed(ctx, q.topicAttr, time.Since(start))
+		if st := t.t.StreamTime(); st != topo.NoTime && st > in.Timestamp {
+			r.m.lateness(ctx, time.Duration(st-in.Timestamp)*time.Millisecond)
+		}
 	}
 	if err != nil {
 		var de *decodeError
 		if errors.As(err, &de) {
 			return fmt.Errorf("engine: task %s: %w", t.id, de.err)
 		}
-		return t.handleProcessError(pctx, rec, err)
+		if err := t.handleProcessError(pctx, rec, err); err != nil {
+			return err // the record stays uncommitted
+		}
 	}
+	q.consumed = rec.Offset + 1
 	return nil
 }
 
@@ -313,7 +334,7 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	if sub == nil {
 		return fmt.Errorf("engine: assigned task %s of an unknown sub-topology", id)
 	}
-	t := &rtask{r: r, id: id, sub: sub, queues: map[topicPartition]*partQueue{}, consumed: map[topicPartition]int64{}}
+	t := &rtask{r: r, id: id, sub: sub, queues: map[topicPartition]*partQueue{}}
 	t.out = newCollector(r, t)
 	t.st = r.db.Task()
 	mem := map[string]*topo.MemStore{}
@@ -354,7 +375,7 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	t.lastPunc = r.cfg.Now()
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		t.queues[tp] = &partQueue{}
+		t.queues[tp] = &partQueue{consumed: -1, spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
 		r.byPart[tp] = t
 	}
 	r.tasks[id] = t
@@ -368,6 +389,15 @@ func (r *Runtime) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string][]i
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.tasks) == 0 {
+		return
+	}
+	if r.fatal != nil || r.State() == Failed {
+		// The instance is going down with an error: commit nothing, so the
+		// failed interval is processed again after a restart.
+		for _, t := range r.tasks {
+			t.discard()
+		}
+		r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -389,9 +419,17 @@ func (r *Runtime) onLost(_ context.Context, _ *kgo.Client, _ map[string][]int32)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log.Warn("partitions lost; dropping uncommitted work", "tasks", len(r.tasks))
+	// Records not sent yet would land after the new owner restored: drop
+	// them. (Records already in flight cannot be called back; only
+	// exactly-once fences such a zombie completely.)
+	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := r.cl.AbortBufferedRecords(actx); err != nil {
+		r.log.Warn("abort buffered records", "err", err)
+	}
+	cancel()
 	var ids []topo.TaskID
 	for id, t := range r.tasks {
-		t.st.Discard()
+		t.discard()
 		ids = append(ids, id)
 	}
 	r.closeTasksLocked(ids)
@@ -423,16 +461,13 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 }
 
 // Skipped counts the records every task dropped, by reason.
+// It reads what the loop published at the end of its last round, so it is
+// safe from any goroutine, a state listener included.
 func (r *Runtime) Skipped() map[string]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	all := map[string]int64{}
-	for _, t := range r.tasks {
-		for k, v := range t.t.Skipped() {
-			all[k] += v
-		}
+	if p := r.skipped.Load(); p != nil {
+		return maps.Clone(*p)
 	}
-	return all
+	return map[string]int64{}
 }
 
 // collector sends a task's output records and remembers, for each changelog
@@ -447,6 +482,7 @@ type collector struct {
 	mu       sync.Mutex
 	logEnd   map[topicPartition]int64
 	err      error
+	internal bool // err concerns an internal topic
 	inflight sync.WaitGroup
 }
 
@@ -480,6 +516,10 @@ func (c *collector) Send(out topo.Output) error {
 			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
+	// A record larger than the producer's batch limit (franz-go's default
+	// is Kafka's 1 MB) fails on its own, before it can share a batch with
+	// others; raising that limit above the broker's makes a too-large
+	// record fail its whole batch.
 	c.inflight.Add(1)
 	c.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 		defer c.inflight.Done()
@@ -489,6 +529,9 @@ func (c *collector) Send(out topo.Output) error {
 			if c.err == nil {
 				c.err = fmt.Errorf("engine: produce to %s[%d]: %w", rec.Topic, rec.Partition, err)
 			}
+			// Losing a changelog or repartition record would make state
+			// and the topics disagree: no policy skips that.
+			c.internal = c.internal || strings.HasPrefix(rec.Topic, c.r.cfg.AppID+"-")
 			return
 		}
 		tp := topicPartition{rec.Topic, rec.Partition}
@@ -508,11 +551,24 @@ func (c *collector) isChangelog(topic string) bool {
 	return false
 }
 
-// takeErr returns and clears the first production error.
-func (c *collector) takeErr() error {
+// takeErr returns and clears the first production error, and whether any
+// failed record was for an internal topic.
+func (c *collector) takeErr() (err error, internal bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.err
-	c.err = nil
-	return err
+	err, internal = c.err, c.internal
+	c.err, c.internal = nil, false
+	return err, internal
+}
+
+// discard drops the task's uncommitted state and what the runtime tracks
+// with it.
+func (t *rtask) discard() {
+	t.st.Discard()
+	for _, q := range t.queues {
+		q.consumed = -1
+	}
+	t.out.mu.Lock()
+	clear(t.out.logEnd)
+	t.out.mu.Unlock()
 }

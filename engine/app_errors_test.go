@@ -1,0 +1,199 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// A bad configuration is refused by NewApp with every problem named.
+func TestNewAppReportsEveryConfigProblem(t *testing.T) {
+	top := countByKey("in", "out")
+	_, err := engine.NewApp(top, engine.Config{
+		AppID:             "bad name!",
+		OnProcessingError: engine.DeadLetter,
+		OnProductionError: engine.DeadLetter,
+		Guarantee:         engine.Guarantee(7),
+		Workers:           -1,
+	})
+	if err == nil {
+		t.Fatal("NewApp accepted the configuration")
+	}
+	for _, want := range []string{"AppID", "Brokers is empty", "DeadLetterTopic is empty", "OnProductionError cannot be DeadLetter", "unknown Guarantee", "Workers"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not mention %q:\n%v", want, err)
+		}
+	}
+	if _, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, Guarantee: engine.ExactlyOnce}); err == nil || !strings.Contains(err.Error(), "ExactlyOnce is not available yet") {
+		t.Errorf("ExactlyOnce: %v", err)
+	}
+	if _, err := engine.NewApp(nil, engine.Config{AppID: "x", Brokers: []string{"b"}}); err == nil {
+		t.Error("NewApp accepted a nil topology")
+	}
+}
+
+// run starts an instance and returns what Run returns, failing the test if
+// it does not return in time.
+func (k *kt) runUntilStopped(top *engine.Topology, cfg engine.Config) error {
+	k.t.Helper()
+	a := k.start(top, cfg)
+	select {
+	case err := <-a.done:
+		a.done <- err
+		return err
+	case <-time.After(60 * time.Second):
+		k.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// Missing user topics and co-partitioned inputs with different partition
+// counts stop the instance at start, saying what to do.
+func TestAppStartupErrors(t *testing.T) {
+	k := newKT(t)
+	in, out, other := k.topic("in"), k.topic("out"), k.topic("other")
+	k.create(2, in)
+	k.create(3, other)
+
+	err := k.runUntilStopped(countByKey(in, out), engine.Config{})
+	if err == nil || !strings.Contains(err.Error(), out) || !strings.Contains(err.Error(), "do not exist") {
+		t.Errorf("missing output topic: %v", err)
+	}
+
+	k.create(2, out)
+	b := engine.NewBuilder()
+	g1 := engine.NewStream(b, in, serde.String, serde.Int64).GroupByKey()
+	g2 := engine.NewStream(b, other, serde.String, serde.Int64).GroupByKey()
+	sum := func(_ string, v, agg int64) int64 { return agg + v }
+	engine.CogroupWith(engine.Cogroup(g1, sum), g2, sum).Aggregate(func() int64 { return 0 }).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = k.runUntilStopped(top, engine.Config{AppID: k.prefix + "-cogroup"})
+	if err == nil || !strings.Contains(err.Error(), "differ in partition count") || !strings.Contains(err.Error(), in+" (2)") || !strings.Contains(err.Error(), other+" (3)") {
+		t.Errorf("co-partitioning: %v", err)
+	}
+}
+
+// A processing error follows the policy: dead-lettered with its origin, or
+// the instance stops with it (and nothing of the failed interval is
+// committed).
+func TestAppProcessingErrorPolicies(t *testing.T) {
+	k := newKT(t)
+	in, out, dlq := k.topic("in"), k.topic("out"), k.topic("dlq")
+	k.create(1, in, out)
+	failing := func() *engine.Topology {
+		b := engine.NewBuilder()
+		s := engine.NewStream(b, in, serde.String, serde.String)
+		engine.Process(s, func() engine.Processor[string, string, string, string] {
+			return engine.ProcessorFunc[string, string, string, string](func(ctx *engine.ProcessorContext[string, string], r engine.Record[string, string]) error {
+				if r.Value == "poison" {
+					return errors.New("cannot digest poison")
+				}
+				return ctx.Forward(r)
+			})
+		}).To(out)
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top
+	}()
+	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("ok")}, &kgo.Record{Key: []byte("b"), Value: []byte("poison")}, &kgo.Record{Key: []byte("c"), Value: []byte("ok")})
+
+	a := k.start(failing, engine.Config{OnProcessingError: engine.DeadLetter, DeadLetterTopic: dlq})
+	outRecs := k.records(out, 2, 60*time.Second)
+	if string(outRecs[0].Key) != "a" || string(outRecs[1].Key) != "c" {
+		t.Errorf("output keys %q %q, want a c", outRecs[0].Key, outRecs[1].Key)
+	}
+	dead := k.records(dlq, 1, 30*time.Second)[0]
+	if string(dead.Key) != "b" || !bytes.Equal(dead.Value, []byte("poison")) || header(dead, "oxbow.stage") != "process" || !strings.Contains(header(dead, "oxbow.error"), "cannot digest poison") || header(dead, "oxbow.offset") != "1" {
+		t.Errorf("dead letter %q=%q headers %v", dead.Key, dead.Value, dead.Headers)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another application with the default policy stops at the poison record.
+	err := k.runUntilStopped(failing, engine.Config{AppID: k.prefix + "-fail"})
+	if err == nil || !strings.Contains(err.Error(), "cannot digest poison") || !strings.Contains(err.Error(), in+"[0]@1") {
+		t.Fatalf("Run returned %v, want the processing error with its origin", err)
+	}
+	// Its offsets were not committed past the poison record.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := k.adm.FetchOffsets(ctx, k.prefix+"-fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(in, 0); ok && o.At > 1 {
+		t.Errorf("committed offset %d is past the failed record", o.At)
+	}
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// A record the broker refuses (too large) follows the production policy:
+// Skip counts it and goes on; Fail stops the instance without committing.
+func TestAppProductionErrorPolicies(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	b := engine.NewBuilder()
+	engine.MapValues(engine.NewStream(b, in, serde.String, serde.String), func(_ string, v string) string {
+		if v == "huge" {
+			// Over the broker's default 1 MiB limit, even compressed.
+			b := make([]byte, 2<<20)
+			rand.Read(b)
+			return string(b)
+		}
+		return v
+	}).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("small")}, &kgo.Record{Key: []byte("b"), Value: []byte("huge")}, &kgo.Record{Key: []byte("c"), Value: []byte("small")})
+
+	err = k.runUntilStopped(top, engine.Config{AppID: k.prefix + "-fail"})
+	if err == nil || !strings.Contains(err.Error(), "produce to "+out) {
+		t.Fatalf("Fail policy: Run returned %v, want the production error", err)
+	}
+
+	a := k.start(top, engine.Config{AppID: k.prefix + "-skip", OnProductionError: engine.Skip})
+	// The failed run's "a" may be there too (produced, never committed):
+	// at least once. This run's a and c end it.
+	keys := ""
+	for n := 2; !strings.HasSuffix(keys, "c"); n++ {
+		keys = ""
+		for _, r := range k.records(out, n, 60*time.Second) {
+			keys += string(r.Key)
+			if len(r.Value) > 100 {
+				t.Fatalf("the huge record was written")
+			}
+		}
+	}
+	if !strings.HasSuffix(keys, "ac") || strings.Count(keys, "c") != 1 {
+		t.Errorf("output keys %q, want a, c at the end", keys)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
