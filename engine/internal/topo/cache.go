@@ -32,11 +32,14 @@ type Cache struct {
 	max     int64
 	size    int64
 	lru     *list.List // of *cacheEntry, least recently written first
-	entries map[cacheKey]*list.Element
+	// entries, by store then key: processors that share a store (a
+	// cogroup's aggregators) share its entries, so each sees the others'
+	// pending updates. Two levels, so that a lookup by a []byte key does not
+	// allocate.
+	entries map[KVStore]map[string]*list.Element
 }
 
-// cacheKey is a key of a store. Processors that share a store (a cogroup's
-// aggregators) share its entries, so each sees the others' pending updates.
+// cacheKey is a key of a store.
 type cacheKey struct {
 	store KVStore
 	key   string
@@ -57,7 +60,7 @@ func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &Cache{max: maxBytes, lru: list.New(), entries: map[cacheKey]*list.Element{}}
+	return &Cache{max: maxBytes, lru: list.New(), entries: map[KVStore]map[string]*list.Element{}}
 }
 
 const entryOverhead = 64
@@ -90,7 +93,7 @@ func (c *Cache) flushFront() error {
 	el := c.lru.Front()
 	e := el.Value.(*cacheEntry)
 	c.lru.Remove(el)
-	delete(c.entries, e.ck)
+	delete(c.entries[e.ck.store], e.ck.key)
 	c.size -= e.bytes()
 	return e.fwd.write([]byte(e.ck.key), e.value, e.ts, e.rec, e.old, e.new)
 }
@@ -119,7 +122,7 @@ func (s *TableStore) Name() string { return s.store.Name() }
 // Get reads a key, seeing updates still in the cache.
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
-		if el, ok := s.cache.entries[cacheKey{s.store, string(key)}]; ok {
+		if el, ok := s.cache.entries[s.store][string(key)]; ok {
 			s.cache.Hits.Add(1)
 			e := el.Value.(*cacheEntry)
 			if e.value == nil {
@@ -140,16 +143,20 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 		return s.write(key, value, ts, rec, old, new)
 	}
 	c := s.cache
-	ck := cacheKey{s.store, string(key)}
-	if el, ok := c.entries[ck]; ok {
+	byKey := c.entries[s.store]
+	if byKey == nil {
+		byKey = map[string]*list.Element{}
+		c.entries[s.store] = byKey
+	}
+	if el, ok := byKey[string(key)]; ok {
 		e := el.Value.(*cacheEntry)
 		c.size -= e.bytes()
 		e.fwd, e.value, e.ts, e.rec, e.new = s, value, ts, rec, new
 		c.size += e.bytes()
 		c.lru.MoveToBack(el)
 	} else {
-		e := &cacheEntry{ck: ck, fwd: s, value: value, ts: ts, rec: rec, old: old, new: new}
-		c.entries[ck] = c.lru.PushBack(e)
+		e := &cacheEntry{ck: cacheKey{s.store, string(key)}, fwd: s, value: value, ts: ts, rec: rec, old: old, new: new}
+		byKey[e.ck.key] = c.lru.PushBack(e)
 		c.size += e.bytes()
 	}
 	for c.size > c.max && c.lru.Len() > 1 {
