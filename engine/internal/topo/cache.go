@@ -29,9 +29,9 @@ type Cache struct {
 	// or passed to the store.
 	Hits, Misses atomic.Int64
 
-	max     int64
-	size    int64
-	lru     *list.List // of *cacheEntry, least recently written first
+	max  int64
+	size int64
+	lru  *list.List // of *cacheEntry, least recently written first
 	// entries, by store then key: processors that share a store (a
 	// cogroup's aggregators) share its entries, so each sees the others'
 	// pending updates. Two levels, so that a lookup by a []byte key does not
