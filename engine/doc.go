@@ -49,9 +49,25 @@
 // [WithStores], schedules punctuators on stream time or the wall clock, and
 // reads the origin of the record being processed.
 //
+// # Running on Kafka
+//
+// An [App] is one instance of an application: NewApp(topology, Config),
+// then Run. Instances with the same AppID form a consumer group and share
+// the topology's tasks (one per input partition and sub-topology); each
+// task's state lives in the instance's local pebble database and in a
+// compacted changelog topic, so it moves with the task and survives a lost
+// disk. Commits are at least once: input offsets are committed only after
+// every output and changelog record they caused was acknowledged, and local
+// state is applied only after that. Records that fail to decode, process or
+// be produced follow a [ErrorPolicy]: fail, skip, or dead-letter.
+// [QueryKeyValueStore] reads an instance's stores while it runs, and
+// [KeyOwner] says which instance owns a key. Metrics and traces go to the
+// OpenTelemetry providers in the Config.
+//
 // # Testing
 //
 // Package enginetest runs a topology in memory, deterministically: pipe
 // records with timestamps, read output topics and stores, advance the wall
-// clock.
+// clock. Package kafkaenv gives tests, benchmarks and examples a broker: a
+// real one from KAFKA_BROKERS, or an embedded one.
 package engine

@@ -31,6 +31,14 @@ type metrics struct {
 	lag              atomic.Pointer[[]partitionLag]
 	cacheHits        atomic.Int64
 	cacheMisses      atomic.Int64
+	reg              metric.Registration
+}
+
+// close unregisters the gauges' callback.
+func (m *metrics) close() {
+	if m.reg != nil {
+		_ = m.reg.Unregister()
+	}
 }
 
 type partitionLag struct {
@@ -51,28 +59,24 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	x.recordLateness, errs[3] = m.Float64Histogram("oxbow.record.lateness", metric.WithUnit("ms"), metric.WithDescription("How far behind its task's stream time a record arrived."))
 	x.droppedRecords, errs[4] = m.Int64Counter("oxbow.records.dropped", metric.WithDescription("Records skipped or dead-lettered, by reason."))
 	x.restoredRecords, errs[5] = m.Int64Counter("oxbow.restore.records", metric.WithDescription("Changelog records restored into local state."))
-	_, errs[6] = m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(x.restoreRemaining.Load())
-			return nil
-		}))
-	_, errs[7] = m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one fetched and the partition's high watermark."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			if l := x.lag.Load(); l != nil {
-				for _, p := range *l {
-					o.Observe(p.lag, metric.WithAttributes(attribute.String("topic", p.topic), attribute.Int("partition", int(p.partition))))
-				}
+	remaining, e6 := m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."))
+	lag, e7 := m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one processed and the partition's high watermark."))
+	hitRatio, e8 := m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."))
+	errs[6] = errors.Join(e6, e7, e8)
+	// One callback, unregistered when the instance stops, so that a process
+	// running many instances one after another does not keep them alive.
+	x.reg, errs[7] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(remaining, x.restoreRemaining.Load())
+		if l := x.lag.Load(); l != nil {
+			for _, p := range *l {
+				o.ObserveInt64(lag, p.lag, metric.WithAttributes(attribute.String("topic", p.topic), attribute.Int("partition", int(p.partition))))
 			}
-			return nil
-		}))
-	_, errs[8] = m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			h, m := x.cacheHits.Load(), x.cacheMisses.Load()
-			if h+m > 0 {
-				o.Observe(float64(h) / float64(h+m))
-			}
-			return nil
-		}))
+		}
+		if h, m := x.cacheHits.Load(), x.cacheMisses.Load(); h+m > 0 {
+			o.ObserveFloat64(hitRatio, float64(h)/float64(h+m))
+		}
+		return nil
+	}, remaining, lag, hitRatio)
 	return x, errors.Join(errs[:]...)
 }
 

@@ -472,6 +472,7 @@ func (r *Runtime) shutdown() error {
 }
 
 func (r *Runtime) teardown() {
+	defer r.m.close()
 	if r.cl != nil {
 		r.cl.CloseAllowingRebalance()
 	}

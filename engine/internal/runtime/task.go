@@ -474,10 +474,11 @@ func (r *Runtime) Skipped() map[string]int64 {
 // partition, the offset after the last record Kafka acknowledged, and the
 // first production error since the last commit.
 type collector struct {
-	r    *Runtime
-	t    *rtask
-	span trace.SpanContext
-	rr   uint32
+	r       *Runtime
+	t       *rtask
+	span    trace.SpanContext
+	rr      uint32
+	promise func(*kgo.Record, error)
 
 	mu       sync.Mutex
 	logEnd   map[topicPartition]int64
@@ -487,7 +488,9 @@ type collector struct {
 }
 
 func newCollector(r *Runtime, t *rtask) *collector {
-	return &collector{r: r, t: t, logEnd: map[topicPartition]int64{}}
+	c := &collector{r: r, t: t, logEnd: map[topicPartition]int64{}}
+	c.promise = c.produced
+	return c
 }
 
 // Send produces one record; it implements topo.Collector.
@@ -521,25 +524,30 @@ func (c *collector) Send(out topo.Output) error {
 	// others; raising that limit above the broker's makes a too-large
 	// record fail its whole batch.
 	c.inflight.Add(1)
-	c.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
-		defer c.inflight.Done()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if err != nil {
-			if c.err == nil {
-				c.err = fmt.Errorf("engine: produce to %s[%d]: %w", rec.Topic, rec.Partition, err)
-			}
-			// Losing a changelog or repartition record would make state
-			// and the topics disagree: no policy skips that.
-			c.internal = c.internal || strings.HasPrefix(rec.Topic, c.r.cfg.AppID+"-")
-			return
-		}
-		tp := topicPartition{rec.Topic, rec.Partition}
-		if _, ok := c.logEnd[tp]; ok || c.isChangelog(rec.Topic) {
-			c.logEnd[tp] = max(c.logEnd[tp], rec.Offset+1)
-		}
-	})
+	c.r.cl.Produce(context.Background(), rec, c.promise)
 	return nil
+}
+
+// produced is the promise of every record the collector sends (made once,
+// as c.promise, so that producing does not allocate a closure per record).
+func (c *collector) produced(rec *kgo.Record, err error) {
+	defer c.inflight.Done()
+	if err == nil && !c.isChangelog(rec.Topic) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.err == nil {
+			c.err = fmt.Errorf("engine: produce to %s[%d]: %w", rec.Topic, rec.Partition, err)
+		}
+		// Losing a changelog or repartition record would make state and the
+		// topics disagree: no policy skips that.
+		c.internal = c.internal || strings.HasPrefix(rec.Topic, c.r.cfg.AppID+"-")
+		return
+	}
+	tp := topicPartition{rec.Topic, rec.Partition}
+	c.logEnd[tp] = max(c.logEnd[tp], rec.Offset+1)
 }
 
 func (c *collector) isChangelog(topic string) bool {
