@@ -82,12 +82,12 @@ func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Pro
 					c.Skip("record without a key or value in an aggregation")
 					return nil
 				}
-				old, oldTs, ok, err := st.get(r.Key)
+				kb, old, oldTs, ok, err := st.getKey(r.Key)
 				if err != nil {
 					return err
 				}
 				agg := add(r.Key, r.Value, old, ok)
-				return st.update(r, old, agg, later(r.Timestamp, oldTs))
+				return st.updateKey(kb, r, old, agg, later(r.Timestamp, oldTs))
 			},
 		}
 	}
@@ -212,7 +212,7 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 			init: func(c *topo.Context) error { return st.open(c, store, kc, avc, true) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch := r.Value.(topo.Change)
-				old, oldTs, ok, err := st.get(r.Key)
+				kb, old, oldTs, ok, err := st.getKey(r.Key)
 				if err != nil {
 					return err
 				}
@@ -229,7 +229,7 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 					}
 					agg = nil
 				}
-				return st.update(r, old, agg, later(r.Timestamp, oldTs))
+				return st.updateKey(kb, r, old, agg, later(r.Timestamp, oldTs))
 			},
 		}
 	}

@@ -245,12 +245,19 @@ func (a *kvAccess) err(part string, b []byte, encode bool, err error) error {
 	return &serde.Error{Store: name, Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
 }
 
-// get returns the key's value (nil if absent) and its timestamp.
-func (a *kvAccess) get(key any) (any, time.Time, bool, error) {
+// getKey returns the encoded key, for a following updateKey, and the key's
+// value (nil if absent) and timestamp.
+func (a *kvAccess) getKey(key any) ([]byte, any, time.Time, bool, error) {
 	kb, err := a.kc.Encode(key)
 	if err != nil {
-		return nil, time.Time{}, false, a.err("key", nil, true, err)
+		return nil, nil, time.Time{}, false, a.err("key", nil, true, err)
 	}
+	v, ts, ok, err := a.getEncoded(kb)
+	return kb, v, ts, ok, err
+}
+
+func (a *kvAccess) getEncoded(kb []byte) (any, time.Time, bool, error) {
+	var err error
 	var e topo.Entry
 	var ok bool
 	if a.tbl != nil {
@@ -275,7 +282,13 @@ func (a *kvAccess) update(r topo.Record, old, new any, ts time.Time) error {
 	if err != nil {
 		return a.err("key", nil, true, err)
 	}
+	return a.updateKey(kb, r, old, new, ts)
+}
+
+// updateKey is update with r.Key already encoded as kb.
+func (a *kvAccess) updateKey(kb []byte, r topo.Record, old, new any, ts time.Time) error {
 	var vb []byte
+	var err error
 	if new != nil {
 		if vb, err = a.vc.Encode(new); err != nil {
 			return a.err("value", nil, true, err)

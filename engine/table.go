@@ -53,14 +53,14 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 					c.Skip("record without a key for a table")
 					return nil
 				}
-				old, _, ok, err := st.get(r.Key)
+				kb, old, _, ok, err := st.getKey(r.Key)
 				if err != nil {
 					return err
 				}
 				if r.Value == nil && !ok {
 					return nil // deleting an absent key changes nothing
 				}
-				return st.update(r, old, r.Value, r.Timestamp)
+				return st.updateKey(kb, r, old, r.Value, r.Timestamp)
 			},
 		}
 	}

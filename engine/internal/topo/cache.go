@@ -23,20 +23,25 @@ import (
 // One cache serves a task and is used by one goroutine at a time, like the
 // task.
 
-// Cache is a task's record cache.
+// Cache is a task's record cache. Entries stay after a flush, clean, so the
+// next update of a key finds its current value without reading the store.
+// Over budget, clean entries leave first (least recently used first); dirty
+// ones are written early only when no clean one is left, so caching reads
+// never costs the write compaction.
 type Cache struct {
 	// Hits and Misses count reads of cached stores that the cache answered
 	// or passed to the store.
 	Hits, Misses atomic.Int64
 
-	max  int64
-	size int64
-	lru  *list.List // of *cacheEntry, least recently written first
+	max   int64
+	size  int64
+	clean *list.List // of *cacheEntry written already, least recently used first
+	dirty *list.List // of *cacheEntry not written yet, first dirtied first
 	// entries, by store then key: processors that share a store (a
 	// cogroup's aggregators) share its entries, so each sees the others'
 	// pending updates. Two levels, so that a lookup by a []byte key does not
 	// allocate.
-	entries map[KVStore]map[string]*list.Element
+	entries map[KVStore]map[string]*cacheEntry
 }
 
 // cacheKey is a key of a store.
@@ -46,11 +51,14 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	ck       cacheKey
+	ck      cacheKey
+	value   []byte // nil: deleted
+	ts      int64
+	el      *list.Element // in clean or dirty
+	isDirty bool
+	// What writing a dirty entry forwards.
 	fwd      *TableStore // the latest writer, whose node forwards the change
-	value    []byte      // nil: delete
-	ts       int64
-	rec      Record // key and headers of the latest update
+	rec      Record      // key and headers of the latest update
 	old, new any
 }
 
@@ -60,7 +68,7 @@ func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &Cache{max: maxBytes, lru: list.New(), entries: map[KVStore]map[string]*list.Element{}}
+	return &Cache{max: maxBytes, clean: list.New(), dirty: list.New(), entries: map[KVStore]map[string]*cacheEntry{}}
 }
 
 const entryOverhead = 64
@@ -72,30 +80,57 @@ func (c *Cache) Len() int {
 	if c == nil {
 		return 0
 	}
-	return c.lru.Len()
+	return c.dirty.Len()
 }
 
-// Flush writes and forwards every entry, oldest first, including those that
-// flushing itself adds downstream.
+// Flush writes and forwards every dirty entry, first dirtied first,
+// including those that flushing itself dirties downstream. The entries stay,
+// clean.
 func (c *Cache) Flush() error {
 	if c == nil {
 		return nil
 	}
-	for c.lru.Len() > 0 {
-		if err := c.flushFront(); err != nil {
+	for c.dirty.Len() > 0 {
+		e := c.dirty.Remove(c.dirty.Front()).(*cacheEntry)
+		e.isDirty = false
+		e.el = c.clean.PushBack(e)
+		if err := e.write(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Cache) flushFront() error {
-	el := c.lru.Front()
-	e := el.Value.(*cacheEntry)
-	c.lru.Remove(el)
-	delete(c.entries[e.ck.store], e.ck.key)
-	c.size -= e.bytes()
-	return e.fwd.write([]byte(e.ck.key), e.value, e.ts, e.rec, e.old, e.new)
+// write writes an entry to its store and forwards the change, then forgets
+// what only the write needed.
+func (e *cacheEntry) write() error {
+	fwd, rec, old, new := e.fwd, e.rec, e.old, e.new
+	e.fwd, e.rec, e.old, e.new = nil, Record{}, nil, nil
+	return fwd.write([]byte(e.ck.key), e.value, e.ts, rec, old, new)
+}
+
+// evict brings the cache within its budget: clean entries leave first; then
+// the first-dirtied entries are written and leave. An entry leaves every list
+// before it is written, since writing forwards downstream, where other
+// updates may evict in turn.
+func (c *Cache) evict() error {
+	for c.size > c.max && c.clean.Len()+c.dirty.Len() > 1 {
+		var e *cacheEntry
+		if c.clean.Len() > 0 {
+			e = c.clean.Remove(c.clean.Front()).(*cacheEntry)
+		} else {
+			e = c.dirty.Remove(c.dirty.Front()).(*cacheEntry)
+		}
+		delete(c.entries[e.ck.store], e.ck.key)
+		c.size -= e.bytes()
+		if e.isDirty {
+			e.isDirty = false
+			if err := e.write(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // TableStore is how a table processor writes its store: each update both
@@ -122,9 +157,11 @@ func (s *TableStore) Name() string { return s.store.Name() }
 // Get reads a key, seeing updates still in the cache.
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
-		if el, ok := s.cache.entries[s.store][string(key)]; ok {
+		if e, ok := s.cache.entries[s.store][string(key)]; ok {
 			s.cache.Hits.Add(1)
-			e := el.Value.(*cacheEntry)
+			if !e.isDirty {
+				s.cache.clean.MoveToBack(e.el)
+			}
 			if e.value == nil {
 				return Entry{}, false, nil
 			}
@@ -137,7 +174,7 @@ func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 
 // Update sets key to value (nil: deletes it) with timestamp ts, and forwards
 // rec (its Key and Headers) with the change from old to new as its value.
-// With a cache both happen when the entry is flushed.
+// With a cache both happen when the entry is flushed or evicted.
 func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new any) error {
 	if s.cache == nil {
 		return s.write(key, value, ts, rec, old, new)
@@ -145,26 +182,28 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 	c := s.cache
 	byKey := c.entries[s.store]
 	if byKey == nil {
-		byKey = map[string]*list.Element{}
+		byKey = map[string]*cacheEntry{}
 		c.entries[s.store] = byKey
 	}
-	if el, ok := byKey[string(key)]; ok {
-		e := el.Value.(*cacheEntry)
+	e, ok := byKey[string(key)]
+	if ok {
 		c.size -= e.bytes()
-		e.fwd, e.value, e.ts, e.rec, e.new = s, value, ts, rec, new
-		c.size += e.bytes()
-		c.lru.MoveToBack(el)
 	} else {
-		e := &cacheEntry{ck: cacheKey{s.store, string(key)}, fwd: s, value: value, ts: ts, rec: rec, old: old, new: new}
-		byKey[e.ck.key] = c.lru.PushBack(e)
-		c.size += e.bytes()
+		e = &cacheEntry{ck: cacheKey{s.store, string(key)}}
+		byKey[e.ck.key] = e
 	}
-	for c.size > c.max && c.lru.Len() > 1 {
-		if err := c.flushFront(); err != nil {
-			return err
+	if !e.isDirty {
+		// The first update since the key was last written: the change
+		// downstream starts from the value before it.
+		if e.el != nil {
+			c.clean.Remove(e.el)
 		}
+		e.old, e.isDirty = old, true
+		e.el = c.dirty.PushBack(e)
 	}
-	return nil
+	e.fwd, e.value, e.ts, e.rec, e.new = s, value, ts, rec, new
+	c.size += e.bytes()
+	return c.evict()
 }
 
 func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any) error {
