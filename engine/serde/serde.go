@@ -71,13 +71,22 @@ type stringSerde struct{}
 func (stringSerde) Encode(v string) ([]byte, error) { return append([]byte{}, v...), nil }
 func (stringSerde) Decode(b []byte) (string, error) { return string(b), nil }
 
-// Bytes passes bytes through unchanged. The decoded slice is a copy.
+// Bytes passes bytes through unchanged, without copying them, as Kafka's
+// ByteArraySerializer does: a decoded value shares the record's bytes, and an
+// encoded one is the value itself, so neither may be modified afterwards.
+// (Copy a decoded value to change or keep it.)
 var Bytes Serde[[]byte] = bytesSerde{}
 
 type bytesSerde struct{}
 
-func (bytesSerde) Encode(v []byte) ([]byte, error) { return append([]byte{}, v...), nil }
-func (bytesSerde) Decode(b []byte) ([]byte, error) { return append([]byte{}, b...), nil }
+func (bytesSerde) Encode(v []byte) ([]byte, error) {
+	if v == nil {
+		return []byte{}, nil // a value, not a tombstone
+	}
+	return v, nil
+}
+
+func (bytesSerde) Decode(b []byte) ([]byte, error) { return b, nil }
 
 // Int64 is an 8-byte big-endian two's-complement integer, the format of
 // Kafka's LongSerializer. Non-negative keys sort by value as bytes; negative

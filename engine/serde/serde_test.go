@@ -47,13 +47,18 @@ func TestBytes(t *testing.T) {
 			t.Errorf("round trip of %x = %x", v, got)
 		}
 	}
-	// Encode and Decode copy: neither result aliases its input.
+	// Like Kafka's ByteArraySerializer, Encode and Decode do not copy: both
+	// results share the input's bytes (which is why neither may be changed).
 	in := []byte("abc")
 	enc, _ := serde.Bytes.Encode(in)
 	dec, _ := serde.Bytes.Decode(in)
 	in[0] = 'X'
-	if string(enc) != "abc" || string(dec) != "abc" {
-		t.Errorf("results alias the input: encoded %q, decoded %q", enc, dec)
+	if string(enc) != "Xbc" || string(dec) != "Xbc" {
+		t.Errorf("results are copies: encoded %q, decoded %q", enc, dec)
+	}
+	// A nil value encodes as empty bytes, never as nil (a tombstone).
+	if b, _ := serde.Bytes.Encode(nil); b == nil || len(b) != 0 {
+		t.Errorf("Encode(nil) = %#v, want empty non-nil bytes", b)
 	}
 }
 

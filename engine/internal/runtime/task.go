@@ -31,6 +31,7 @@ type rtask struct {
 	t         *topo.Task
 	st        *state.Task
 	queues    map[topicPartition]*partQueue
+	qs        []*partQueue // the same queues, for the per-record choice
 	buffered  int
 	paused    bool
 	restoring bool
@@ -98,7 +99,7 @@ func (t *rtask) hasPunctuation(now time.Time) bool {
 func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 	var best *partQueue
 	waiting := false
-	for _, q := range t.queues {
+	for _, q := range t.qs {
 		if q.len() == 0 {
 			if q.hwm > q.next && t.r.cfg.MaxTaskIdle > 0 {
 				waiting = true
@@ -375,7 +376,9 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	t.lastPunc = r.cfg.Now()
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		t.queues[tp] = &partQueue{consumed: -1, spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
+		q := &partQueue{consumed: -1, spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
+		t.queues[tp] = q
+		t.qs = append(t.qs, q)
 		r.byPart[tp] = t
 	}
 	r.tasks[id] = t

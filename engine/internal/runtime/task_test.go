@@ -14,7 +14,9 @@ func recAt(topic string, off int64, ms int64) *kgo.Record {
 func newTestTask(idle time.Duration, topics ...string) *rtask {
 	t := &rtask{r: &Runtime{cfg: Config{MaxTaskIdle: idle}}, queues: map[topicPartition]*partQueue{}}
 	for _, tp := range topics {
-		t.queues[topicPartition{tp, 0}] = &partQueue{consumed: -1}
+		q := &partQueue{consumed: -1}
+		t.queues[topicPartition{tp, 0}] = q
+		t.qs = append(t.qs, q)
 	}
 	return t
 }
