@@ -18,6 +18,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
@@ -367,36 +368,4 @@ func TestAppDeadLetter(t *testing.T) {
 }
 
 // kafkaPartition is Kafka's default partitioner for keyed records.
-func kafkaPartition(key []byte, n int32) int32 {
-	return int32(murmur2(key)&0x7fffffff) % n
-}
-
-func murmur2(data []byte) uint32 {
-	const m, r = 0x5bd1e995, 24
-	length := len(data)
-	h := uint32(0x9747b28c) ^ uint32(length)
-	for len(data) >= 4 {
-		k := uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-		data = data[4:]
-	}
-	switch len(data) {
-	case 3:
-		h ^= uint32(data[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(data[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(data[0])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return h
-}
+func kafkaPartition(key []byte, n int32) int32 { return assign.Partition(key, n) }
