@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -229,6 +230,32 @@ func (c codec[T]) Decode(b []byte) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// SameAs implements topo.SameCodec: only the built-in fixed-format serdes
+// (String, Bytes, Int64, Float64) are known to give back the bytes they
+// decoded, so only they let a sink reuse a source's key bytes.
+func (c codec[T]) SameAs(other topo.Codec) bool {
+	o, ok := other.(codec[T])
+	if !ok {
+		return false
+	}
+	return canonical(any(c.s)) && any(c.s) == any(o.s)
+}
+
+func canonical(s any) bool {
+	switch s {
+	case any(serde.String), any(serde.Bytes), any(serde.Int64), any(serde.Float64):
+		return true
+	}
+	return false
+}
+
+// keyComparable reports whether keys of type K can be compared with ==
+// without a run-time panic.
+func keyComparable[K any]() bool {
+	t := reflect.TypeFor[K]()
+	return t.Kind() != reflect.Interface && t.Comparable()
 }
 
 func codecOf[T any](s serde.Serde[T]) topo.Codec {

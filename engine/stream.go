@@ -248,7 +248,7 @@ func FlatMapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) []V2, opts ...Op
 // written as a record with a null value.
 func (s *Stream[K, V]) To(topic string, opts ...Option) {
 	o, err := s.b.opts("To", opts)
-	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs)}
+	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs), KeyComparable: keyComparable[K]()}
 	n.Name = s.b.name("sink", o, n.Parents, topic)
 	s.b.add(n, errors.Join(err, nilSerdes(s.ks == nil, s.vs == nil)))
 }
@@ -271,7 +271,7 @@ func (s *Stream[K, V]) repartition(name string, partitions int, err error) *Stre
 	kc, vc := codecOf(s.ks), codecOf(s.vs)
 	serdeErr := nilSerdes(s.ks == nil, s.vs == nil)
 	s.b.add(&topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
-		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc}, errors.Join(err, serdeErr))
+		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}, errors.Join(err, serdeErr))
 	src := s.b.add(&topo.Node{Name: name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
 		KeyCodec: kc, ValueCodec: vc}, nil)
 	return &Stream[K, V]{b: s.b, node: src, ks: s.ks, vs: s.vs}

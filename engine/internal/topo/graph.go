@@ -25,6 +25,21 @@ type Record struct {
 	Value     any // nil: tombstone; a Change between table processors
 	Timestamp time.Time
 	Headers   []Header
+
+	// Where the key came from, so that a sink can write the bytes it was
+	// read as instead of encoding it again, when it is still that key (see
+	// nodeInst.sink).
+	src    *nodeInst
+	srcKey any
+	rawKey []byte
+}
+
+// SameCodec is implemented by codecs that can tell that another codec
+// encodes every value exactly as they do and that decoding then encoding a
+// value gives back its bytes: then a key read by one can be written by the
+// other without encoding it again.
+type SameCodec interface {
+	SameAs(other Codec) bool
 }
 
 // Change is the value of a record that flows between table processors: the
@@ -84,11 +99,14 @@ type Node struct {
 	Children []*Node
 
 	// Source and sink nodes.
-	Topic         string // base name when Internal
-	Internal      bool   // an internal topic: its name is prefixed at run time
-	KeyCodec      Codec
-	ValueCodec    Codec
-	ChangeValues  bool // the topic carries encoded Changes (table re-grouping)
+	Topic        string // base name when Internal
+	Internal     bool   // an internal topic: its name is prefixed at run time
+	KeyCodec     Codec
+	ValueCodec   Codec
+	ChangeValues bool // the topic carries encoded Changes (table re-grouping)
+	// KeyComparable: the sink's key type is comparable and not an interface,
+	// so a key can be checked for being unchanged since its source.
+	KeyComparable bool
 	InternalTopic *InternalTopic
 
 	// Processor nodes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -99,6 +100,8 @@ type nodeInst struct {
 	task     *Task
 	topic    string // sources and sinks: the real topic name
 	inited   bool   // Init succeeded, so Close is due
+	// sinks: the sources whose key bytes this sink may write as they are.
+	rawKeysFrom []*nodeInst
 }
 
 // NewTask instantiates every node of the sub-topology and opens its stores.
@@ -147,6 +150,14 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 	for _, ni := range t.insts {
 		for _, c := range ni.node.Children {
 			ni.children = append(ni.children, byNode[c])
+		}
+		if ni.node.Kind == SinkNode && ni.node.KeyComparable {
+			sc, ok := ni.node.KeyCodec.(SameCodec)
+			for _, src := range t.insts {
+				if ok && src.node.Kind == SourceNode && sc.SameAs(src.node.KeyCodec) {
+					ni.rawKeysFrom = append(ni.rawKeysFrom, src)
+				}
+			}
 		}
 	}
 	for _, ni := range t.insts {
@@ -260,7 +271,7 @@ func (ni *nodeInst) decode(in Input) (Record, error) {
 		if err != nil {
 			return r, where("key", in.Key, err)
 		}
-		r.Key = k
+		r.Key, r.src, r.srcKey, r.rawKey = k, ni, k, in.Key
 	}
 	if ni.node.ChangeValues {
 		c, err := DecodeChange(in.Value, ni.node.ValueCodec)
@@ -309,11 +320,17 @@ func (ni *nodeInst) sink(r Record) error {
 		return &serde.Error{Topic: ni.topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
 	}
 	if r.Key != nil {
-		k, err := ni.node.KeyCodec.Encode(r.Key)
-		if err != nil {
-			return where("key", err)
+		if r.src != nil && slices.Contains(ni.rawKeysFrom, r.src) && r.Key == r.srcKey {
+			// Still the key its source read, with a codec that would give
+			// back the same bytes: write those.
+			out.Key = r.rawKey
+		} else {
+			k, err := ni.node.KeyCodec.Encode(r.Key)
+			if err != nil {
+				return where("key", err)
+			}
+			out.Key = k
 		}
-		out.Key = k
 	}
 	if ni.node.ChangeValues {
 		c, _ := r.Value.(Change)
