@@ -269,3 +269,43 @@ func checkOwners(t *testing.T, apps []*app, want map[string]int64) {
 		})
 	}
 }
+
+// A global table holds every partition of its topic on every instance: read
+// to its end before the instance is ready, then kept current.
+func TestAppGlobalTable(t *testing.T) {
+	k := newKT(t)
+	in, out, cat := k.topic("in"), k.topic("out"), k.topic("catalog")
+	k.create(2, in, out)
+	k.create(3, cat)
+	price := func(v int64) []byte { b, _ := serde.Int64.Encode(v); return b }
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "item-%02d", i), Value: price(int64(i))})
+	}
+	k.produce(cat, recs...)
+
+	b := engine.NewBuilder()
+	g := engine.NewGlobalTable(b, cat, serde.String, serde.Int64, engine.Materialized("catalog"))
+	engine.NewStream(b, in, serde.String, serde.String).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := []*app{k.start(top, engine.Config{InstanceID: "a"}), k.start(top, engine.Config{InstanceID: "b"})}
+	for _, a := range apps {
+		waitRunning(t, k, a)
+		// Ready means bootstrapped: every item is there at once.
+		if got := storeContents(t, a.App, g.StoreName()); len(got) != 30 || got["item-07"] != 7 {
+			t.Fatalf("instance %s after bootstrap: %d items, item-07 = %d", a.ID(), len(got), got["item-07"])
+		}
+	}
+	// Updates and deletes reach every instance.
+	k.produce(cat, &kgo.Record{Key: []byte("item-07"), Value: price(70)}, &kgo.Record{Key: []byte("item-08")})
+	for _, a := range apps {
+		wait(t, 30*time.Second, "the update on instance "+a.ID(), func() bool {
+			got := storeContents(t, a.App, g.StoreName())
+			_, has8 := got["item-08"]
+			return got["item-07"] == 70 && !has8 && len(got) == 29
+		})
+	}
+}
