@@ -152,14 +152,8 @@ func (g *globalTask) poll(ctx context.Context) error {
 }
 
 func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) error {
-	var ferr error
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !kgoRetriable(err) {
-			ferr = errors.Join(ferr, fmt.Errorf("engine: global table %s[%d]: %w", topic, p, err))
-		}
-	})
-	if ferr != nil {
-		return ferr
+	if err := g.r.fetchErrors(fetches, "global table"); err != nil {
+		return err
 	}
 	var perr error
 	fetches.EachRecord(func(rec *kgo.Record) {

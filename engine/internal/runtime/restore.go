@@ -163,14 +163,8 @@ func (rs *restorer) step(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !kgoRetriable(err) {
-				ferr = errors.Join(ferr, fmt.Errorf("engine: restore %s[%d]: %w", topic, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := rs.r.fetchErrors(fetches, "restore"); err != nil {
+			return err
 		}
 		var apply error
 		fetches.EachRecord(func(rec *kgo.Record) {

@@ -326,18 +326,8 @@ func (r *Runtime) round(ctx context.Context) error {
 	if fetches.IsClientClosed() {
 		return context.Canceled
 	}
-	var ferr error
-	fetches.EachError(func(topic string, p int32, err error) {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return
-		}
-		r.log.Warn("fetch", "topic", topic, "partition", p, "err", err)
-		if !kgoRetriable(err) {
-			ferr = errors.Join(ferr, fmt.Errorf("engine: fetch %s[%d]: %w", topic, p, err))
-		}
-	})
-	if ferr != nil {
-		return ferr
+	if err := r.fetchErrors(fetches, "fetch"); err != nil {
+		return err
 	}
 
 	r.mu.Lock()
@@ -533,4 +523,20 @@ func (r *Runtime) ActiveTasks() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// fetchErrors logs the errors of a poll and returns those the client will
+// not retry by itself, joined; the end of a poll's deadline is no error.
+func (r *Runtime) fetchErrors(fetches kgo.Fetches, what string) error {
+	var errs error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		r.log.Warn(what, "topic", topic, "partition", p, "err", err)
+		if !kgoRetriable(err) {
+			errs = errors.Join(errs, fmt.Errorf("engine: %s %s[%d]: %w", what, topic, p, err))
+		}
+	})
+	return errs
 }
