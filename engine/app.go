@@ -288,6 +288,11 @@ func (a *App) LocalStore(name string) (topo.KVStore, error) { return a.rt.LocalS
 // NotLocalError says that a key of a store lives on another instance.
 type NotLocalError = runtime.NotLocalError
 
+// ErrNotReady is wrapped by queries of a partition whose state this
+// instance is still restoring (or has not opened yet after a rebalance):
+// ask again shortly.
+var ErrNotReady = runtime.ErrNotReady
+
 // KeyOwner returns the instance that owns key in store, and whether it is
 // this one. keySerde must be the serde the store's input topic was written
 // with, since the owner follows the key's partition.

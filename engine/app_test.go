@@ -312,6 +312,9 @@ func TestAppTwoInstancesMatchDriver(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, _, err = s.Get(w)
+			if errors.Is(err, engine.ErrNotReady) {
+				return false
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -104,13 +104,10 @@ func (r *Runtime) publish() {
 	var lags []partitionLag
 	var hits, misses int64
 	skipped := map[string]int64{}
-	restoring := map[topo.TaskID]bool{}
-	for id, t := range r.tasks {
+	r.publishQueryable()
+	for _, t := range r.tasks {
 		for k, v := range t.t.Skipped() {
 			skipped[k] += v
-		}
-		if t.restoring {
-			restoring[id] = true
 		}
 		for tp, q := range t.queues {
 			lags = append(lags, partitionLag{tp.topic, tp.partition, max(q.hwm-q.next, 0) + int64(q.len())})
@@ -120,11 +117,21 @@ func (r *Runtime) publish() {
 		misses += m
 	}
 	r.skipped.Store(&skipped)
-	r.restoring.Store(&restoring)
 	r.m.lag.Store(&lags)
 	r.m.cacheHits.Store(hits)
 	r.m.cacheMisses.Store(misses)
 	if len(r.restorer.jobs) == 0 {
 		r.m.restoreRemaining.Store(0)
 	}
+}
+
+// publishQueryable records which tasks queries may read: open and restored.
+func (r *Runtime) publishQueryable() {
+	queryable := map[topo.TaskID]bool{}
+	for id, t := range r.tasks {
+		if !t.restoring {
+			queryable[id] = true
+		}
+	}
+	r.queryable.Store(&queryable)
 }

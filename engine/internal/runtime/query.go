@@ -117,7 +117,7 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 		if !local {
 			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}
 		}
-		if rs := q.r.restoring.Load(); rs == nil || (*rs)[id] {
+		if qs := q.r.queryable.Load(); qs == nil || !(*qs)[id] {
 			return topo.Entry{}, false, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady)
 		}
 		p = id.Partition
@@ -129,6 +129,16 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 
 func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
 	return func(yield func(topo.Entry, error) bool) {
+		if !q.sub.Global {
+			qs := q.r.queryable.Load()
+			for _, p := range q.partitions() {
+				id := topo.TaskID{Sub: q.sub.ID, Partition: p}
+				if qs == nil || !(*qs)[id] {
+					yield(topo.Entry{}, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady))
+					return
+				}
+			}
+		}
 		st := q.db.Task()
 		defer st.Close()
 		var pulls []func() (topo.Entry, error, bool)

@@ -68,7 +68,7 @@ type Runtime struct {
 	lastCommit time.Time
 	fatal      error // set by a callback; Run returns it
 	skipped    atomic.Pointer[map[string]int64]
-	restoring  atomic.Pointer[map[topo.TaskID]bool]
+	queryable  atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
 
 	runOnce sync.Once
 	closed  bool // Close was called; guarded by mu
@@ -350,6 +350,7 @@ func (r *Runtime) round(ctx context.Context) error {
 	if err := r.restorer.step(ctx); err != nil {
 		return err
 	}
+	r.publishQueryable() // before the state says Running
 	r.updateState()
 	if err := r.processAll(ctx); err != nil {
 		return err
