@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"bytes"
 	"container/list"
 	"fmt"
 	"sync/atomic"
@@ -200,6 +201,21 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 		}
 		e.old, e.isDirty = old, true
 		e.el = c.dirty.PushBack(e)
+	}
+	// Keep nothing that points into a fetched batch: value bytes may share
+	// its buffer (serde.Bytes does not copy), and so may the raw key bytes
+	// the record carries; an entry that lives until the next commit would
+	// keep the whole batch in memory.
+	if value != nil {
+		value = bytes.Clone(value)
+	}
+	rec.src, rec.srcKey, rec.rawKey, rec.Value = nil, nil, nil, nil
+	if len(rec.Headers) > 0 {
+		hs := make([]Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			hs[i] = Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+		}
+		rec.Headers = hs
 	}
 	e.fwd, e.value, e.ts, e.rec, e.new = s, value, ts, rec, new
 	c.size += e.bytes()
