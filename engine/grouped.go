@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -25,7 +26,8 @@ type GroupedStream[K, V any] struct {
 // changed the key, the aggregation repartitions first.
 func (s *Stream[K, V]) GroupByKey(opts ...Option) *GroupedStream[K, V] {
 	o, err := s.b.opts("GroupByKey", opts)
-	return &GroupedStream[K, V]{s: s, name: s.b.name("group-by-key", o, []*topo.Node{s.node}, ""), err: err}
+	name := s.b.name("group-by-key", o, []*topo.Node{s.node}, "")
+	return &GroupedStream[K, V]{s: s, name: name, err: groupingErr(name, err)}
 }
 
 // GroupBy groups the stream by a new key computed from each record; the
@@ -33,7 +35,7 @@ func (s *Stream[K, V]) GroupByKey(opts ...Option) *GroupedStream[K, V] {
 func GroupBy[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) *GroupedStream[K2, V] {
 	o, err := s.b.opts("GroupBy", opts)
 	name := s.b.name("group-by", o, []*topo.Node{s.node}, "")
-	return &GroupedStream[K2, V]{s: SelectKey(s, fn, Named(name+"-key")), name: name, err: err}
+	return &GroupedStream[K2, V]{s: SelectKey(s, fn, Named(name+"-key")), name: name, err: groupingErr(name, err)}
 }
 
 // WithSerdes sets the serdes for the repartition topic and the store.
@@ -418,3 +420,12 @@ func (c *Cogrouped[K, VA]) Aggregate(init func() VA, opts ...Option) *Table[K, V
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// groupingErr names the grouping a problem of its options belongs to; Build
+// reports it on the aggregation's node, the first node the grouping makes.
+func groupingErr(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("grouping %q: %w", name, err)
+}

@@ -107,18 +107,20 @@ func TestPipeBytesKeyDecodeError(t *testing.T) {
 	}
 }
 
+// picky is a string serde that cannot decode "poison".
+var picky = serde.Func(
+	func(v string) ([]byte, error) { return []byte(v), nil },
+	func(b []byte) (string, error) {
+		if string(b) == "poison" {
+			return "", errors.New("poisoned")
+		}
+		return string(b), nil
+	},
+)
+
 // A record that cannot be decoded after a repartition is reported with the
 // internal topic's full name.
 func TestDecodeErrorOnInternalTopic(t *testing.T) {
-	picky := serde.Func(
-		func(v string) ([]byte, error) { return []byte(v), nil },
-		func(b []byte) (string, error) {
-			if string(b) == "poison" {
-				return "", errors.New("poisoned")
-			}
-			return string(b), nil
-		},
-	)
 	b := engine.NewBuilder()
 	s := engine.NewStream(b, "in", serde.String, serde.String)
 	engine.SelectKey(s, func(_, v string) string { return v }).WithSerdes(picky, picky).
@@ -142,15 +144,6 @@ func TestDecodeErrorOnInternalTopic(t *testing.T) {
 // decode its copy, the other still processes its own: with Kafka both
 // records are on their topics and the two tasks are independent.
 func TestDecodeErrorDoesNotDropOtherQueuedRecords(t *testing.T) {
-	picky := serde.Func(
-		func(v string) ([]byte, error) { return []byte(v), nil },
-		func(b []byte) (string, error) {
-			if string(b) == "poison" {
-				return "", errors.New("poisoned")
-			}
-			return string(b), nil
-		},
-	)
 	b := engine.NewBuilder()
 	s := engine.NewStream(b, "in", serde.String, serde.String)
 	engine.SelectKey(s, func(_, v string) string { return v }).WithSerdes(picky, picky).
@@ -167,7 +160,7 @@ func TestDecodeErrorDoesNotDropOtherQueuedRecords(t *testing.T) {
 		t.Fatalf("mid holds %d records, want 1", n)
 	}
 	if n := len(d.Messages("mid-out")); n != 1 {
-		t.Skipf("BUG: after a decode error the driver drops every other queued record: mid holds the record but mid-out has %d (the task reading mid never saw it)", n)
+		t.Fatalf("after a decode error the driver drops every other queued record: mid holds the record but mid-out has %d (the task reading mid never saw it)", n)
 	}
 }
 
