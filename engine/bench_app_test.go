@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +35,8 @@ import (
 // processor and deletes the topics and the group. Every processor commits at
 // least once every -oxbow.bench.commit (1s). The figures to compare are
 // records/s and ns/record; ns/op is the timed window of one iteration.
-// allocs/record and B/record count the whole process in the timed window,
-// the output reader included. Run them together, so that they see the same
+// allocs/record, B/record and cpu-ns/record (CPU time, user and system)
+// count the whole process in the timed window, the output reader included. Run them together, so that they see the same
 // machine:
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Passthrough|Stateless|Count' -benchtime=1x -count 3 ./engine/
@@ -47,6 +48,7 @@ import (
 
 var (
 	benchRecordsFlag = flag.Int("oxbow.bench.records", 0, "records per iteration of the Kafka benchmarks (default 500000, 20000 with -short)")
+	benchWorkersFlag = flag.Int("oxbow.bench.workers", 0, "worker goroutines of the engine's processors (default GOMAXPROCS)")
 	benchCommitFlag  = flag.Duration("oxbow.bench.commit", time.Second, "commit interval of the processors in the Kafka benchmarks")
 )
 
@@ -313,6 +315,7 @@ func (it *benchIter) startApp(top *engine.Topology, interval time.Duration) *pro
 		StateDir:       e.b.TempDir(),
 		Guarantee:      engine.AtLeastOnce,
 		CommitInterval: interval,
+		Workers:        *benchWorkersFlag,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -383,6 +386,7 @@ func (r benchRun) run(b *testing.B) {
 	b.StopTimer()
 	var elapsed time.Duration
 	var mallocs, bytes uint64
+	var cpu time.Duration
 	var ms runtime.MemStats
 	for range b.N {
 		it := e.iteration()
@@ -400,10 +404,12 @@ func (r benchRun) run(b *testing.B) {
 		each, done, progress := r.expect(e)
 		runtime.ReadMemStats(&ms)
 		m0, b0 := ms.Mallocs, ms.TotalAlloc
+		c0 := processCPU()
 		b.StartTimer()
 		t0 := time.Now()
 		labelled("reader", func() { out.until(b, p, 5*time.Minute, each, done, progress) })
 		elapsed += time.Since(t0)
+		cpu += processCPU() - c0
 		b.StopTimer()
 		runtime.ReadMemStats(&ms)
 		mallocs += ms.Mallocs - m0
@@ -417,8 +423,18 @@ func (r benchRun) run(b *testing.B) {
 	n := float64(e.records) * float64(b.N)
 	b.ReportMetric(n/elapsed.Seconds(), "records/s")
 	b.ReportMetric(float64(elapsed.Nanoseconds())/n, "ns/record")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
 	b.ReportMetric(float64(mallocs)/n, "allocs/record")
 	b.ReportMetric(float64(bytes)/n, "B/record")
+}
+
+// processCPU is the CPU time (user and system) the test process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // countRecords completes when want records have arrived.

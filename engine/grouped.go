@@ -84,7 +84,7 @@ func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Pro
 					c.Skip("record without a key or value in an aggregation")
 					return nil
 				}
-				kb, old, oldTs, ok, err := st.getKey(r.Key)
+				kb, old, oldTs, ok, err := st.getKey(r)
 				if err != nil {
 					return err
 				}
@@ -214,7 +214,7 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 			init: func(c *topo.Context) error { return st.open(c, store, kc, avc, true) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch := r.Value.(topo.Change)
-				kb, old, oldTs, ok, err := st.getKey(r.Key)
+				kb, old, oldTs, ok, err := st.getKey(r)
 				if err != nil {
 					return err
 				}
@@ -287,7 +287,7 @@ func (g *GroupedTable[K, V]) source() *topo.Node {
 	b.add(&topo.Node{Name: g.name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
 		Parents: []*topo.Node{g.sel}, KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nilSerdes(g.ks == nil, g.vs == nil))
 	g.src = b.add(&topo.Node{Name: g.name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
-		KeyCodec: kc, ValueCodec: vc, ChangeValues: true}, nil)
+		KeyCodec: kc, ValueCodec: vc, ChangeValues: true, KeyComparable: keyComparable[K]()}, nil)
 
 	return g.src
 }

@@ -245,12 +245,15 @@ func (a *kvAccess) err(part string, b []byte, encode bool, err error) error {
 	return &serde.Error{Store: name, Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
 }
 
-// getKey returns the encoded key, for a following updateKey, and the key's
+// getKey returns r's encoded key, for a following updateKey, and the key's
 // value (nil if absent) and timestamp.
-func (a *kvAccess) getKey(key any) ([]byte, any, time.Time, bool, error) {
-	kb, err := a.kc.Encode(key)
-	if err != nil {
-		return nil, nil, time.Time{}, false, a.err("key", nil, true, err)
+func (a *kvAccess) getKey(r topo.Record) ([]byte, any, time.Time, bool, error) {
+	kb, ok := topo.RawKey(r, a.kc)
+	if !ok {
+		var err error
+		if kb, err = a.kc.Encode(r.Key); err != nil {
+			return nil, nil, time.Time{}, false, a.err("key", nil, true, err)
+		}
 	}
 	v, ts, ok, err := a.getEncoded(kb)
 	return kb, v, ts, ok, err

@@ -32,7 +32,7 @@ func defaultSerde[T any]() serde.Serde[T] { return serde.For[T]() }
 // NewStream reads a topic as a stream.
 func NewStream[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Stream[K, V] {
 	o, err := b.opts("NewStream", opts)
-	n := &topo.Node{Kind: topo.SourceNode, Op: "source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde)}
+	n := &topo.Node{Kind: topo.SourceNode, Op: "source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	n.Name = b.name("source", o, nil, topic)
 	b.add(n, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
 	return &Stream[K, V]{b: b, node: n, ks: keySerde, vs: valueSerde}
@@ -273,7 +273,7 @@ func (s *Stream[K, V]) repartition(name string, partitions int, err error) *Stre
 	s.b.add(&topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
 		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}, errors.Join(err, serdeErr))
 	src := s.b.add(&topo.Node{Name: name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
-		KeyCodec: kc, ValueCodec: vc}, nil)
+		KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}, nil)
 	return &Stream[K, V]{b: s.b, node: src, ks: s.ks, vs: s.vs}
 }
 

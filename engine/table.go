@@ -29,7 +29,7 @@ type Table[K, V any] struct {
 // name given with [Materialized]).
 func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
 	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog")
-	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde)}
+	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	src.Name = b.name("table-source", o, nil, topic)
 	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table", Parents: []*topo.Node{src}}
@@ -53,7 +53,7 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 					c.Skip("record without a key for a table")
 					return nil
 				}
-				kb, old, _, ok, err := st.getKey(r.Key)
+				kb, old, _, ok, err := st.getKey(r)
 				if err != nil {
 					return err
 				}
@@ -200,7 +200,7 @@ type GlobalTable[K, V any] struct {
 // changelog; the store writes none of its own.
 func NewGlobalTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *GlobalTable[K, V] {
 	o, err := b.opts("NewGlobalTable", opts, "Materialized", "InMemory")
-	src := &topo.Node{Kind: topo.SourceNode, Op: "global-source", Topic: topic, Global: true, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde)}
+	src := &topo.Node{Kind: topo.SourceNode, Op: "global-source", Topic: topic, Global: true, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	src.Name = b.name("global-source", o, nil, topic)
 	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
 	store := storeName(o, src.Name)

@@ -20,16 +20,22 @@ import (
 func (r *Runtime) commitLocked(ctx context.Context) error {
 	start := time.Now()
 	r.lastCommit = r.cfg.Now()
+	var flush []*rtask
 	for _, t := range r.tasks {
-		if t.restoring {
-			continue
+		if !t.restoring && t.t.Pending() > 0 {
+			flush = append(flush, t)
 		}
-		// A failed flush leaves updates neither written nor forwarded: no
-		// policy can skip that and commit.
+	}
+	// A failed flush leaves updates neither written nor forwarded: no
+	// policy can skip that and commit.
+	if err := r.onWorkers(flush, func(t *rtask) error {
 		if err := t.t.Flush(); err != nil {
-			r.discardAll()
 			return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
 		}
+		return nil
+	}); err != nil {
+		r.discardAll()
+		return err
 	}
 	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	err := r.cl.Flush(fctx)

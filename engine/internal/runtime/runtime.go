@@ -391,17 +391,24 @@ func (r *Runtime) processAll(ctx context.Context) error {
 	if len(work) == 0 {
 		return nil
 	}
-	workers := min(r.cfg.Workers, len(work))
-	if workers == 1 {
-		for _, t := range work {
-			if err := t.run(ctx, now); err != nil {
+	return r.onWorkers(work, func(t *rtask) error { return t.run(ctx, now) })
+}
+
+// onWorkers runs fn for every task, on up to Workers goroutines; a task
+// goes to one of them. It returns the errors joined; a worker stops at its
+// first.
+func (r *Runtime) onWorkers(tasks []*rtask, fn func(*rtask) error) error {
+	workers := min(r.cfg.Workers, len(tasks))
+	if workers <= 1 {
+		for _, t := range tasks {
+			if err := fn(t); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ch := make(chan *rtask, len(work))
-	for _, t := range work {
+	ch := make(chan *rtask, len(tasks))
+	for _, t := range tasks {
 		ch <- t
 	}
 	close(ch)
@@ -410,7 +417,7 @@ func (r *Runtime) processAll(ctx context.Context) error {
 	for i := range workers {
 		wg.Go(func() {
 			for t := range ch {
-				if err := t.run(ctx, now); err != nil {
+				if err := fn(t); err != nil {
 					errs[i] = err
 					return
 				}

@@ -43,6 +43,9 @@ type Cache struct {
 	// pending updates. Two levels, so that a lookup by a []byte key does not
 	// allocate.
 	entries map[KVStore]map[string]*cacheEntry
+	// last is the entry the latest Get found, so that the Update that
+	// usually follows does not look it up again.
+	last *cacheEntry
 }
 
 // cacheKey is a key of a store.
@@ -123,6 +126,9 @@ func (c *Cache) evict() error {
 			e = c.dirty.Remove(c.dirty.Front()).(*cacheEntry)
 		}
 		delete(c.entries[e.ck.store], e.ck.key)
+		if c.last == e {
+			c.last = nil
+		}
 		c.size -= e.bytes()
 		if e.isDirty {
 			e.isDirty = false
@@ -159,6 +165,7 @@ func (s *TableStore) Name() string { return s.store.Name() }
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
 		if e, ok := s.cache.entries[s.store][string(key)]; ok {
+			s.cache.last = e
 			s.cache.Hits.Add(1)
 			if !e.isDirty {
 				s.cache.clean.MoveToBack(e.el)
@@ -186,7 +193,12 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 		byKey = map[string]*cacheEntry{}
 		c.entries[s.store] = byKey
 	}
-	e, ok := byKey[string(key)]
+	e, ok := c.last, false
+	if e != nil && e.ck.store == s.store && e.ck.key == string(key) {
+		ok = true
+	} else {
+		e, ok = byKey[string(key)]
+	}
 	if ok {
 		c.size -= e.bytes()
 	} else {

@@ -104,8 +104,9 @@ type Node struct {
 	KeyCodec     Codec
 	ValueCodec   Codec
 	ChangeValues bool // the topic carries encoded Changes (table re-grouping)
-	// KeyComparable: the sink's key type is comparable and not an interface,
-	// so a key can be checked for being unchanged since its source.
+	// KeyComparable: the node's key type is comparable and not an
+	// interface, so a key can be checked for being unchanged since its
+	// source (see RawKey).
 	KeyComparable bool
 	InternalTopic *InternalTopic
 

@@ -352,6 +352,22 @@ func (ni *nodeInst) sink(r Record) error {
 	return ni.task.cfg.Collector.Send(out)
 }
 
+// RawKey returns the bytes r's key was read from, if its key is still the
+// one its source decoded and codec encodes it back to those bytes: then
+// they can stand for codec.Encode(r.Key), without an allocation. The bytes
+// may share a fetched batch's buffer: read them, copy what is kept.
+func RawKey(r Record, codec Codec) ([]byte, bool) {
+	if r.src == nil || r.rawKey == nil || !r.src.node.KeyComparable {
+		return nil, false
+	}
+	// The source's key type is comparable, so == cannot panic: a key of
+	// another dynamic type is simply unequal.
+	if sc, ok := codec.(SameCodec); !ok || !sc.SameAs(r.src.node.KeyCodec) || r.Key != r.srcKey {
+		return nil, false
+	}
+	return r.rawKey, true
+}
+
 // EncodeChange writes a Change for a repartition topic: a flag byte (bit 0:
 // old present, bit 1: new present), the old value's length as a uvarint and
 // its bytes, then the new value's bytes.
