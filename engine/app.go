@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,7 +33,13 @@ const (
 	// crash, inputs since the last commit are processed again.
 	AtLeastOnce Guarantee = iota
 	// ExactlyOnce commits outputs, changelogs and input offsets in one Kafka
-	// transaction. Not available yet: NewApp refuses it.
+	// transaction, and reads inputs read-committed: after a crash or a
+	// rebalance, every input record has affected outputs and state exactly
+	// once. A crashed instance's open transaction is aborted as soon as an
+	// instance with the same InstanceID starts (or after
+	// TransactionTimeout); a zombie instance that lost its tasks is fenced
+	// by the group generation. A record that cannot be produced aborts the
+	// whole transaction, so OnProductionError must be Fail.
 	ExactlyOnce
 )
 
@@ -67,14 +75,20 @@ type Config struct {
 	// needs its own. Default: <os.TempDir()>/oxbow/<group>/<InstanceID>.
 	StateDir string
 	// InstanceID names the instance stably across restarts; the group's
-	// assignment gives an instance back the tasks whose state it holds.
-	// Default: a random id (stable only for the life of the App).
+	// assignment gives an instance back the tasks whose state it holds, and
+	// with ExactlyOnce it names the instance's transactions. Default: the id
+	// kept in StateDir (file oxbow-instance-id, created with a random id the
+	// first time) when StateDir is set, else a random id.
 	InstanceID string
 	// Guarantee: default AtLeastOnce.
 	Guarantee Guarantee
 	// CommitInterval is how often the instance commits. Default: 30s with
 	// AtLeastOnce, 100ms with ExactlyOnce (Kafka Streams' defaults).
 	CommitInterval time.Duration
+	// TransactionTimeout (ExactlyOnce): how long the broker keeps a
+	// transaction of a crashed instance open before aborting it, blocking
+	// read-committed readers of its topics meanwhile. Default: 10s.
+	TransactionTimeout time.Duration
 	// CacheBytes bounds the instance's record cache, shared by its tasks;
 	// negative disables it. Default: 10 MiB.
 	CacheBytes int64
@@ -152,9 +166,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if t == nil || t.t == nil {
 		errs = append(errs, errors.New("engine: no topology: build one with Builder.Build"))
 	}
-	if cfg.Guarantee == ExactlyOnce {
-		errs = append(errs, errors.New("engine: ExactlyOnce is not available yet; use AtLeastOnce"))
-	} else if cfg.Guarantee != AtLeastOnce {
+	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, fmt.Errorf("engine: unknown Guarantee %d", cfg.Guarantee))
 	}
 	if cfg.StandbyReplicas != 0 {
@@ -179,16 +191,27 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.Version != "" {
 		group += "-" + cfg.Version
 	}
+	if cfg.InstanceID == "" && cfg.StateDir != "" {
+		id, err := stateDirInstanceID(cfg.StateDir)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.InstanceID = id
+	}
 	if cfg.InstanceID == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		cfg.InstanceID = hex.EncodeToString(b[:])
+		cfg.InstanceID = randomID()
 	}
 	if cfg.StateDir == "" && group != "" {
 		cfg.StateDir = filepath.Join(os.TempDir(), "oxbow", group, cfg.InstanceID)
 	}
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = 30 * time.Second
+		if cfg.Guarantee == ExactlyOnce {
+			cfg.CommitInterval = 100 * time.Millisecond
+		}
+	}
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = 10 * time.Second
 	}
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 10 << 20
@@ -208,25 +231,28 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		meter = cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/engine")
 	}
 	rcfg := runtime.Config{
-		AppID:           group,
-		Brokers:         cfg.Brokers,
-		StateDir:        cfg.StateDir,
-		CommitInterval:  cfg.CommitInterval,
-		CacheBytes:      max(cfg.CacheBytes, 0),
-		Workers:         cfg.Workers,
-		MaxTaskIdle:     cfg.MaxTaskIdle,
-		AdvertisedAddr:  cfg.AdvertisedAddr,
-		ProcessID:       cfg.InstanceID,
-		Logger:          cfg.Logger,
-		Meter:           meter,
-		Tracer:          tracer,
-		Tracing:         cfg.TracerProvider != nil,
-		KafkaOpts:       cfg.KafkaOptions,
-		SessionTimeout:  cfg.SessionTimeout,
-		OnDecodeError:   runtime.ErrorPolicy(cfg.OnDeserializationError),
-		OnProcessError:  runtime.ErrorPolicy(cfg.OnProcessingError),
-		OnProduceError:  runtime.ErrorPolicy(cfg.OnProductionError),
-		DeadLetterTopic: cfg.DeadLetterTopic,
+		AppID:              group,
+		Brokers:            cfg.Brokers,
+		StateDir:           cfg.StateDir,
+		CommitInterval:     cfg.CommitInterval,
+		CacheBytes:         max(cfg.CacheBytes, 0),
+		Workers:            cfg.Workers,
+		MaxTaskIdle:        cfg.MaxTaskIdle,
+		AdvertisedAddr:     cfg.AdvertisedAddr,
+		ProcessID:          cfg.InstanceID,
+		Logger:             cfg.Logger,
+		Meter:              meter,
+		Tracer:             tracer,
+		Tracing:            cfg.TracerProvider != nil,
+		KafkaOpts:          cfg.KafkaOptions,
+		SessionTimeout:     cfg.SessionTimeout,
+		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
+		TransactionalID:    group + "-" + cfg.InstanceID,
+		TransactionTimeout: cfg.TransactionTimeout,
+		OnDecodeError:      runtime.ErrorPolicy(cfg.OnDeserializationError),
+		OnProcessError:     runtime.ErrorPolicy(cfg.OnProcessingError),
+		OnProduceError:     runtime.ErrorPolicy(cfg.OnProductionError),
+		DeadLetterTopic:    cfg.DeadLetterTopic,
 	}
 	if err := rcfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -306,4 +332,43 @@ func KeyOwner[K any](a *App, store string, key K, keySerde serde.Serde[K]) (Inst
 		return Instance{}, false, err
 	}
 	return Instance{ID: in.ProcessID, Addr: in.Addr}, local, nil
+}
+
+// instanceIDFile is the file in the state directory that keeps the
+// instance's id across restarts.
+const instanceIDFile = "oxbow-instance-id"
+
+// stateDirInstanceID reads the instance id kept in dir, or creates one.
+func stateDirInstanceID(dir string) (string, error) {
+	path := filepath.Join(dir, instanceIDFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return "", fmt.Errorf("engine: %s is empty; delete it or set InstanceID", path)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("engine: read the instance id: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("engine: state dir: %w", err)
+	}
+	id := randomID()
+	// Write then rename, so that a crash never leaves a partial id.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("engine: write the instance id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("engine: write the instance id: %w", err)
+	}
+	return id, nil
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -33,11 +33,45 @@ func TestNewAppReportsEveryConfigProblem(t *testing.T) {
 			t.Errorf("the error does not mention %q:\n%v", want, err)
 		}
 	}
-	if _, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, Guarantee: engine.ExactlyOnce}); err == nil || !strings.Contains(err.Error(), "ExactlyOnce is not available yet") {
-		t.Errorf("ExactlyOnce: %v", err)
+	if _, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, Guarantee: engine.ExactlyOnce, OnProductionError: engine.Skip}); err == nil || !strings.Contains(err.Error(), "cannot be skipped") {
+		t.Errorf("ExactlyOnce with OnProductionError Skip: %v", err)
 	}
 	if _, err := engine.NewApp(nil, engine.Config{AppID: "x", Brokers: []string{"b"}}); err == nil {
 		t.Error("NewApp accepted a nil topology")
+	}
+}
+
+// Without an InstanceID, an instance keeps the id it made up in its state
+// directory, so that a restart is the same instance to the group (and to
+// the broker's transactions).
+func TestInstanceIDKeptInStateDir(t *testing.T) {
+	dir := t.TempDir()
+	top := countByKey("in", "out")
+	cfg := engine.Config{AppID: "x", Brokers: []string{"b"}, StateDir: dir}
+	a, err := engine.NewApp(top, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := engine.NewApp(top, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID() == "" || a.ID() != b.ID() {
+		t.Errorf("ids %q and %q: want the same, not empty", a.ID(), b.ID())
+	}
+	c, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID() == a.ID() {
+		t.Errorf("another state dir got the same id %q", c.ID())
+	}
+	d, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, StateDir: dir, InstanceID: "given"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ID() != "given" {
+		t.Errorf("InstanceID given: id %q", d.ID())
 	}
 }
 

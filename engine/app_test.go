@@ -274,8 +274,19 @@ func expected(t *testing.T, top *engine.Topology, in, out string, recs []*kgo.Re
 }
 
 // Two instances run a repartition and a count over four partitions and give
-// the in-memory driver's answers.
+// the in-memory driver's answers, with either guarantee.
 func TestAppTwoInstancesMatchDriver(t *testing.T) {
+	for _, g := range guarantees {
+		t.Run(g.name, func(t *testing.T) { testTwoInstancesMatchDriver(t, g.g) })
+	}
+}
+
+var guarantees = []struct {
+	name string
+	g    engine.Guarantee
+}{{"at-least-once", engine.AtLeastOnce}, {"exactly-once", engine.ExactlyOnce}}
+
+func testTwoInstancesMatchDriver(t *testing.T, g engine.Guarantee) {
 	k := newKT(t)
 	in, out := k.topic("lines"), k.topic("counts")
 	k.create(4, in, out)
@@ -283,8 +294,8 @@ func TestAppTwoInstancesMatchDriver(t *testing.T) {
 	recs := genLines(1, 400)
 	want := expected(t, top, in, out, recs)
 
-	a := k.start(top, engine.Config{InstanceID: "a"})
-	b := k.start(top, engine.Config{InstanceID: "b"})
+	a := k.start(top, engine.Config{InstanceID: "a", Guarantee: g})
+	b := k.start(top, engine.Config{InstanceID: "b", Guarantee: g})
 	wait(t, 60*time.Second, "both instances to have tasks", func() bool {
 		k.checkApps()
 		return len(a.Tasks()) > 0 && len(b.Tasks()) > 0 && len(a.Tasks())+len(b.Tasks()) == 8

@@ -13,11 +13,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// commitLocked commits every task: caches flushed, every produced record
+// commitLocked commits every task (at least once; commitEOS for exactly
+// once): caches flushed, every produced record
 // acknowledged, input offsets committed, and only then local state applied
 // with the changelog offsets it corresponds to. The caller holds r.mu and no
 // worker is running.
 func (r *Runtime) commitLocked(ctx context.Context) error {
+	if r.cfg.ExactlyOnce {
+		return r.commitEOS(ctx)
+	}
 	start := time.Now()
 	r.lastCommit = r.cfg.Now()
 	var flush []*rtask
@@ -104,22 +108,8 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 			return nil
 		}
 	}
-	for _, t := range r.tasks {
-		t.out.mu.Lock()
-		for tp, end := range t.out.logEnd {
-			if err := t.st.SetCheckpoint(tp.topic, tp.partition, end); err != nil {
-				t.out.mu.Unlock()
-				return err
-			}
-		}
-		clear(t.out.logEnd)
-		t.out.mu.Unlock()
-		if err := t.st.Commit(); err != nil {
-			return fmt.Errorf("engine: task %s: apply state: %w", t.id, err)
-		}
-		for _, q := range t.queues {
-			q.consumed = -1
-		}
+	if err := r.applyStateLocked(); err != nil {
+		return err
 	}
 	r.m.commit(ctx, time.Since(start))
 	return nil

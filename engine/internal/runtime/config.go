@@ -88,6 +88,14 @@ type Config struct {
 	Tracing        bool // a tracer provider was configured: trace every record
 	KafkaOpts      []kgo.Opt
 	SessionTimeout time.Duration
+	// ExactlyOnce: outputs, changelogs and input offsets commit in one
+	// Kafka transaction, with this transactional id (stable across restarts
+	// of the instance, so that a restart fences its predecessor at once).
+	ExactlyOnce     bool
+	TransactionalID string
+	// TransactionTimeout: how long the broker lets a transaction of a
+	// crashed instance stay open before it aborts it.
+	TransactionTimeout time.Duration
 
 	OnDecodeError   ErrorPolicy
 	OnProcessError  ErrorPolicy
@@ -124,6 +132,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("engine: an error policy is DeadLetter but DeadLetterTopic is empty"))
 			break
 		}
+	}
+	if c.ExactlyOnce && c.TransactionalID == "" {
+		errs = append(errs, errors.New("engine: exactly-once needs a transactional id"))
+	}
+	if c.ExactlyOnce && c.OnProduceError == Skip {
+		errs = append(errs, fmt.Errorf("engine: OnProductionError is %v, but with ExactlyOnce a record that cannot be produced aborts its whole transaction: it cannot be skipped; use Fail", c.OnProduceError))
 	}
 	if c.OnProduceError == DeadLetter {
 		errs = append(errs, errors.New("engine: OnProductionError cannot be DeadLetter (the dead-letter topic is produced to as well); use Fail or Skip"))

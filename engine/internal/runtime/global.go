@@ -79,7 +79,7 @@ func newGlobalTask(r *Runtime, subs []*topo.SubTopology, base []kgo.Opt) (*globa
 		}
 	}
 	var err error
-	g.cl, err = kgo.NewClient(append(base, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	g.cl, err = kgo.NewClient(append(base, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("engine: global table client: %w", err)
@@ -97,7 +97,7 @@ func (g *globalTask) bootstrap(ctx context.Context) error {
 	for topic := range g.tasks {
 		topics = append(topics, topic)
 	}
-	ends, err := g.r.adm.ListEndOffsets(ctx, topics...)
+	ends, err := g.r.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("engine: global tables: end offsets: %w", err)
 	}
@@ -118,9 +118,10 @@ func (g *globalTask) bootstrap(ctx context.Context) error {
 		return false
 	}
 	g.r.setState(Restoring)
-	// Transaction markers at a topic's end occupy offsets no record has, so
-	// a position can stop short of the end offset: after a few empty polls
-	// the topic counts as read.
+	// Positions move past transaction markers too (the client keeps control
+	// records), so they reach the last stable offsets exactly. A partition
+	// whose records retention deleted has nothing to move them: after a few
+	// empty polls the topics count as read.
 	for idle := 0; behind() && idle < 4; {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fetches := g.cl.PollRecords(pctx, 10000)
@@ -160,6 +161,15 @@ func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) er
 		if perr != nil {
 			return
 		}
+		if pos != nil {
+			pos[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
+		}
+		if rec.Attrs.IsControl() {
+			// A transaction marker: past it, but nothing to process.
+			perr = g.st.SetCheckpoint(rec.Topic, rec.Partition, rec.Offset+1)
+			g.dirty = true
+			return
+		}
 		in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
 		if perr = g.tasks[rec.Topic].Process(in); perr != nil {
 			perr = fmt.Errorf("engine: global table %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, perr)
@@ -167,9 +177,6 @@ func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) er
 		}
 		perr = g.st.SetCheckpoint(rec.Topic, rec.Partition, rec.Offset+1)
 		g.dirty = true
-		if pos != nil {
-			pos[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
-		}
 	})
 	return perr
 }

@@ -118,7 +118,7 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 		return nil
 	}
 	if rs.cl == nil {
-		cl, err := kgo.NewClient(append(rs.base, kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+		cl, err := kgo.NewClient(append(rs.base, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 		if err != nil {
 			return fmt.Errorf("engine: restore client: %w", err)
 		}
@@ -170,6 +170,12 @@ func (rs *restorer) step(ctx context.Context) error {
 		fetches.EachRecord(func(rec *kgo.Record) {
 			j := rs.jobs[topicPartition{rec.Topic, rec.Partition}]
 			if j == nil || apply != nil || rec.Offset < j.pos {
+				return
+			}
+			if rec.Attrs.IsControl() {
+				// A transaction marker: it takes an offset, so the
+				// position moves past it, but it is no state.
+				j.pos = rec.Offset + 1
 				return
 			}
 			apply = j.apply(rec)
@@ -270,13 +276,15 @@ func (rs *restorer) close() {
 	}
 }
 
-// listOffsets lists the start and end offsets of one partition of each
-// topic, retrying while a topic just created is not in the metadata yet.
+// listOffsets lists the start and end (last stable) offsets of one
+// partition of each topic, retrying while a topic just created is not in the metadata yet.
 func listOffsets(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, ends kadm.ListedOffsets, err error) {
 	for {
 		starts, err = adm.ListStartOffsets(ctx, topics...)
 		if err == nil {
-			ends, err = adm.ListEndOffsets(ctx, topics...)
+			// The last stable offset: a read-committed reader gets no
+			// further while a transaction is open.
+			ends, err = adm.ListCommittedOffsets(ctx, topics...)
 		}
 		missing := err != nil
 		if err == nil {

@@ -70,6 +70,15 @@ type Runtime struct {
 	skipped    atomic.Pointer[map[string]int64]
 	queryable  atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
 
+	// Exactly-once: the session, whether a transaction is open (loop only),
+	// and what the rebalance callbacks recorded for the loop (eos.go).
+	sess          *kgo.GroupTransactSession
+	inTxn         bool
+	assignMu      sync.Mutex
+	assigned      map[string][]int32
+	assignChanged bool
+	txnDoomed     bool
+
 	runOnce sync.Once
 	closed  bool // Close was called; guarded by mu
 	cancel  context.CancelFunc
@@ -267,20 +276,44 @@ func (r *Runtime) setup(ctx context.Context) error {
 		kgo.ConsumerGroup(r.cfg.AppID),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(r.balancer),
-		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
 		kgo.MaxBufferedRecords(1<<20),
 	)
 	if r.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(r.cfg.SessionTimeout))
 	}
-	if r.cl, err = kgo.NewClient(opts...); err != nil {
+	if !r.cfg.ExactlyOnce {
+		opts = append(opts,
+			kgo.DisableAutoCommit(),
+			kgo.OnPartitionsAssigned(r.onAssigned),
+			kgo.OnPartitionsRevoked(r.onRevoked),
+			kgo.OnPartitionsLost(r.onLost),
+		)
+		if r.cl, err = kgo.NewClient(opts...); err != nil {
+			return fmt.Errorf("engine: kafka client: %w", err)
+		}
+		return nil
+	}
+	opts = append(opts,
+		kgo.TransactionalID(r.cfg.TransactionalID),
+		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.OnPartitionsAssigned(r.onAssignedEOS),
+		kgo.OnPartitionsRevoked(r.onRevokedEOS),
+		kgo.OnPartitionsLost(r.onRevokedEOS),
+	)
+	if r.sess, err = kgo.NewGroupTransactSession(opts...); err != nil {
 		return fmt.Errorf("engine: kafka client: %w", err)
+	}
+	r.cl = r.sess.Client()
+	// Initialize the producer id now: that fences a previous incarnation of
+	// this instance and aborts the transaction it left open, which would
+	// otherwise hold back every read-committed reader of its topics (our
+	// own restores included) until the transaction timeout.
+	if _, _, err := r.cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("engine: initialize the transactional producer %s: %w", r.cfg.TransactionalID, err)
 	}
 	return nil
 }
@@ -335,13 +368,35 @@ func (r *Runtime) round(ctx context.Context) error {
 	if r.fatal != nil {
 		return r.fatal
 	}
+	if r.cfg.ExactlyOnce {
+		if err := r.reconcileEOS(ctx); err != nil {
+			return err
+		}
+	}
+	var orphans map[string]map[int32]kgo.EpochOffset
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		t := r.byPart[topicPartition{fp.Topic, fp.Partition}]
-		if t == nil {
-			return // revoked since the fetch
+		if t != nil {
+			t.enqueue(fp)
+			return
 		}
-		t.enqueue(fp)
+		// Revoked since the fetch. Under exactly-once the session would
+		// commit these records as consumed: rewind (SetOffsets skips a
+		// partition no longer assigned).
+		if r.cfg.ExactlyOnce && len(fp.Records) > 0 {
+			if orphans == nil {
+				orphans = map[string]map[int32]kgo.EpochOffset{}
+			}
+			if orphans[fp.Topic] == nil {
+				orphans[fp.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			orphans[fp.Topic][fp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: fp.Records[0].Offset}
+		}
 	})
+	if len(orphans) > 0 {
+		r.log.Warn("records polled for partitions without a task; rewinding them", "partitions", orphans)
+		r.cl.SetOffsets(orphans)
+	}
 	if r.global != nil {
 		if err := r.global.poll(ctx); err != nil {
 			return err
@@ -352,6 +407,11 @@ func (r *Runtime) round(ctx context.Context) error {
 	}
 	r.publishQueryable() // before the state says Running
 	r.updateState()
+	if r.cfg.ExactlyOnce {
+		if err := r.beginTxn(); err != nil {
+			return err
+		}
+	}
 	if err := r.processAll(ctx); err != nil {
 		return err
 	}
@@ -471,6 +531,16 @@ func (r *Runtime) shutdown() error {
 
 func (r *Runtime) teardown() {
 	defer r.m.close()
+	if r.inTxn {
+		// A failed instance: abort what it began, rather than leave the
+		// broker to time the transaction out.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := r.sess.End(ctx, kgo.TryAbort); err != nil {
+			r.log.Warn("abort the transaction", "err", err)
+		}
+		cancel()
+		r.inTxn = false
+	}
 	if r.cl != nil {
 		r.cl.CloseAllowingRebalance()
 	}

@@ -1,0 +1,261 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// Exactly-once.
+//
+// The group client is a franz-go GroupTransactSession with the instance's
+// transactional id, reading read-committed. Every record a task produces
+// (outputs, changelogs, repartitions, dead letters) is produced inside the
+// open transaction; a commit flushes the record caches, awaits every
+// produced record, and ends the transaction with the input offsets in it
+// (TxnOffsetCommit, fenced by the group generation: KIP-447). Only when the
+// transaction has committed is the tasks' pending state applied to pebble,
+// with the changelog offsets it corresponds to, so local state never holds
+// anything Kafka does not.
+//
+// Two things differ from at-least-once:
+//
+//   - The session commits the offsets the client has polled, not the ones the
+//     tasks processed. Before ending a transaction, every partition whose
+//     queue still holds records (a task waiting for another partition, or
+//     restoring) is rewound with SetOffsets to its first unprocessed record,
+//     and the queue dropped: those records are fetched again.
+//   - The rebalance callbacks must not take r.mu: the session calls them with
+//     its own lock held, the lock End needs, and the loop holds r.mu while it
+//     ends a transaction. They only record what happened; the loop, at the
+//     start of its next round and before it queues what it polled, aborts
+//     the transaction if it was doomed (a revoke or a loss since it began),
+//     closes every task without committing, and opens the tasks of the
+//     current assignment, which restore the short tail their changelogs have
+//     beyond their checkpoints. Kafka Streams does the same ("close dirty and
+//     revive") after an aborted transaction.
+//
+// A produce error of any record aborts the transaction and fails the
+// instance: franz-go's End reports a commit even when records of the
+// transaction failed (measured: every produce to a missing topic failed, End
+// said committed, and the input offsets moved on), so the collector's
+// errors are checked before End is called.
+
+// onAssignedEOS records the new assignment for the loop.
+func (r *Runtime) onAssignedEOS(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.assignMu.Lock()
+	defer r.assignMu.Unlock()
+	r.assigned = map[string][]int32{}
+	for t, ps := range assigned {
+		r.assigned[t] = slices.Clone(ps)
+	}
+	r.assignChanged = true
+}
+
+// onRevokedEOS records that the open transaction must be aborted and that
+// nothing is assigned until the next assignment.
+func (r *Runtime) onRevokedEOS(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
+	r.assignMu.Lock()
+	defer r.assignMu.Unlock()
+	r.assigned = nil
+	r.assignChanged = true
+	r.txnDoomed = true
+}
+
+// reconcileEOS brings the tasks in line with what the callbacks recorded:
+// an aborted transaction and freshly opened tasks after a revoke or a loss,
+// new tasks after an assignment. The caller holds r.mu.
+func (r *Runtime) reconcileEOS(ctx context.Context) error {
+	r.assignMu.Lock()
+	doomed, changed, assigned := r.txnDoomed, r.assignChanged, r.assigned
+	r.txnDoomed, r.assignChanged = false, false
+	r.assignMu.Unlock()
+	if doomed {
+		if err := r.abortLocked(ctx, "the group rebalanced"); err != nil {
+			return err
+		}
+	}
+	if !doomed && !changed {
+		return nil
+	}
+	ids := map[topo.TaskID]bool{}
+	for topic, parts := range assigned {
+		sub := r.topo.SubFor(r.refOf(topic))
+		if sub == nil {
+			continue
+		}
+		for _, p := range parts {
+			ids[topo.TaskID{Sub: sub.ID, Partition: p}] = true
+		}
+	}
+	var gone []topo.TaskID
+	for id := range r.tasks {
+		if !ids[id] {
+			gone = append(gone, id)
+		}
+	}
+	r.closeTasksLocked(gone)
+	for id := range ids {
+		if r.tasks[id] == nil {
+			if err := r.openTask(id); err != nil {
+				return err
+			}
+		}
+	}
+	r.log.Info("assigned", "generation", r.balancer.Current().Generation, "tasks", taskList(ids))
+	return nil
+}
+
+// beginTxn opens a transaction if none is open.
+func (r *Runtime) beginTxn() error {
+	if r.inTxn {
+		return nil
+	}
+	if err := r.sess.Begin(); err != nil {
+		return fmt.Errorf("engine: begin a transaction: %w", err)
+	}
+	r.inTxn = true
+	return nil
+}
+
+// abortLocked aborts the open transaction (the session rewinds every
+// partition to its committed offset) and closes every task without
+// committing; reconcileEOS reopens the assigned ones.
+func (r *Runtime) abortLocked(ctx context.Context, why string) error {
+	r.log.Info("aborting the transaction", "reason", why, "tasks", len(r.tasks))
+	var err error
+	if r.inTxn {
+		actx, cancel := context.WithTimeout(ctx, flushTimeout)
+		_, err = r.sess.End(actx, kgo.TryAbort)
+		cancel()
+		r.inTxn = false
+	}
+	r.closeDirtyLocked()
+	if err != nil {
+		return fmt.Errorf("engine: abort the transaction: %w", err)
+	}
+	return nil
+}
+
+// closeDirtyLocked drops every task's uncommitted work and closes it.
+func (r *Runtime) closeDirtyLocked() {
+	for _, t := range r.tasks {
+		t.discard()
+	}
+	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
+}
+
+// commitEOS ends the open transaction with the processed input offsets,
+// then applies the tasks' state. The caller holds r.mu and no worker runs.
+func (r *Runtime) commitEOS(ctx context.Context) error {
+	start := time.Now()
+	r.lastCommit = r.cfg.Now()
+	if !r.inTxn {
+		return nil // nothing was processed since the last commit
+	}
+	var flush []*rtask
+	for _, t := range r.tasks {
+		if !t.restoring && t.t.Pending() > 0 {
+			flush = append(flush, t)
+		}
+	}
+	fail := func(err error) error {
+		if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
+			r.log.Warn("abort after a failed commit", "err", aerr)
+		}
+		return err
+	}
+	if err := r.onWorkers(flush, func(t *rtask) error {
+		if err := t.t.Flush(); err != nil {
+			return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
+		}
+		return nil
+	}); err != nil {
+		return fail(err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	err := r.cl.Flush(fctx)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("engine: flush produced records: %w", err))
+	}
+	for _, t := range r.tasks {
+		t.out.inflight.Wait()
+		if err, _ := t.out.takeErr(); err != nil {
+			return fail(err)
+		}
+	}
+	// Rewind what was polled but not processed, so that the transaction
+	// commits only the processed offsets.
+	rewind := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range r.tasks {
+		for tp, q := range t.queues {
+			if q.len() == 0 {
+				continue
+			}
+			if rewind[tp.topic] == nil {
+				rewind[tp.topic] = map[int32]kgo.EpochOffset{}
+			}
+			first := q.peek().Offset
+			rewind[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+			t.buffered -= q.len()
+			clear(q.recs)
+			q.recs, q.head, q.next = q.recs[:0], 0, first
+		}
+	}
+	if len(rewind) > 0 {
+		r.cl.SetOffsets(rewind)
+	}
+	ectx, cancel := context.WithTimeout(ctx, flushTimeout)
+	committed, err := r.sess.End(ectx, kgo.TryCommit)
+	cancel()
+	r.inTxn = false
+	if err != nil {
+		r.closeDirtyLocked()
+		return fmt.Errorf("engine: commit the transaction: %w", err)
+	}
+	if !committed {
+		// A rebalance since the transaction began: the session aborted it
+		// and rewound the partitions; start over from the committed state.
+		r.log.Info("transaction aborted by a rebalance; reopening the tasks")
+		r.closeDirtyLocked()
+		r.assignMu.Lock()
+		r.assignChanged = true
+		r.assignMu.Unlock()
+		return nil
+	}
+	if err := r.applyStateLocked(); err != nil {
+		return err
+	}
+	r.m.commit(ctx, time.Since(start))
+	return nil
+}
+
+// applyStateLocked applies every task's pending state to pebble with the
+// changelog offsets it corresponds to, once Kafka has committed them.
+func (r *Runtime) applyStateLocked() error {
+	for _, t := range r.tasks {
+		t.out.mu.Lock()
+		for tp, end := range t.out.logEnd {
+			if err := t.st.SetCheckpoint(tp.topic, tp.partition, end); err != nil {
+				t.out.mu.Unlock()
+				return err
+			}
+		}
+		clear(t.out.logEnd)
+		t.out.mu.Unlock()
+		if err := t.st.Commit(); err != nil {
+			return fmt.Errorf("engine: task %s: apply state: %w", t.id, err)
+		}
+		for _, q := range t.queues {
+			q.consumed = -1
+		}
+	}
+	return nil
+}
