@@ -282,7 +282,9 @@ func (r *Runtime) setup(ctx context.Context) error {
 		kgo.MaxBufferedRecords(1<<20),
 	)
 	if r.cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(r.cfg.SessionTimeout))
+		// Heartbeats a third of the session apart, as Kafka advises
+		// (franz-go's default, 3s, is only right for its default session).
+		opts = append(opts, kgo.SessionTimeout(r.cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, r.cfg.SessionTimeout/3)))
 	}
 	if !r.cfg.ExactlyOnce {
 		opts = append(opts,

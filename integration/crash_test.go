@@ -1,0 +1,519 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// The crash campaign: an instance running a re-keyed count (a repartition
+// topic, a store, its changelog) in a child process is killed with SIGKILL
+// at random moments while its input keeps arriving, and restarted on the
+// same state directory each time. Afterwards the output read committed and
+// the store hold the exact counts of the input: with exactly-once, each
+// key's counts on the output only ever grow, and end at the number of
+// times the key was written; with at-least-once nothing is lost (a count
+// may exceed it). The moments come from a seed (logged; -oxbow.crash.seed
+// replays a campaign), the number of kills from -oxbow.crash.kills.
+
+var (
+	crashSeed  = flag.Uint64("oxbow.crash.seed", 0, "seed of the crash campaigns (default: random, logged)")
+	crashKills = flag.Int("oxbow.crash.kills", 10, "SIGKILLs in the exactly-once crash campaign")
+)
+
+// crashChildEnv marks the test binary run as a campaign's child.
+const crashChildEnv = "OXBOW_CRASH_CHILD"
+
+// crashTopology counts the words (the values) of its input, re-keyed by
+// word.
+func crashTopology(in, out string) *engine.Topology {
+	b := engine.NewBuilder()
+	words := engine.NewStream(b, in, serde.String, serde.String)
+	engine.GroupBy(words, func(_ string, w string) string { return w }, engine.Named("by-word")).
+		Count(engine.Materialized("counts")).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+// crashConfig is how the parent tells a child what to run.
+type crashConfig struct {
+	brokers  []string
+	appID    string
+	in, out  string
+	stateDir string
+	eos      bool
+}
+
+func (c crashConfig) env() []string {
+	return append(os.Environ(),
+		crashChildEnv+"=1",
+		"OXBOW_CRASH_BROKERS="+strings.Join(c.brokers, ","),
+		"OXBOW_CRASH_APP="+c.appID,
+		"OXBOW_CRASH_IN="+c.in,
+		"OXBOW_CRASH_OUT="+c.out,
+		"OXBOW_CRASH_STATE="+c.stateDir,
+		"OXBOW_CRASH_EOS="+strconv.FormatBool(c.eos),
+	)
+}
+
+func (c crashConfig) engineConfig() engine.Config {
+	g := engine.AtLeastOnce
+	if c.eos {
+		g = engine.ExactlyOnce
+	}
+	cfg := engine.Config{
+		AppID:          c.appID,
+		Brokers:        c.brokers,
+		StateDir:       c.stateDir,
+		InstanceID:     "crash-0",
+		Guarantee:      g,
+		CommitInterval: 100 * time.Millisecond,
+		SessionTimeout: 2 * time.Second,
+	}
+	if os.Getenv("OXBOW_TEST_LOG") == "" {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// TestCrashChild is the campaign's child: it runs the instance until it is
+// killed (or, on SIGTERM, closes it). It does nothing in a normal test run.
+func TestCrashChild(t *testing.T) {
+	if os.Getenv(crashChildEnv) == "" {
+		t.Skip("the crash campaigns' child process; run by TestCrash*")
+	}
+	c := crashConfig{
+		brokers:  strings.Split(os.Getenv("OXBOW_CRASH_BROKERS"), ","),
+		appID:    os.Getenv("OXBOW_CRASH_APP"),
+		in:       os.Getenv("OXBOW_CRASH_IN"),
+		out:      os.Getenv("OXBOW_CRASH_OUT"),
+		stateDir: os.Getenv("OXBOW_CRASH_STATE"),
+		eos:      os.Getenv("OXBOW_CRASH_EOS") == "true",
+	}
+	cfg := c.engineConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	app, err := engine.NewApp(crashTopology(c.in, c.out), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	go func() {
+		select {
+		case <-app.Ready():
+			fmt.Println("READY")
+		case <-ctx.Done():
+		}
+	}()
+	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
+
+// crashChild is a running child process.
+type crashChild struct {
+	cmd    *exec.Cmd
+	ready  chan struct{}
+	exited chan struct{}
+	mu     sync.Mutex
+	log    bytes.Buffer // the child's stderr and stdout
+}
+
+func startCrashChild(t *testing.T, c crashConfig) *crashChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashChild$", "-test.v")
+	cmd.Env = c.env()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &crashChild{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
+	cmd.Stderr = lockedWriter{&ch.mu, &ch.log}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(ch.exited)
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "READY" {
+				once.Do(func() { close(ch.ready) })
+			}
+			ch.mu.Lock()
+			ch.log.WriteString(line + "\n")
+			ch.mu.Unlock()
+		}
+		_ = cmd.Wait()
+	}()
+	return ch
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (ch *crashChild) output() string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	s := ch.log.String()
+	if len(s) > 4000 {
+		s = "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (ch *crashChild) kill(t *testing.T) {
+	t.Helper()
+	_ = ch.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-ch.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child did not exit after SIGKILL")
+	}
+}
+
+// campaignSeed is the seed of a campaign: the flag's, or a random one.
+func campaignSeed(t *testing.T) uint64 {
+	seed := *crashSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -oxbow.crash.seed=%d)", seed, seed)
+	return seed
+}
+
+// crashInput writes batches of words to the input while a campaign runs and
+// keeps count of what it wrote.
+type crashInput struct {
+	cl    *kgo.Client
+	topic string
+	rng   *rand.Rand
+	words []string
+	want  map[string]int64
+	n     int
+}
+
+func (in *crashInput) batch(ctx context.Context, size int) error {
+	recs := make([]*kgo.Record, size)
+	for i := range recs {
+		w := in.words[in.rng.IntN(len(in.words))]
+		in.want[w]++
+		in.n++
+		recs[i] = &kgo.Record{Topic: in.topic, Key: fmt.Appendf(nil, "user-%d", in.rng.IntN(100)), Value: []byte(w)}
+	}
+	return in.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// runCrashCampaign kills the child kills times and returns the input's
+// expected counts.
+func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int, seed uint64) map[string]int64 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(c.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%03d", i)
+	}
+	input := &crashInput{cl: cl, topic: c.in, rng: rand.New(rand.NewPCG(seed, 12)), words: words, want: map[string]int64{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Some input before the first start, then more before every restart
+	// and while each child runs.
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	var progressed int
+	last := int64(0)
+	for i := range kills {
+		ch := startCrashChild(t, c)
+		select {
+		case <-ch.ready:
+		case <-ch.exited:
+			t.Fatalf("run %d: the child exited before it was ready:\n%s", i, ch.output())
+		case <-time.After(2 * time.Minute):
+			ch.kill(t)
+			t.Fatalf("run %d: the child was not ready after 2m:\n%s", i, ch.output())
+		}
+		// Kill at a random moment within 2s of its start of processing,
+		// while input arrives at about 5000 records a second.
+		deadline := time.Now().Add(time.Duration(rng.IntN(2000)) * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if err := input.batch(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // the input's pace
+		}
+		select {
+		case <-ch.exited:
+			t.Fatalf("run %d: the child exited by itself:\n%s", i, ch.output())
+		default:
+		}
+		ch.kill(t)
+		// How far the instance's committed input offsets got: the campaign
+		// is only worth something if the children commit between kills.
+		committed := committedInput(ctx, t, adm, c)
+		if committed > last {
+			progressed++
+		}
+		last = committed
+		t.Logf("run %d: killed after %d input records written, %d committed", i, input.n, committed)
+	}
+	if progressed < kills/2 {
+		t.Fatalf("the children committed progress in only %d of %d runs: the kills did not land while they worked", progressed, kills)
+	}
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	return input.want
+}
+
+// committedInput is the sum of the instance's committed input offsets.
+func committedInput(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig) int64 {
+	t.Helper()
+	offs, err := adm.FetchOffsets(ctx, c.appID)
+	if err != nil {
+		t.Fatalf("committed offsets of %s: %v", c.appID, err)
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == c.in && o.Err == nil {
+			sum += o.At
+		}
+	})
+	return sum
+}
+
+// readCounts reads the output, read-committed, until every key has its
+// wanted count (or the timeout passes), and returns each key's sequence
+// of counts.
+func readCounts(t *testing.T, env *kafkaenv.Env, topic string, want map[string]int64, exact bool, done func(map[string]int64) bool, timeout time.Duration) map[string][]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seqs := map[string][]int64{}
+	latest := map[string]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !done(latest) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			var short []string
+			for k, n := range want {
+				if latest[k] != n {
+					short = append(short, fmt.Sprintf("%s: %d of %d", k, latest[k], n))
+				}
+			}
+			t.Fatalf("output incomplete after %v: %d keys differ, e.g. %v", timeout, len(short), short[:min(len(short), 10)])
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n, err := serde.Int64.Decode(r.Value)
+			if err != nil {
+				t.Fatalf("%s offset %d: %v", topic, r.Offset, err)
+			}
+			seqs[string(r.Key)] = append(seqs[string(r.Key)], n)
+			latest[string(r.Key)] = n
+			if exact && n > want[string(r.Key)] {
+				t.Fatalf("key %s: count %d, but it was written %d times: a duplicate reached the output (counts %v)", r.Key, n, want[string(r.Key)], seqs[string(r.Key)])
+			}
+		})
+	}
+	return seqs
+}
+
+func newCrashTopics(t *testing.T, env *kafkaenv.Env, name string) crashConfig {
+	t.Helper()
+	prefix := fmt.Sprintf("oxbow-it-%s-%x", name, rand.Uint32())
+	c := crashConfig{brokers: env.Brokers, appID: prefix, in: prefix + "-words", out: prefix + "-counts", stateDir: t.TempDir()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resps, err := adm.CreateTopics(ctx, 3, -1, nil, c.in, c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ts, err := adm.ListTopics(ctx)
+		if err != nil {
+			return
+		}
+		var del []string
+		for _, n := range ts.Names() {
+			if strings.HasPrefix(n, prefix+"-") {
+				del = append(del, n)
+			}
+		}
+		_, _ = adm.DeleteTopics(ctx, del...)
+		_, _ = adm.DeleteGroups(ctx, prefix)
+	})
+	return c
+}
+
+// finish runs the instance in this process on the campaign's state
+// directory until the output is complete, and returns its store's contents.
+func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[string]int64, exact bool, complete func(map[string]int64) bool) (map[string][]int64, map[string]int64) {
+	t.Helper()
+	app, err := engine.NewApp(crashTopology(c.in, c.out), c.engineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(context.Background()) }()
+	defer func() {
+		if err := app.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	seqs := readCounts(t, env, c.out, want, exact, complete, 3*time.Minute)
+	select {
+	case err := <-done:
+		t.Fatalf("the final instance stopped: %v", err)
+	default:
+	}
+	// The store, once the instance has committed what it output.
+	store := map[string]int64{}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := engine.QueryKeyValueStore(app, "counts", serde.String, serde.Int64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(store)
+		for kv, e := range s.All() {
+			if e != nil {
+				err = e
+				break
+			}
+			store[kv.Key] = kv.Value
+		}
+		if err == nil && complete(store) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store after 30s (err %v): %d keys, want %d", err, len(store), len(want))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return seqs, store
+}
+
+// Exactly-once survives SIGKILL: no duplicate, no loss, in the output and
+// the store.
+func TestCrashExactlyOnce(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("a campaign of SIGKILLs takes a minute or more; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopics(t, env, "crash-eos")
+	c.eos = true
+	want := runCrashCampaign(t, env, c, *crashKills, seed)
+	exact := func(m map[string]int64) bool { return maps.Equal(m, want) }
+	seqs, store := finishCampaign(t, env, c, want, true, exact)
+	for k, seq := range seqs {
+		for i := 1; i < len(seq); i++ {
+			if seq[i] <= seq[i-1] {
+				t.Errorf("key %s: counts %v do not only grow: a duplicate or a lost update reached the output", k, seq)
+				break
+			}
+		}
+	}
+	if !maps.Equal(store, want) {
+		t.Errorf("store differs from the input's counts: %s", diffCounts(store, want))
+	}
+}
+
+// At-least-once survives SIGKILL without losing anything: every count
+// reaches at least the number of times its key was written.
+func TestCrashAtLeastOnce(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("a campaign of SIGKILLs; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopics(t, env, "crash-alos")
+	want := runCrashCampaign(t, env, c, 4, seed)
+	atLeast := func(m map[string]int64) bool {
+		for k, n := range want {
+			if m[k] < n {
+				return false
+			}
+		}
+		return len(m) == len(want)
+	}
+	_, store := finishCampaign(t, env, c, want, false, atLeast)
+	if !atLeast(store) {
+		t.Errorf("store lost updates: %s", diffCounts(store, want))
+	}
+}
+
+func diffCounts(got, want map[string]int64) string {
+	var d []string
+	for k, n := range want {
+		if got[k] != n {
+			d = append(d, fmt.Sprintf("%s: %d, want %d", k, got[k], n))
+		}
+	}
+	for k, n := range got {
+		if _, ok := want[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: %d, want none", k, n))
+		}
+	}
+	return fmt.Sprintf("%d keys differ, e.g. %v", len(d), d[:min(len(d), 10)])
+}
