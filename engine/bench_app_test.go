@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,6 +41,11 @@ import (
 // machine:
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Passthrough|Stateless|Count' -benchtime=1x -count 3 ./engine/
+//
+// BenchmarkGuarantee compares exactly-once with at-least-once (both
+// topologies, commits every 100ms and every second):
+//
+//	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench Guarantee -benchtime=1x -count 3 -oxbow.bench.records=1000000 ./engine/
 //
 // CPU profiles split by role with the label oxbow.bench (processor, preload,
 // reader): go tool pprof -tagfocus oxbow.bench=processor -top engine.test cpu.prof.
@@ -305,15 +311,15 @@ func (it *benchIter) startPassthrough(interval time.Duration) *processor {
 	}}
 }
 
-// startApp runs the topology in one App instance, at least once, committing
-// every interval.
-func (it *benchIter) startApp(top *engine.Topology, interval time.Duration) *processor {
+// startApp runs the topology in one App instance with guarantee g,
+// committing every interval.
+func (it *benchIter) startApp(top *engine.Topology, interval time.Duration, g engine.Guarantee) *processor {
 	e := it.e
 	cfg := engine.Config{
 		AppID:          it.prefix,
 		Brokers:        e.env.Brokers,
 		StateDir:       e.b.TempDir(),
-		Guarantee:      engine.AtLeastOnce,
+		Guarantee:      g,
 		CommitInterval: interval,
 		Workers:        *benchWorkersFlag,
 	}
@@ -330,7 +336,8 @@ func (it *benchIter) startApp(top *engine.Topology, interval time.Duration) *pro
 }
 
 // outputReader reads the output topic from the start, as the processor
-// writes it.
+// writes it; read committed, so that it sees an exactly-once processor's
+// output when it is committed, as its users would.
 type outputReader struct {
 	cl *kgo.Client
 }
@@ -339,7 +346,7 @@ func (it *benchIter) reader() *outputReader {
 	var cl *kgo.Client
 	var err error
 	labelled("reader", func() {
-		cl, err = kgo.NewClient(kgo.SeedBrokers(it.e.env.Brokers...), kgo.ConsumeTopics(it.out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cl, err = kgo.NewClient(kgo.SeedBrokers(it.e.env.Brokers...), kgo.ConsumeTopics(it.out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	})
 	if err != nil {
 		it.e.b.Fatal(err)
@@ -372,6 +379,8 @@ func (o *outputReader) until(b *testing.B, p *processor, timeout time.Duration, 
 // benchRun is the common frame: per iteration, fresh topics, pre-load,
 // start, time until complete, stop, clean up.
 type benchRun struct {
+	// interval is the commit interval; 0: -oxbow.bench.commit.
+	interval time.Duration
 	// start starts the processor of an iteration.
 	start func(it *benchIter, interval time.Duration) *processor
 	// expect returns the per-record callback and the completion test of an
@@ -381,7 +390,7 @@ type benchRun struct {
 
 func (r benchRun) run(b *testing.B) {
 	e := newBenchEnv(b)
-	interval := *benchCommitFlag
+	interval := cmp.Or(r.interval, *benchCommitFlag)
 	b.ReportAllocs()
 	b.StopTimer()
 	var elapsed time.Duration
@@ -478,13 +487,15 @@ func statelessTopology(in, out string) *engine.Topology {
 func BenchmarkStateless(b *testing.B) {
 	benchRun{
 		start: func(it *benchIter, interval time.Duration) *processor {
-			return it.startApp(statelessTopology(it.in, it.out), interval)
+			return it.startApp(statelessTopology(it.in, it.out), interval, engine.AtLeastOnce)
 		},
-		expect: func(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
-			kept := e.records - (e.records+benchDropEvery-1)/benchDropEvery
-			return countRecords(kept)
-		},
+		expect: expectStateless,
 	}.run(b)
+}
+
+func expectStateless(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
+	kept := e.records - (e.records+benchDropEvery-1)/benchDropEvery
+	return countRecords(kept)
 }
 
 // countTopology counts the input's records by key, in a pebble store with a
@@ -507,36 +518,68 @@ func countTopology(in, out string) *engine.Topology {
 func BenchmarkCount(b *testing.B) {
 	benchRun{
 		start: func(it *benchIter, interval time.Duration) *processor {
-			return it.startApp(countTopology(it.in, it.out), interval)
+			return it.startApp(countTopology(it.in, it.out), interval, engine.AtLeastOnce)
 		},
-		expect: func(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
-			// Each key's count only grows, so the sum of the latest counts
-			// reaches the number of records exactly when every final count
-			// has arrived.
-			latest := make(map[string]int64, e.keys)
-			var sum, outputs int64
-			var bad error
-			each := func(r *kgo.Record) {
-				outputs++
-				n, err := serde.Int64.Decode(r.Value)
-				if err != nil {
-					bad = firstErr(bad, fmt.Errorf("%s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err))
-					return
-				}
-				k := string(r.Key)
-				sum += n - latest[k]
-				latest[k] = n
-			}
-			done := func() bool {
-				if bad != nil {
-					e.b.Fatal(bad)
-				}
-				return sum >= int64(e.records) && len(latest) == e.keys
-			}
-			progress := func() string {
-				return fmt.Sprintf("%d of %d keys, counts summing to %d of %d, %d output records", len(latest), e.keys, sum, e.records, outputs)
-			}
-			return each, done, progress
-		},
+		expect: expectCount,
 	}.run(b)
+}
+
+// expectCount completes when every key's final count has arrived.
+func expectCount(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
+	// Each key's count only grows, so the sum of the latest counts
+	// reaches the number of records exactly when every final count
+	// has arrived.
+	latest := make(map[string]int64, e.keys)
+	var sum, outputs int64
+	var bad error
+	each := func(r *kgo.Record) {
+		outputs++
+		n, err := serde.Int64.Decode(r.Value)
+		if err != nil {
+			bad = firstErr(bad, fmt.Errorf("%s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err))
+			return
+		}
+		k := string(r.Key)
+		sum += n - latest[k]
+		latest[k] = n
+	}
+	done := func() bool {
+		if bad != nil {
+			e.b.Fatal(bad)
+		}
+		return sum >= int64(e.records) && len(latest) == e.keys
+	}
+	progress := func() string {
+		return fmt.Sprintf("%d of %d keys, counts summing to %d of %d, %d output records", len(latest), e.keys, sum, e.records, outputs)
+	}
+	return each, done, progress
+}
+
+// BenchmarkGuarantee runs the stateless and the count topologies at least
+// once and exactly once, committing every 100ms and every second, for the
+// ratio of exactly-once to at-least-once throughput at each interval
+// (-oxbow.bench.commit does not apply).
+func BenchmarkGuarantee(b *testing.B) {
+	for _, top := range []struct {
+		name   string
+		build  func(in, out string) *engine.Topology
+		expect func(*benchEnv) (func(*kgo.Record), func() bool, func() string)
+	}{{"stateless", statelessTopology, expectStateless}, {"count", countTopology, expectCount}} {
+		for _, interval := range []time.Duration{100 * time.Millisecond, time.Second} {
+			for _, g := range []struct {
+				name string
+				g    engine.Guarantee
+			}{{"alos", engine.AtLeastOnce}, {"eos", engine.ExactlyOnce}} {
+				b.Run(fmt.Sprintf("%s/commit=%v/%s", top.name, interval, g.name), func(b *testing.B) {
+					benchRun{
+						interval: interval,
+						start: func(it *benchIter, interval time.Duration) *processor {
+							return it.startApp(top.build(it.in, it.out), interval, g.g)
+						},
+						expect: top.expect,
+					}.run(b)
+				})
+			}
+		}
+	}
 }
