@@ -92,8 +92,12 @@ type Config struct {
 	// CacheBytes bounds the instance's record cache, shared by its tasks;
 	// negative disables it. Default: 10 MiB.
 	CacheBytes int64
-	// StandbyReplicas is the number of warm copies of each task's state on
-	// other instances. Not available yet: NewApp refuses more than 0.
+	// StandbyReplicas is the number of warm copies of each task's state kept
+	// on other instances (as many as there are other instances, at most):
+	// standby tasks follow the changelogs of the task's persistent stores,
+	// and the group moves a task to an instance that has its state, so that
+	// failover restores only the few records the standby had not applied.
+	// Default 0.
 	StandbyReplicas int
 	// Workers is the number of goroutines processing tasks. Default:
 	// GOMAXPROCS.
@@ -169,9 +173,6 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, fmt.Errorf("engine: unknown Guarantee %d", cfg.Guarantee))
 	}
-	if cfg.StandbyReplicas != 0 {
-		errs = append(errs, errors.New("engine: StandbyReplicas are not available yet; leave it 0"))
-	}
 	if cfg.AppID != "" {
 		if err := topo.CheckName(cfg.AppID); err != nil {
 			errs = append(errs, fmt.Errorf("engine: AppID: %w", err))
@@ -246,6 +247,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Tracing:            cfg.TracerProvider != nil,
 		KafkaOpts:          cfg.KafkaOptions,
 		SessionTimeout:     cfg.SessionTimeout,
+		Standbys:           cfg.StandbyReplicas,
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
 		TransactionalID:    group + "-" + cfg.InstanceID,
 		TransactionTimeout: cfg.TransactionTimeout,
@@ -298,6 +300,14 @@ func (a *App) StateDir() string { return a.cfg.StateDir }
 // RestoredRecords counts the changelog records this instance has restored
 // into local state since it started.
 func (a *App) RestoredRecords() int64 { return a.rt.Restored() }
+
+// StandbyLag is, for each standby task of the instance ("<sub>_<partition>"),
+// how many changelog records its state is behind the active task's.
+func (a *App) StandbyLag() map[string]int64 { return a.rt.StandbyLag() }
+
+// StandbyRecords is the number of changelog records the instance's standby
+// tasks applied since it started.
+func (a *App) StandbyRecords() int64 { return a.rt.StandbyRecords() }
 
 // Skipped counts the records the instance's current tasks dropped, by reason.
 func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -68,6 +69,11 @@ type crashConfig struct {
 	in, out  string
 	stateDir string
 	eos      bool
+	// table: the child materializes its input in store "kv" (failoverTopology)
+	// rather than counting it.
+	table    bool
+	standbys int
+	id       string // InstanceID; default crash-0
 }
 
 func (c crashConfig) env() []string {
@@ -79,6 +85,9 @@ func (c crashConfig) env() []string {
 		"OXBOW_CRASH_OUT="+c.out,
 		"OXBOW_CRASH_STATE="+c.stateDir,
 		"OXBOW_CRASH_EOS="+strconv.FormatBool(c.eos),
+		"OXBOW_CRASH_TABLE="+strconv.FormatBool(c.table),
+		"OXBOW_CRASH_STANDBYS="+strconv.Itoa(c.standbys),
+		"OXBOW_CRASH_ID="+c.id,
 	)
 }
 
@@ -88,13 +97,14 @@ func (c crashConfig) engineConfig() engine.Config {
 		g = engine.ExactlyOnce
 	}
 	cfg := engine.Config{
-		AppID:          c.appID,
-		Brokers:        c.brokers,
-		StateDir:       c.stateDir,
-		InstanceID:     "crash-0",
-		Guarantee:      g,
-		CommitInterval: 100 * time.Millisecond,
-		SessionTimeout: 2 * time.Second,
+		AppID:           c.appID,
+		Brokers:         c.brokers,
+		StateDir:        c.stateDir,
+		InstanceID:      cmp.Or(c.id, "crash-0"),
+		StandbyReplicas: c.standbys,
+		Guarantee:       g,
+		CommitInterval:  100 * time.Millisecond,
+		SessionTimeout:  2 * time.Second,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -115,10 +125,17 @@ func TestCrashChild(t *testing.T) {
 		out:      os.Getenv("OXBOW_CRASH_OUT"),
 		stateDir: os.Getenv("OXBOW_CRASH_STATE"),
 		eos:      os.Getenv("OXBOW_CRASH_EOS") == "true",
+		table:    os.Getenv("OXBOW_CRASH_TABLE") == "true",
+		id:       os.Getenv("OXBOW_CRASH_ID"),
 	}
+	c.standbys, _ = strconv.Atoi(os.Getenv("OXBOW_CRASH_STANDBYS"))
 	cfg := c.engineConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := engine.NewApp(crashTopology(c.in, c.out), cfg)
+	top := crashTopology(c.in, c.out)
+	if c.table {
+		top = failoverTopology(c.in)
+	}
+	app, err := engine.NewApp(top, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +384,14 @@ func readCounts(t *testing.T, env *kafkaenv.Env, topic string, want map[string]i
 
 func newCrashTopics(t *testing.T, env *kafkaenv.Env, name string) crashConfig {
 	t.Helper()
+	return newCrashTopicsN(t, env, name, 3)
+}
+
+// newCrashTopicsN creates a campaign's input and output topics with
+// partitions partitions each, deleted (with the internal topics and the
+// group) when the test ends.
+func newCrashTopicsN(t *testing.T, env *kafkaenv.Env, name string, partitions int32) crashConfig {
+	t.Helper()
 	prefix := fmt.Sprintf("oxbow-it-%s-%x", name, rand.Uint32())
 	c := crashConfig{brokers: env.Brokers, appID: prefix, in: prefix + "-words", out: prefix + "-counts", stateDir: t.TempDir()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
@@ -377,7 +402,7 @@ func newCrashTopics(t *testing.T, env *kafkaenv.Env, name string) crashConfig {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resps, err := adm.CreateTopics(ctx, 3, -1, nil, c.in, c.out)
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, c.in, c.out)
 	if err != nil {
 		t.Fatal(err)
 	}

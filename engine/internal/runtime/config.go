@@ -91,6 +91,8 @@ type Config struct {
 	// ExactlyOnce: outputs, changelogs and input offsets commit in one
 	// Kafka transaction, with this transactional id (stable across restarts
 	// of the instance, so that a restart fences its predecessor at once).
+	// Standbys is the number of standby replicas of each task.
+	Standbys        int
 	ExactlyOnce     bool
 	TransactionalID string
 	// TransactionTimeout: how long the broker lets a transaction of a
@@ -132,6 +134,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("engine: an error policy is DeadLetter but DeadLetterTopic is empty"))
 			break
 		}
+	}
+	if c.Standbys < 0 {
+		errs = append(errs, fmt.Errorf("engine: StandbyReplicas is %d; it cannot be negative", c.Standbys))
 	}
 	if c.ExactlyOnce && c.TransactionalID == "" {
 		errs = append(errs, errors.New("engine: exactly-once needs a transactional id"))

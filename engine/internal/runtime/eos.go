@@ -101,6 +101,9 @@ func (r *Runtime) reconcileEOS(ctx context.Context) error {
 		}
 	}
 	r.closeTasksLocked(gone)
+	if err := r.restorer.syncStandbys(r.balancer.Current().Standby); err != nil {
+		return err
+	}
 	for id := range ids {
 		if r.tasks[id] == nil {
 			if err := r.openTask(id); err != nil {

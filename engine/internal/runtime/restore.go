@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -19,16 +21,31 @@ import (
 // the local checkpoint, or everything when there is no usable checkpoint
 // (no local state, an in-memory store, or a checkpoint older than the
 // changelog's log start).
+//
+// It also keeps the standby tasks: warm copies of other instances' tasks,
+// whose persistent stores follow their changelogs for as long as the
+// assignment says so, with their checkpoints, so that the balancer can
+// move a task to an instance that has its state and its restore reads
+// only the little the standby had not yet applied.
 type restorer struct {
-	r     *Runtime
-	base  []kgo.Opt
-	cl    *kgo.Client
-	jobs  map[topicPartition]*restoreJob
-	total atomic.Int64 // records restored since the instance started
-	last  time.Time    // last progress log
+	r          *Runtime
+	base       []kgo.Opt
+	cl         *kgo.Client
+	jobs       map[topicPartition]*restoreJob
+	total      atomic.Int64 // records restored since the instance started (active tasks)
+	standbyN   atomic.Int64 // records standby tasks applied
+	standbys   map[topo.TaskID]bool
+	standbyLag atomic.Pointer[map[string]int64] // task -> records behind, as of the last round
+	last       time.Time                        // last progress log
+	lastFlush  time.Time                        // last standby checkpoint
 }
 
 type restoreJob struct {
+	// standby: the job of a standby task; it never ends. t is nil, task
+	// names the task.
+	standby   bool
+	task      topo.TaskID
+	hwm       int64 // the changelog's high watermark at the last fetch
 	t         *rtask
 	store     string
 	partition int32
@@ -41,7 +58,7 @@ type restoreJob struct {
 }
 
 func newRestorer(r *Runtime, base []kgo.Opt) *restorer {
-	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}}
+	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}, standbys: map[topo.TaskID]bool{}}
 }
 
 // Restored is the number of changelog records restored since the instance
@@ -72,7 +89,7 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 		if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
 			return fmt.Errorf("engine: task %s: changelog %s[%d] offsets: %w", t.id, l.changelog, p, errors.Join(so.Err, eo.Err))
 		}
-		job := &restoreJob{t: t, store: l.store, partition: p, end: eo.Offset, started: time.Now()}
+		job := &restoreJob{t: t, task: t.id, store: l.store, partition: p, end: eo.Offset, started: time.Now()}
 		if l.inMemory {
 			job.mem = mem[l.store]
 			job.from = so.Offset
@@ -117,6 +134,10 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 	if len(add) == 0 {
 		return nil
 	}
+	return rs.consume(add)
+}
+
+func (rs *restorer) consume(add map[string]map[int32]kgo.Offset) error {
 	if rs.cl == nil {
 		cl, err := kgo.NewClient(append(rs.base, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 		if err != nil {
@@ -128,12 +149,127 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 	return nil
 }
 
+// syncStandbys starts the standby tasks of the current assignment and
+// stops the others (those that became active first: their restores must
+// start from what the standby applied).
+func (rs *restorer) syncStandbys(want []topo.TaskID) error {
+	keep := map[topo.TaskID]bool{}
+	for _, id := range want {
+		keep[id] = true
+	}
+	for id := range rs.standbys {
+		if !keep[id] {
+			rs.stopStandby(id)
+		}
+	}
+	for _, id := range want {
+		if rs.standbys[id] {
+			continue
+		}
+		if err := rs.startStandby(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startStandby follows the changelogs of a task's persistent stores from
+// their local checkpoints. (In-memory stores keep no standby: their copy
+// would not survive the process that a standby is there to outlive.)
+func (rs *restorer) startStandby(id topo.TaskID) error {
+	r := rs.r
+	var sub *topo.SubTopology
+	for _, s := range r.topo.Subs {
+		if s.ID == id.Sub {
+			sub = s
+		}
+	}
+	if sub == nil {
+		return fmt.Errorf("engine: standby task %s of an unknown sub-topology", id)
+	}
+	rs.standbys[id] = true
+	var stores []string
+	var topics []string
+	for _, spec := range sub.Stores {
+		if spec.Logged && !spec.InMemory && !spec.Global {
+			stores = append(stores, spec.Name)
+			topics = append(topics, r.plan.name(topo.TopicRef{Name: topo.ChangelogTopic(spec.Name), Internal: true}))
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	starts, ends, err := listOffsets(ctx, r.adm, topics, id.Partition)
+	if err != nil {
+		return fmt.Errorf("engine: standby task %s: changelog offsets: %w", id, err)
+	}
+	add := map[string]map[int32]kgo.Offset{}
+	p := id.Partition
+	for i, topic := range topics {
+		so, _ := starts.Lookup(topic, p)
+		eo, _ := ends.Lookup(topic, p)
+		ckpt, has, err := r.db.Checkpoint(topic, p)
+		if err != nil {
+			return err
+		}
+		if !has || ckpt < so.Offset || ckpt > eo.Offset {
+			if err := r.db.Wipe(stores[i], p); err != nil {
+				return err
+			}
+			ckpt = so.Offset
+		}
+		job := &restoreJob{standby: true, task: id, store: stores[i], partition: p, from: ckpt, pos: ckpt, end: math.MaxInt64, hwm: eo.Offset, started: time.Now()}
+		if job.rs, err = r.db.Restorer(stores[i], p); err != nil {
+			return err
+		}
+		rs.jobs[topicPartition{topic, p}] = job
+		add[topic] = map[int32]kgo.Offset{p: kgo.NewOffset().At(ckpt)}
+		r.log.Info("standby", "task", id.String(), "store", stores[i], "from", ckpt, "end", eo.Offset)
+	}
+	return rs.consume(add)
+}
+
+// stopStandby checkpoints what a standby task applied and stops it.
+func (rs *restorer) stopStandby(id topo.TaskID) {
+	delete(rs.standbys, id)
+	drop := map[string][]int32{}
+	for tp, j := range rs.jobs {
+		if !j.standby || j.task != id {
+			continue
+		}
+		if err := errors.Join(j.rs.Flush(j.pos), j.rs.Close()); err != nil {
+			rs.r.log.Warn("close standby", "task", id.String(), "store", j.store, "err", err)
+		}
+		delete(rs.jobs, tp)
+		drop[tp.topic] = append(drop[tp.topic], tp.partition)
+	}
+	if len(drop) > 0 && rs.cl != nil {
+		rs.cl.RemoveConsumePartitions(drop)
+	}
+}
+
+// StandbyLag is, for each standby task of the instance, how many changelog
+// records its state is behind (summed over its stores), as of the last
+// round.
+func (r *Runtime) StandbyLag() map[string]int64 {
+	if p := r.restorer.standbyLag.Load(); p != nil {
+		return maps.Clone(*p)
+	}
+	return map[string]int64{}
+}
+
+// StandbyRecords is the number of changelog records standby tasks applied
+// since the instance started.
+func (r *Runtime) StandbyRecords() int64 { return r.restorer.standbyN.Load() }
+
 // remove abandons the restoration of a task's stores (it was revoked); what
 // was restored so far is committed, so the next attempt resumes there.
 func (rs *restorer) remove(t *rtask) {
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {
-		if j.t != t {
+		if j.standby || j.t != t {
 			continue
 		}
 		if j.rs != nil {
@@ -150,13 +286,21 @@ func (rs *restorer) remove(t *rtask) {
 }
 
 // step restores for a bounded time, so the loop stays responsive to
-// rebalances.
+// rebalances; with only standby tasks to keep, it takes what has arrived
+// without waiting.
 func (rs *restorer) step(ctx context.Context) error {
 	if len(rs.jobs) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for len(rs.jobs) > 0 && time.Now().Before(deadline) {
+	// Restoring active tasks: up to 200ms, waiting for fetches. Standbys
+	// only: what the client has buffered, for up to 50ms, never waiting.
+	start := time.Now()
+	deadline := start.Add(200 * time.Millisecond)
+	for {
+		restoring := rs.restoring()
+		if !restoring {
+			deadline = time.Now().Add(time.Millisecond)
+		}
 		pctx, cancel := context.WithDeadline(ctx, deadline)
 		fetches := rs.cl.PollRecords(pctx, 10000)
 		cancel()
@@ -166,6 +310,11 @@ func (rs *restorer) step(ctx context.Context) error {
 		if err := rs.r.fetchErrors(fetches, "restore"); err != nil {
 			return err
 		}
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if j := rs.jobs[topicPartition{fp.Topic, fp.Partition}]; j != nil && fp.HighWatermark > 0 {
+				j.hwm = fp.HighWatermark
+			}
+		})
 		var apply error
 		fetches.EachRecord(func(rec *kgo.Record) {
 			j := rs.jobs[topicPartition{rec.Topic, rec.Partition}]
@@ -179,6 +328,10 @@ func (rs *restorer) step(ctx context.Context) error {
 				return
 			}
 			apply = j.apply(rec)
+			if j.standby {
+				rs.standbyN.Add(1)
+				return
+			}
 			rs.total.Add(1)
 			rs.r.m.restored(ctx, 1)
 		})
@@ -188,8 +341,48 @@ func (rs *restorer) step(ctx context.Context) error {
 		if err := rs.finishDone(); err != nil {
 			return err
 		}
+		if len(rs.jobs) == 0 {
+			break
+		}
+		if restoring && !time.Now().Before(deadline) || !restoring && (fetches.NumRecords() == 0 || time.Since(start) > 50*time.Millisecond) {
+			break
+		}
 	}
 	rs.progress()
+	return rs.checkpointStandbys()
+}
+
+// restoring reports whether some active task is restoring.
+func (rs *restorer) restoring() bool {
+	for _, j := range rs.jobs {
+		if !j.standby {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpointStandbys commits what the standby tasks applied, at most twice
+// a second, and publishes their lag.
+func (rs *restorer) checkpointStandbys() error {
+	if len(rs.standbys) == 0 || time.Since(rs.lastFlush) < 500*time.Millisecond {
+		return nil
+	}
+	rs.lastFlush = time.Now()
+	lag := map[string]int64{}
+	for id := range rs.standbys {
+		lag[id.String()] = 0
+	}
+	for _, j := range rs.jobs {
+		if !j.standby {
+			continue
+		}
+		if err := j.rs.Flush(j.pos); err != nil {
+			return fmt.Errorf("engine: standby task %s: store %s: %w", j.task, j.store, err)
+		}
+		lag[j.task.String()] += max(j.hwm-j.pos, 0)
+	}
+	rs.standbyLag.Store(&lag)
 	return nil
 }
 
@@ -210,7 +403,7 @@ func (j *restoreJob) apply(rec *kgo.Record) error {
 func (rs *restorer) finishDone() error {
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {
-		if j.pos < j.end {
+		if j.standby || j.pos < j.end {
 			continue
 		}
 		if j.rs != nil {
@@ -228,7 +421,7 @@ func (rs *restorer) finishDone() error {
 		rs.r.log.Info("restored", "task", j.t.id.String(), "store", j.store, "partition", j.partition, "records", j.count, "took", el.Round(time.Millisecond))
 		still := false
 		for _, o := range rs.jobs {
-			still = still || o.t == j.t
+			still = still || !o.standby && o.t == j.t
 		}
 		if !still {
 			j.t.restoring = false
@@ -242,13 +435,16 @@ func (rs *restorer) finishDone() error {
 
 // progress logs, at most once a second, how the restoration goes.
 func (rs *restorer) progress() {
-	if len(rs.jobs) == 0 || time.Since(rs.last) < time.Second {
+	if !rs.restoring() || time.Since(rs.last) < time.Second {
 		return
 	}
 	rs.last = time.Now()
 	var done, left int64
 	var started time.Time
 	for _, j := range rs.jobs {
+		if j.standby {
+			continue
+		}
 		done += j.count
 		left += j.end - j.pos
 		if started.IsZero() || j.started.Before(started) {
@@ -266,10 +462,14 @@ func (rs *restorer) progress() {
 
 func (rs *restorer) close() {
 	for _, j := range rs.jobs {
+		if j.standby {
+			_ = j.rs.Flush(j.pos)
+		}
 		if j.rs != nil {
 			_ = j.rs.Close()
 		}
 	}
+	clear(rs.standbys)
 	rs.jobs = map[topicPartition]*restoreJob{}
 	if rs.cl != nil {
 		rs.cl.Close()

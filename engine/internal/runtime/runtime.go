@@ -116,7 +116,7 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 	}
 	r.restorer = newRestorer(r, r.baseOpts())
 	prefix := &topicPlan{prefix: cfg.AppID}
-	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Metadata: r.memberInfo})
+	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Standbys: max(cfg.Standbys, 0), Metadata: r.memberInfo})
 	return r, nil
 }
 

@@ -293,6 +293,12 @@ func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[st
 			}
 		}
 	}
+	// Standbys first: one that became active must have checkpointed what it
+	// applied before the active task plans its restore.
+	if err := r.restorer.syncStandbys(cur.Standby); err != nil {
+		r.fail(err)
+		return
+	}
 	for id := range ids {
 		if r.tasks[id] != nil {
 			continue
