@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+)
+
+var churnEvents = flag.Int("oxbow.churn.events", 9, "joins, leaves and crashes in the exactly-once churn campaign")
+
+// The churn campaign: three instances, each a child process with its own
+// state directory, count a continuous input while, at random moments from a
+// seed, one of them crashes (SIGKILL), leaves (SIGTERM: it commits and
+// leaves the group) or, if it is down, joins again. Then all three run until
+// the output is complete. With exactly-once the output, read committed,
+// holds the exact counts and each key's counts only grow; with
+// at-least-once no count is short.
+
+// churnSlot is one of the campaign's instances.
+type churnSlot struct {
+	c     crashConfig
+	child *crashChild // nil while down
+}
+
+func (s *churnSlot) running() bool {
+	if s.child == nil {
+		return false
+	}
+	select {
+	case <-s.child.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *churnSlot) stop(t *testing.T) {
+	t.Helper()
+	_ = s.child.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.child.exited:
+	case <-time.After(time.Minute):
+		s.child.kill(t)
+		t.Fatalf("instance %s did not stop within a minute of SIGTERM:\n%s", s.c.id, s.child.output())
+	}
+	if code := s.child.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("instance %s exited with %d after SIGTERM:\n%s", s.c.id, code, s.child.output())
+	}
+}
+
+func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) map[string]int64 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 21))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(c.in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%03d", i)
+	}
+	input := &crashInput{cl: cl, topic: c.in, rng: rand.New(rand.NewPCG(seed, 22)), words: words, want: map[string]int64{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	slots := make([]*churnSlot, 3)
+	for i := range slots {
+		sc := c
+		sc.id, sc.stateDir = fmt.Sprintf("churn-%d", i), t.TempDir()
+		slots[i] = &churnSlot{c: sc}
+	}
+	t.Cleanup(func() {
+		for _, s := range slots {
+			if s.running() {
+				s.child.kill(t)
+			}
+		}
+	})
+	for _, s := range slots {
+		s.child = startCrashChild(t, s.c)
+	}
+	select {
+	case <-slots[0].child.ready:
+	case <-slots[0].child.exited:
+		t.Fatalf("instance %s exited:\n%s", slots[0].c.id, slots[0].child.output())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("instance %s not ready after 2m:\n%s", slots[0].c.id, slots[0].child.output())
+	}
+	// Input at about 5000 records a second between events, 0.5s to 3s apart.
+	feed := func(d time.Duration) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			if err := input.batch(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // the input's pace
+		}
+	}
+	for i := range events {
+		feed(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+		s := slots[rng.IntN(len(slots))]
+		switch {
+		case !s.running():
+			if s.child != nil && s.child.cmd.ProcessState != nil && s.child.cmd.ProcessState.ExitCode() > 0 {
+				t.Fatalf("instance %s failed:\n%s", s.c.id, s.child.output())
+			}
+			s.child = startCrashChild(t, s.c)
+			t.Logf("event %d: %s joins (%d records written)", i, s.c.id, input.n)
+		case rng.IntN(2) == 0:
+			s.child.kill(t)
+			t.Logf("event %d: %s crashes (%d records written)", i, s.c.id, input.n)
+		default:
+			s.stop(t)
+			t.Logf("event %d: %s leaves (%d records written)", i, s.c.id, input.n)
+		}
+	}
+	for _, s := range slots {
+		if !s.running() {
+			s.child = startCrashChild(t, s.c)
+		}
+	}
+	feed(time.Second)
+	return input.want
+}
+
+// finishChurn reads the output until it is complete, with every instance
+// running (the test's cleanup kills them).
+func finishChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[string]int64, exact bool, complete func(map[string]int64) bool) map[string][]int64 {
+	t.Helper()
+	return readCounts(t, env, c.out, want, exact, complete, 3*time.Minute)
+}
+
+// Exactly-once through joins, leaves and crashes: exact counts, only
+// growing.
+func TestChurnExactlyOnce(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("a churn campaign takes a minute or so; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopics(t, env, "churn-eos")
+	c.eos = true
+	want := runChurn(t, env, c, *churnEvents, seed)
+	seqs := finishChurn(t, env, c, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	for k, seq := range seqs {
+		for i := 1; i < len(seq); i++ {
+			if seq[i] <= seq[i-1] {
+				t.Errorf("key %s: counts %v do not only grow", k, seq)
+				break
+			}
+		}
+	}
+}
+
+// At-least-once through joins, leaves and crashes: nothing lost.
+func TestChurnAtLeastOnce(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("a churn campaign; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopics(t, env, "churn-alos")
+	want := runChurn(t, env, c, 6, seed)
+	finishChurn(t, env, c, want, false, func(m map[string]int64) bool {
+		for k, n := range want {
+			if m[k] < n {
+				return false
+			}
+		}
+		return len(m) == len(want)
+	})
+}
