@@ -106,7 +106,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	}
 	b.Cleanup(cl.Close)
 	n, k := benchSize()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(b.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", "=", "-").Replace(b.Name()))
 	return &benchEnv{b: b, env: env, cl: cl, adm: kadm.NewClient(cl), name: name, records: n, keys: k}
 }
 
@@ -570,7 +570,7 @@ func BenchmarkGuarantee(b *testing.B) {
 				name string
 				g    engine.Guarantee
 			}{{"alos", engine.AtLeastOnce}, {"eos", engine.ExactlyOnce}} {
-				b.Run(fmt.Sprintf("%s/commit=%v/%s", top.name, interval, g.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/commit-%v/%s", top.name, interval, g.name), func(b *testing.B) {
 					benchRun{
 						interval: interval,
 						start: func(it *benchIter, interval time.Duration) *processor {

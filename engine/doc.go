@@ -56,9 +56,13 @@
 // the topology's tasks (one per input partition and sub-topology); each
 // task's state lives in the instance's local pebble database and in a
 // compacted changelog topic, so it moves with the task and survives a lost
-// disk. Commits are at least once: input offsets are committed only after
-// every output and changelog record they caused was acknowledged, and local
-// state is applied only after that. Records that fail to decode, process or
+// disk. Commits are at least once by default: input offsets are committed
+// only after every output and changelog record they caused was
+// acknowledged, and local state is applied only after that. With
+// Guarantee ExactlyOnce, outputs, changelogs and input offsets commit in
+// one Kafka transaction, so that after a crash or a rebalance every input
+// has counted exactly once. StandbyReplicas keeps warm copies of each
+// task's state on other instances for a fast failover. Records that fail to decode, process or
 // be produced follow a [ErrorPolicy]: fail, skip, or dead-letter.
 // [QueryKeyValueStore] reads an instance's stores while it runs, and
 // [KeyOwner] says which instance owns a key. Metrics and traces go to the

@@ -23,6 +23,13 @@
 // pebble together with the changelog offsets it corresponds to. A crash at
 // any point leaves local state equal to a known changelog position, so
 // restoring replays only the changelog's tail.
+//
+// # Exactly-once
+//
+// With ExactlyOnce the records, changelogs and input offsets of a commit
+// interval form one Kafka transaction; see eos.go for how it differs from
+// the at-least-once commit (the rebalance callbacks, the offsets of records
+// polled but not processed).
 package runtime
 
 import (
