@@ -231,3 +231,70 @@ func TestAppProductionErrorPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With exactly-once, a record the broker refuses aborts the whole
+// transaction and stops the instance: nothing of it reaches a
+// read-committed reader and the input offsets stay where they were, even
+// though the records before it were produced fine. (franz-go's End alone
+// would have committed: the engine checks every produce before it.)
+func TestAppExactlyOnceProductionErrorAborts(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	b := engine.NewBuilder()
+	engine.MapValues(engine.NewStream(b, in, serde.String, serde.String), func(_ string, v string) string {
+		if v == "huge" {
+			b := make([]byte, 2<<20)
+			rand.Read(b)
+			return string(b)
+		}
+		return v
+	}).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("small")}, &kgo.Record{Key: []byte("b"), Value: []byte("huge")}, &kgo.Record{Key: []byte("c"), Value: []byte("small")})
+	group := k.prefix + "-eos"
+	err = k.runUntilStopped(top, engine.Config{AppID: group, Guarantee: engine.ExactlyOnce})
+	if err == nil || !strings.Contains(err.Error(), "produce to "+out) {
+		t.Fatalf("Run returned %v, want the production error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := k.adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(in, 0); ok && o.At > 0 {
+		t.Errorf("input offset committed at %d", o.At)
+	}
+	// Everything up to the last stable offset, read committed: the aborted
+	// "a" must not be there.
+	ends, err := k.adm.ListCommittedOffsets(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(out, 0)
+	if end.Offset == 0 {
+		t.Fatal("nothing was written to the output: the test did not get to produce before the failure")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for pos := int64(0); pos < end.Offset; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("output read to %d of %d", pos, end.Offset)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pos = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				t.Errorf("a read-committed reader sees %q at offset %d", r.Key, r.Offset)
+			}
+		})
+	}
+}
