@@ -298,3 +298,42 @@ func TestAppExactlyOnceProductionErrorAborts(t *testing.T) {
 		})
 	}
 }
+
+// Two instances started with the same InstanceID share a transactional id:
+// the second fences the first, which stops with an error that says so,
+// while the second carries on.
+func TestAppExactlyOnceSameInstanceIDFenced(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	b := engine.NewBuilder()
+	engine.NewStream(b, in, serde.String, serde.String).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{InstanceID: "same", Guarantee: engine.ExactlyOnce}
+	first := k.start(top, cfg)
+	wait(t, 60*time.Second, "the first instance to run its task", func() bool { return len(first.Tasks()) == 1 })
+	second := k.start(top, cfg)
+	// Input keeps the first one producing until it learns it was fenced.
+	var ferr error
+	wait(t, 60*time.Second, "the first instance to stop", func() bool {
+		k.produce(in, &kgo.Record{Key: []byte("k"), Value: []byte("v")})
+		select {
+		case ferr = <-first.done:
+			first.done <- ferr
+			return true
+		default:
+			return false
+		}
+	})
+	if ferr == nil || !strings.Contains(ferr.Error(), `InstanceID "same"`) {
+		t.Fatalf("the fenced instance stopped with %v; want an error naming the shared InstanceID", ferr)
+	}
+	select {
+	case err := <-second.done:
+		t.Fatalf("the second instance stopped too: %v", err)
+	default:
+	}
+}

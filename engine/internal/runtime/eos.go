@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
@@ -121,7 +123,7 @@ func (r *Runtime) beginTxn() error {
 		return nil
 	}
 	if err := r.sess.Begin(); err != nil {
-		return fmt.Errorf("engine: begin a transaction: %w", err)
+		return r.fenced(fmt.Errorf("engine: begin a transaction: %w", err))
 	}
 	r.inTxn = true
 	return nil
@@ -172,7 +174,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
 			r.log.Warn("abort after a failed commit", "err", aerr)
 		}
-		return err
+		return r.fenced(err)
 	}
 	if err := r.onWorkers(flush, func(t *rtask) error {
 		if err := t.t.Flush(); err != nil {
@@ -221,7 +223,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 	r.inTxn = false
 	if err != nil {
 		r.closeDirtyLocked()
-		return fmt.Errorf("engine: commit the transaction: %w", err)
+		return r.fenced(fmt.Errorf("engine: commit the transaction: %w", err))
 	}
 	if !committed {
 		// A rebalance since the transaction began: the session aborted it
@@ -261,4 +263,13 @@ func (r *Runtime) applyStateLocked() error {
 		}
 	}
 	return nil
+}
+
+// fenced explains an error that means another producer with this
+// instance's transactional id took over.
+func (r *Runtime) fenced(err error) error {
+	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+		return fmt.Errorf("engine: fenced: another instance with InstanceID %q (transactional id %s) started and took over this one's transactions; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, err)
+	}
+	return err
 }
