@@ -36,6 +36,9 @@ func TestNewAppReportsEveryConfigProblem(t *testing.T) {
 	if _, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, Guarantee: engine.ExactlyOnce, OnProductionError: engine.Skip}); err == nil || !strings.Contains(err.Error(), "cannot be skipped") {
 		t.Errorf("ExactlyOnce with OnProductionError Skip: %v", err)
 	}
+	if _, err := engine.NewApp(top, engine.Config{AppID: "x", Brokers: []string{"b"}, Guarantee: engine.ExactlyOnce, CommitInterval: 30 * time.Second}); err == nil || !strings.Contains(err.Error(), "not below TransactionTimeout") {
+		t.Errorf("ExactlyOnce with a commit interval over the transaction timeout: %v", err)
+	}
 	if _, err := engine.NewApp(nil, engine.Config{AppID: "x", Brokers: []string{"b"}}); err == nil {
 		t.Error("NewApp accepted a nil topology")
 	}

@@ -148,6 +148,9 @@ func (c *Config) Validate() error {
 	if c.ExactlyOnce && c.TransactionalID == "" {
 		errs = append(errs, errors.New("engine: exactly-once needs a transactional id"))
 	}
+	if c.ExactlyOnce && c.CommitInterval >= c.TransactionTimeout {
+		errs = append(errs, fmt.Errorf("engine: CommitInterval %v is not below TransactionTimeout %v: the broker would abort every transaction before it commits", c.CommitInterval, c.TransactionTimeout))
+	}
 	if c.ExactlyOnce && c.OnProduceError == Skip {
 		errs = append(errs, fmt.Errorf("engine: OnProductionError is %v, but with ExactlyOnce a record that cannot be produced aborts its whole transaction: it cannot be skipped; use Fail", c.OnProduceError))
 	}
