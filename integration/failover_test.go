@@ -17,7 +17,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
-var failoverKeys = flag.Int("oxbow.failover.keys", 1_000_000, "keys of state in the failover test")
+var failoverKeys = flag.Int("oxbow.failover.keys", 0, "keys of state in the failover test (default 1M; 100k under the race detector)")
 
 // failoverTopology materializes its input, one partition of it per task,
 // in the persistent store "kv".
@@ -41,6 +41,15 @@ func TestFailoverToStandby(t *testing.T) {
 		t.Skip("loads a million keys; not with -short")
 	}
 	n := *failoverKeys
+	if n == 0 {
+		n = 1_000_000
+		if raceDetector {
+			// Loading a million keys under the race detector takes
+			// minutes; CI runs this test at full size without it too.
+			n = 100_000
+		}
+	}
+	t.Logf("%d keys", n)
 	c := newFailoverTopic(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
