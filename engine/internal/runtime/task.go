@@ -56,6 +56,7 @@ type partQueue struct {
 	// consumed is the offset after the last record processed since the last
 	// commit, or -1.
 	consumed int64
+	src      *topo.Source // the task's source of the partition's topic
 	// Per-topic values made once rather than per record.
 	spanName  string
 	topicAttr metric.MeasurementOption
@@ -162,16 +163,19 @@ func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) erro
 	pctx := ctx
 	var err error
 	if r.cfg.Tracing {
-		// Continue the producer's trace, if the record carries one.
-		pctx = propagator.Extract(ctx, headerCarrier{&in.Headers})
+		// Continue the producer's trace, if the record carries one. (A
+		// copy of the headers: a pointer into in would move in to the
+		// heap, for every record.)
+		hs := in.Headers
+		pctx = propagator.Extract(ctx, headerCarrier{&hs})
 		var span trace.Span
 		pctx, span = r.cfg.Tracer.Start(pctx, q.spanName, trace.WithSpanKind(trace.SpanKindConsumer))
 		t.out.span = span.SpanContext()
-		err = t.t.Process(in)
+		err = t.t.ProcessFrom(q.src, in)
 		span.End()
 		t.out.span = trace.SpanContext{}
 	} else {
-		err = t.t.Process(in)
+		err = t.t.ProcessFrom(q.src, in)
 	}
 	if r.m.enabled {
 		r.m.processed(ctx, q.topicAttr, time.Since(start))
@@ -382,7 +386,15 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	t.lastPunc = r.cfg.Now()
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		q := &partQueue{consumed: -1, spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
+		if task.Source(tp.topic) == nil {
+			t.st.Close()
+			_ = task.Close()
+			return fmt.Errorf("engine: task %s has no source for topic %s", id, tp.topic)
+		}
+	}
+	for ref := range sub.Sources {
+		tp := topicPartition{r.plan.name(ref), id.Partition}
+		q := &partQueue{consumed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
 		t.queues[tp] = q
 		t.qs = append(t.qs, q)
 		r.byPart[tp] = t

@@ -185,12 +185,32 @@ func (t *Task) Store(name string) KVStore { return t.stores[name] }
 // Skipped counts the records the task dropped, by reason.
 func (t *Task) Skipped() map[string]int64 { return t.skipped }
 
+// Source is a task's source of one topic, for ProcessFrom.
+type Source struct{ ni *nodeInst }
+
+// Source returns the task's source of a topic, or nil if it reads no such
+// topic.
+func (t *Task) Source(topic string) *Source {
+	if ni := t.sources[topic]; ni != nil {
+		return &Source{ni}
+	}
+	return nil
+}
+
 // Process runs one input record through the sub-topology, depth-first.
 func (t *Task) Process(in Input) error {
 	src := t.sources[in.Topic]
 	if src == nil {
 		return fmt.Errorf("engine: task %s does not read topic %q", t.cfg.ID, in.Topic)
 	}
+	return t.process(src, in)
+}
+
+// ProcessFrom is Process for a record of src's topic, without looking the
+// source up.
+func (t *Task) ProcessFrom(src *Source, in Input) error { return t.process(src.ni, in) }
+
+func (t *Task) process(src *nodeInst, in Input) error {
 	t.origin = Origin{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
 	r, err := src.decode(in)
 	if err != nil {
