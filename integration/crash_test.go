@@ -451,6 +451,27 @@ func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[str
 		t.Fatalf("the final instance stopped: %v", err)
 	default:
 	}
+	// Local state survived the kills at its last checkpoint: the final
+	// instance replayed only a tail of the changelog, not all of it.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	changelog := c.appID + "-counts-changelog"
+	ends, err := kadm.NewClient(cl).ListEndOffsets(lctx, changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	restored := app.RestoredRecords()
+	t.Logf("the final instance restored %d of the %d changelog records", restored, total)
+	if total == 0 || restored > total/4 {
+		t.Errorf("the final instance restored %d of %d changelog records: more than a tail", restored, total)
+	}
 	// The store, once the instance has committed what it output.
 	store := map[string]int64{}
 	deadline := time.Now().Add(30 * time.Second)
