@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -84,7 +85,65 @@ type options struct {
 	partitions int
 	stores     []StoreDef
 	valueSerde any
+	timestamps any // WithTimestamps: a func(K, V, time.Time) (time.Time, error)
+	wallClock  bool
 	set        []string // which options were given, for the "not used here" check
+}
+
+// WithTimestamps gives the records a source reads their event time (the
+// time windows, stream time and joins go by): fn gets each record's key and
+// value and the time Kafka recorded for it, and returns the event time, say
+// a field of the value. A record for which fn returns an error, or whose
+// event time is negative (before 1970), follows the
+// OnDeserializationError policy, as a [*TimestampError]. Tombstones keep
+// their recorded time. Without this option a record's event time is the
+// one Kafka recorded. For NewStream, NewTable and NewGlobalTable; K and V
+// must be the source's types.
+func WithTimestamps[K, V any](fn func(key K, value V, recorded time.Time) (time.Time, error)) Option {
+	return func(o *options) {
+		o.timestamps = fn
+		o.set = append(o.set, "WithTimestamps")
+	}
+}
+
+// WithWallClockTimestamps gives the records a source reads the wall-clock
+// time at which they are processed as their event time (processing-time
+// semantics). For NewStream, NewTable and NewGlobalTable.
+func WithWallClockTimestamps() Option {
+	return func(o *options) { o.wallClock = true; o.set = append(o.set, "WithWallClockTimestamps") }
+}
+
+// TimestampError is a record whose event time is invalid: negative, or
+// refused by the source's WithTimestamps function.
+type TimestampError = topo.TimestampError
+
+// sourceTimes sets a source node's event-time options.
+func sourceTimes[K, V any](n *topo.Node, o *options) error {
+	if o.wallClock && o.timestamps != nil {
+		return errors.New("WithTimestamps and WithWallClockTimestamps both given: choose one")
+	}
+	n.WallClockTimestamps = o.wallClock
+	if o.timestamps == nil {
+		return nil
+	}
+	fn, ok := o.timestamps.(func(K, V, time.Time) (time.Time, error))
+	if !ok {
+		return fmt.Errorf("WithTimestamps is given a %T, but the source's records are %v, %v", o.timestamps, reflect.TypeFor[K](), reflect.TypeFor[V]())
+	}
+	if fn == nil {
+		return errNilFunc("timestamp")
+	}
+	n.Timestamps = func(k, v any, recorded int64) (int64, error) {
+		t, err := fn(as[K](k), as[V](v), topo.TimeOf(recorded))
+		if err != nil {
+			return 0, err
+		}
+		if t.IsZero() {
+			return 0, errors.New("the timestamp function returned the zero time")
+		}
+		return t.UnixMilli(), nil
+	}
+	return nil
 }
 
 // Named names the operation's node. Without it a name is derived from the

@@ -31,10 +31,10 @@ func defaultSerde[T any]() serde.Serde[T] { return serde.For[T]() }
 
 // NewStream reads a topic as a stream.
 func NewStream[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Stream[K, V] {
-	o, err := b.opts("NewStream", opts)
+	o, err := b.opts("NewStream", opts, "WithTimestamps", "WithWallClockTimestamps")
 	n := &topo.Node{Kind: topo.SourceNode, Op: "source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	n.Name = b.name("source", o, nil, topic)
-	b.add(n, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
+	b.add(n, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil), sourceTimes[K, V](n, o)))
 	return &Stream[K, V]{b: b, node: n, ks: keySerde, vs: valueSerde}
 }
 

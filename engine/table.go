@@ -28,10 +28,10 @@ type Table[K, V any] struct {
 // NewTable reads a topic as a table, kept in a store (queryable under the
 // name given with [Materialized]).
 func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
-	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog")
+	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog", "WithTimestamps", "WithWallClockTimestamps")
 	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	src.Name = b.name("table-source", o, nil, topic)
-	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
+	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil), sourceTimes[K, V](src, o)))
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table", Parents: []*topo.Node{src}}
 	n.Name = src.Name + "-table"
 	return materialize(b, n, o, nil, keySerde, valueSerde)
@@ -199,10 +199,10 @@ type GlobalTable[K, V any] struct {
 // the given name (default: derived from the topic). The topic is its
 // changelog; the store writes none of its own.
 func NewGlobalTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *GlobalTable[K, V] {
-	o, err := b.opts("NewGlobalTable", opts, "Materialized", "InMemory")
+	o, err := b.opts("NewGlobalTable", opts, "Materialized", "InMemory", "WithTimestamps", "WithWallClockTimestamps")
 	src := &topo.Node{Kind: topo.SourceNode, Op: "global-source", Topic: topic, Global: true, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	src.Name = b.name("global-source", o, nil, topic)
-	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil)))
+	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil), sourceTimes[K, V](src, o)))
 	store := storeName(o, src.Name)
 	b.g.AddStore(&topo.StoreSpec{Name: store, Kind: topo.KeyValueStore, Global: true, InMemory: o.inMemory, Topic: topic})
 	kc, vc := codecOf(keySerde), codecOf(valueSerde)

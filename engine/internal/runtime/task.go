@@ -179,8 +179,8 @@ func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) erro
 	}
 	if r.m.enabled {
 		r.m.processed(ctx, q.topicAttr, time.Since(start))
-		if st := t.t.StreamTime(); st != topo.NoTime && st > in.Timestamp {
-			r.m.lateness(ctx, time.Duration(st-in.Timestamp)*time.Millisecond)
+		if st, et := t.t.StreamTime(), t.t.EventTime(); err == nil && st != topo.NoTime && st > et {
+			r.m.lateness(ctx, time.Duration(st-et)*time.Millisecond)
 		}
 	}
 	if err != nil {

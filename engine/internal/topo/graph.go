@@ -104,6 +104,13 @@ type Node struct {
 	KeyCodec     Codec
 	ValueCodec   Codec
 	ChangeValues bool // the topic carries encoded Changes (table re-grouping)
+	// Timestamps (sources) gives a record's event time from its decoded key
+	// and value and the time Kafka recorded (Unix ms); nil keeps the
+	// recorded time. A tombstone keeps the recorded time.
+	Timestamps func(key, value any, recorded int64) (int64, error)
+	// WallClockTimestamps (sources): a record's event time is the wall
+	// clock's when it is processed.
+	WallClockTimestamps bool
 	// KeyComparable: the node's key type is comparable and not an
 	// interface, so a key can be checked for being unchanged since its
 	// source (see RawKey).

@@ -82,6 +82,7 @@ type Task struct {
 	insts      []*nodeInst
 	stores     map[string]KVStore
 	streamTime int64 // Unix ms; NoTime before the first record
+	eventTime  int64 // the event time of the last record processed
 	recordTime int64 // the timestamp of the record the current node sees
 	origin     Origin
 	puncts     []*punctuator
@@ -179,6 +180,10 @@ func (t *Task) ID() TaskID { return t.cfg.ID }
 // StreamTime is the largest timestamp the task has processed, in Unix ms.
 func (t *Task) StreamTime() int64 { return t.streamTime }
 
+// EventTime is the event time of the last record the task processed (its
+// source's timestamp function's, or the recorded time), in Unix ms.
+func (t *Task) EventTime() int64 { return t.eventTime }
+
 // Store returns one of the task's stores.
 func (t *Task) Store(name string) KVStore { return t.stores[name] }
 
@@ -223,8 +228,9 @@ func (t *Task) process(src *nodeInst, in Input) error {
 		t.Skip("decode-error")
 		return nil
 	}
-	if in.Timestamp > t.streamTime {
-		t.streamTime = in.Timestamp
+	t.eventTime = r.Timestamp.UnixMilli()
+	if t.eventTime > t.streamTime {
+		t.streamTime = t.eventTime
 	}
 	if err := src.forwardAll(r); err != nil {
 		return err
@@ -281,6 +287,41 @@ func (t *Task) closeStores() error {
 // TimeOf is a Unix millisecond timestamp as a UTC time.
 func TimeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
+// TimestampError is a record whose event time is invalid: negative, or
+// refused by the source's timestamp extractor. It goes through the decode
+// error policy like a record that cannot be decoded.
+type TimestampError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp int64 // the invalid timestamp, Unix ms; 0 when the extractor failed
+	Err       error
+}
+
+func (e *TimestampError) Error() string {
+	return fmt.Sprintf("engine: invalid timestamp of the record at topic %s partition %d offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *TimestampError) Unwrap() error { return e.Err }
+
+// eventTime is a decoded record's event time: its source's extractor's, or
+// the recorded time; negative is invalid.
+func (ni *nodeInst) eventTime(in Input, r Record) (int64, error) {
+	ts := in.Timestamp
+	if ni.node.WallClockTimestamps {
+		ts = ni.task.cfg.Now().UnixMilli()
+	} else if f := ni.node.Timestamps; f != nil && r.Value != nil {
+		var err error
+		if ts, err = f(r.Key, r.Value, in.Timestamp); err != nil {
+			return 0, &TimestampError{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Err: err}
+		}
+	}
+	if ts < 0 {
+		return 0, &TimestampError{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Timestamp: ts, Err: fmt.Errorf("timestamp %d is negative", ts)}
+	}
+	return ts, nil
+}
+
 func (ni *nodeInst) decode(in Input) (Record, error) {
 	r := Record{Timestamp: TimeOf(in.Timestamp), Headers: in.Headers}
 	where := func(part string, b []byte, err error) error {
@@ -306,6 +347,11 @@ func (ni *nodeInst) decode(in Input) (Record, error) {
 		}
 		r.Value = v
 	}
+	ts, err := ni.eventTime(in, r)
+	if err != nil {
+		return r, err
+	}
+	r.Timestamp = TimeOf(ts)
 	return r, nil
 }
 
