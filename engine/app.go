@@ -321,6 +321,12 @@ func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
 // *NotLocalError that names it.
 func (a *App) LocalStore(name string) (topo.KVStore, error) { return a.rt.LocalStore(name) }
 
+// StandbyStore is LocalStore also reading the standby partitions at most
+// maxLag records behind; QueryKeyValueStore uses it with AllowStale.
+func (a *App) StandbyStore(name string, maxLag int64) (topo.KVStore, error) {
+	return a.rt.StandbyStore(name, maxLag)
+}
+
 // NotLocalError says that a key of a store lives on another instance.
 type NotLocalError = runtime.NotLocalError
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -307,5 +308,64 @@ func TestAppGlobalTable(t *testing.T) {
 			_, has8 := got["item-08"]
 			return got["item-07"] == 70 && !has8 && len(got) == 29
 		})
+	}
+}
+
+// A standby replica follows its task's changelog; a query that allows
+// stale answers reads it on the standby's instance, one that does not is
+// sent to the active instance.
+func TestStandbyStaleReads(t *testing.T) {
+	k := newKT(t)
+	in := k.topic("in")
+	k.create(1, in)
+	b := engine.NewBuilder()
+	engine.NewStream(b, in, serde.String, serde.String).ToTable(engine.Materialized("kv"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 500 {
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	k.produce(in, recs...)
+	a := k.start(top, engine.Config{InstanceID: "a", StandbyReplicas: 1})
+	wait(t, 60*time.Second, "a to run the task", func() bool { k.checkApps(); return len(a.Tasks()) == 1 })
+	bb := k.start(top, engine.Config{InstanceID: "b", StandbyReplicas: 1})
+	wait(t, 60*time.Second, "b's standby to catch up", func() bool {
+		k.checkApps()
+		lag, ok := bb.StandbyLag()["0_0"]
+		return ok && lag == 0 && bb.StandbyRecords() >= 500
+	})
+	if len(bb.Tasks()) != 0 {
+		t.Fatalf("b runs %v active; the task should have stayed on a", bb.Tasks())
+	}
+	strict, err := engine.QueryKeyValueStore(bb.App, "kv", serde.String, serde.String)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nl *engine.NotLocalError
+	if _, _, err := strict.Get("k007"); !errors.As(err, &nl) || nl.Owner.ProcessID != "a" {
+		t.Errorf("strict Get on the standby's instance: %v, want a NotLocalError naming a", err)
+	}
+	stale, err := engine.QueryKeyValueStore(bb.App, "kv", serde.String, serde.String, engine.AllowStale(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := stale.Get("k007"); err != nil || v != "v7" {
+		t.Errorf("stale Get: %q, %v; want v7", v, err)
+	}
+	n := 0
+	for _, err := range stale.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 500 {
+		t.Errorf("stale All: %d keys, want 500", n)
+	}
+	if _, err := engine.QueryKeyValueStore(bb.App, "kv", serde.String, serde.String, engine.AllowStale(-1)); err == nil {
+		t.Error("AllowStale(-1) accepted")
 	}
 }

@@ -96,13 +96,47 @@ type Queryable interface {
 	LocalStore(name string) (topo.KVStore, error)
 }
 
+// QueryOption tunes a query.
+type QueryOption func(*queryOptions)
+
+type queryOptions struct {
+	stale  bool
+	maxLag int64
+}
+
+// AllowStale lets a query also read the partitions this instance keeps as
+// standby replicas (Config.StandbyReplicas), as long as they are at most
+// maxLag changelog records behind their active task: answers that may be
+// slightly old, available while the active instance is away. Without it a
+// key of another instance's task is a *NotLocalError.
+func AllowStale(maxLag int64) QueryOption {
+	return func(o *queryOptions) { o.stale, o.maxLag = true, maxLag }
+}
+
+// staleQueryable is a Queryable that can read standby state (App).
+type staleQueryable interface {
+	StandbyStore(name string, maxLag int64) (topo.KVStore, error)
+}
+
 // QueryKeyValueStore opens a store of a running topology for reading, with
 // the serdes of its keys and values.
-func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V]) (ReadOnlyKeyValueStore[K, V], error) {
+func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlyKeyValueStore[K, V], error) {
 	if keySerde == nil || valueSerde == nil {
 		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(keySerde == nil, valueSerde == nil))
 	}
-	raw, err := q.LocalStore(store)
+	var o queryOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	var raw topo.KVStore
+	var err error
+	if sq, ok := q.(staleQueryable); ok && o.stale {
+		raw, err = sq.StandbyStore(store, o.maxLag)
+	} else {
+		raw, err = q.LocalStore(store)
+	}
 	if err != nil {
 		return nil, err
 	}

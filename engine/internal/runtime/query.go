@@ -66,6 +66,32 @@ func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
 // instance owns returns a *NotLocalError naming it. Ranges cover the
 // partitions this instance owns, merged in key order.
 func (r *Runtime) LocalStore(name string) (topo.KVStore, error) {
+	return r.localStore(name, -1)
+}
+
+// StandbyStore is LocalStore that also reads the partitions this instance
+// keeps as standby tasks, when they are at most maxLag changelog records
+// behind their active task (as of the standby's last checkpoint, at most
+// half a second old): stale reads, for availability while the active
+// instance is away.
+func (r *Runtime) StandbyStore(name string, maxLag int64) (topo.KVStore, error) {
+	if maxLag < 0 {
+		return nil, fmt.Errorf("engine: store %s: a maximum lag of %d records; it cannot be negative", name, maxLag)
+	}
+	return r.localStore(name, maxLag)
+}
+
+// standbyOK reports whether this instance keeps task id as a standby at
+// most maxLag records behind; maxLag < 0: standbys are not read.
+func (r *Runtime) standbyOK(id topo.TaskID, maxLag int64) bool {
+	if maxLag < 0 {
+		return false
+	}
+	lag, ok := r.StandbyLag()[id.String()]
+	return ok && lag <= maxLag
+}
+
+func (r *Runtime) localStore(name string, maxLag int64) (topo.KVStore, error) {
 	sh := r.shared.Load()
 	if sh == nil {
 		return nil, ErrNotRunning
@@ -78,14 +104,15 @@ func (r *Runtime) LocalStore(name string) (topo.KVStore, error) {
 	if spec.InMemory && !sub.Global {
 		return nil, fmt.Errorf("engine: store %q is in memory; it cannot be queried from outside its task yet", name)
 	}
-	return &queryStore{r: r, db: sh.db, name: name, sub: sub}, nil
+	return &queryStore{r: r, db: sh.db, name: name, sub: sub, maxLag: maxLag}, nil
 }
 
 type queryStore struct {
-	r    *Runtime
-	db   *state.DB
-	name string
-	sub  *topo.SubTopology
+	r      *Runtime
+	db     *state.DB
+	name   string
+	sub    *topo.SubTopology
+	maxLag int64 // standby partitions this far behind are read too; -1: none
 }
 
 var _ topo.KVStore = (*queryStore)(nil)
@@ -97,13 +124,28 @@ func (q *queryStore) partitions() []int32 {
 		return []int32{globalPartition}
 	}
 	var ps []int32
-	for _, id := range q.r.balancer.Current().Active {
+	cur := q.r.balancer.Current()
+	for _, id := range cur.Active {
 		if id.Sub == q.sub.ID {
+			ps = append(ps, id.Partition)
+		}
+	}
+	for _, id := range cur.Standby {
+		if id.Sub == q.sub.ID && q.r.standbyOK(id, q.maxLag) {
 			ps = append(ps, id.Partition)
 		}
 	}
 	slices.Sort(ps)
 	return ps
+}
+
+// readable reports whether partition p can be read now: restored if
+// active, close enough if standby.
+func (q *queryStore) readable(id topo.TaskID) bool {
+	if qs := q.r.queryable.Load(); qs != nil && (*qs)[id] {
+		return true
+	}
+	return q.r.standbyOK(id, q.maxLag)
 }
 
 func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
@@ -114,10 +156,10 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 			return topo.Entry{}, false, err
 		}
 		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, key)
-		if !local {
+		switch {
+		case !local && !q.r.standbyOK(id, q.maxLag):
 			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}
-		}
-		if qs := q.r.queryable.Load(); qs == nil || !(*qs)[id] {
+		case local && !q.readable(id):
 			return topo.Entry{}, false, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady)
 		}
 		p = id.Partition
@@ -130,10 +172,9 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
 	return func(yield func(topo.Entry, error) bool) {
 		if !q.sub.Global {
-			qs := q.r.queryable.Load()
 			for _, p := range q.partitions() {
 				id := topo.TaskID{Sub: q.sub.ID, Partition: p}
-				if qs == nil || !(*qs)[id] {
+				if !q.readable(id) {
 					yield(topo.Entry{}, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady))
 					return
 				}

@@ -234,6 +234,12 @@ func (rs *restorer) startStandby(id topo.TaskID) error {
 // stopStandby checkpoints what a standby task applied and stops it.
 func (rs *restorer) stopStandby(id topo.TaskID) {
 	delete(rs.standbys, id)
+	if p := rs.standbyLag.Load(); p != nil {
+		// Stale queries stop reading it at once.
+		lag := maps.Clone(*p)
+		delete(lag, id.String())
+		rs.standbyLag.Store(&lag)
+	}
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {
 		if !j.standby || j.task != id {
