@@ -48,6 +48,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
@@ -568,8 +569,31 @@ func dslParity(_ string, v int64) string {
 
 func dslAddStats(_ string, v int64, s dslStats) dslStats { return dslStats{s.Count + 1, s.Sum + v} }
 
+// dslWindowed writes a windowed table's changes to "out" with text keys
+// "<key>@<start>-<end>", the window in ms from enginetest.Epoch.
+func dslWindowed(t *engine.Table[engine.Windowed[string], int64]) {
+	epoch := enginetest.Epoch.UnixMilli()
+	engine.Map(t.ToStream(), func(k engine.Windowed[string], v int64) (string, int64) {
+		return fmt.Sprintf("%s@%d-%d", k.Key, k.Window.Start.UnixMilli()-epoch, k.Window.End.UnixMilli()-epoch), v
+	}, engine.Named("format")).To("out")
+}
+
 // dslTopologies are the topologies the cases name.
 var dslTopologies = map[string]dslTopologyDef{
+	// Windowed aggregations: 10ms windows; hopping ones advance by 5ms.
+	"tumbling-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond)), engine.Named("count")))
+	}},
+	"tumbling-count-grace": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")))
+	}},
+	"hopping-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count")))
+	}},
+	"windowed-sum": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
+		dslWindowed(engine.WindowedReduce(g.WindowedBy(engine.TumblingWindows(10*time.Millisecond)), func(a, v int64) int64 { return a + v }, engine.Named("sum")))
+	}},
 	// Stateless stream operations.
 	"filter": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslInts(b, "in").Filter(dslPositive, engine.Named("filter")).To("out")

@@ -54,7 +54,7 @@ func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
 	if sub.Global {
 		return cur.Self, true, nil
 	}
-	id, pl, ok := cur.KeyOwner(sub.ID, key)
+	id, pl, ok := cur.KeyOwner(sub.ID, r.topo.Stores[store].Kind.PartitionKey(key))
 	if !ok {
 		return Instance{}, false, &NotLocalError{Store: store, Task: id}
 	}
@@ -155,7 +155,7 @@ func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
 		if err != nil {
 			return topo.Entry{}, false, err
 		}
-		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, key)
+		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, q.r.topo.Stores[q.name].Kind.PartitionKey(key))
 		switch {
 		case !local && !q.r.standbyOK(id, q.maxLag):
 			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}

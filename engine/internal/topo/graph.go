@@ -135,9 +135,26 @@ type StoreKind int
 // The kinds of store.
 const (
 	KeyValueStore StoreKind = iota
+	// WindowStore keys are a record key followed by a window start (8
+	// bytes); the record key alone says which partition holds them.
+	WindowStore
 )
 
-func (k StoreKind) String() string { return "key-value" }
+func (k StoreKind) String() string {
+	if k == WindowStore {
+		return "window"
+	}
+	return "key-value"
+}
+
+// PartitionKey is the part of a store key that the partitioner hashed: the
+// whole key, or a window store's record key.
+func (k StoreKind) PartitionKey(key []byte) []byte {
+	if k == WindowStore && len(key) >= 8 {
+		return key[:len(key)-8]
+	}
+	return key
+}
 
 // StoreSpec declares a state store.
 type StoreSpec struct {

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Window is a half-open interval of event time, [Start, End).
+type Window struct {
+	Start, End time.Time
+}
+
+func (w Window) String() string {
+	return fmt.Sprintf("[%d,%d)", w.Start.UnixMilli(), w.End.UnixMilli())
+}
+
+// Windowed is a key in a window: the key of a windowed aggregation's table.
+type Windowed[K any] struct {
+	Key    K
+	Window Window
+}
+
+// TimeWindows are windows of a fixed size aligned to the Unix epoch:
+// tumbling (each record in exactly one window) when they advance by their
+// size, hopping (overlapping) when by less. A record updates a window only
+// while the window is open: until its end plus the grace period, in stream
+// time (the largest event time its task has seen); a later record for a
+// closed window is dropped and counted as skipped.
+type TimeWindows struct {
+	size, advance, grace time.Duration
+}
+
+// TumblingWindows are back-to-back windows of the given size, without
+// grace: a record arriving after stream time passed its window's end is
+// dropped. Add grace with [TimeWindows.Grace].
+func TumblingWindows(size time.Duration) TimeWindows {
+	return TimeWindows{size: size, advance: size}
+}
+
+// HoppingWindows are windows of the given size starting every advance
+// (which must not exceed the size): a record falls in size/advance windows.
+func HoppingWindows(size, advance time.Duration) TimeWindows {
+	return TimeWindows{size: size, advance: advance}
+}
+
+// Grace keeps each window open for out-of-order records for d after its
+// end (in stream time).
+func (w TimeWindows) Grace(d time.Duration) TimeWindows {
+	w.grace = d
+	return w
+}
+
+// Size is the windows' size.
+func (w TimeWindows) Size() time.Duration { return w.size }
+
+func (w TimeWindows) check() error {
+	var errs []error
+	if w.size < time.Millisecond {
+		errs = append(errs, fmt.Errorf("window size %v is under a millisecond", w.size))
+	}
+	if w.advance < time.Millisecond || w.advance > w.size {
+		errs = append(errs, fmt.Errorf("window advance %v must be at least a millisecond and at most the size %v", w.advance, w.size))
+	}
+	if w.grace < 0 {
+		errs = append(errs, fmt.Errorf("grace %v is negative", w.grace))
+	}
+	return errors.Join(errs...)
+}
+
+// starts returns the starts, in Unix ms, of the windows holding ts, latest
+// first.
+func (w TimeWindows) starts(ts int64) []int64 {
+	size, adv := w.size.Milliseconds(), w.advance.Milliseconds()
+	var out []int64
+	for s := ts - ts%adv; s >= 0 && s > ts-size; s -= adv {
+		out = append(out, s)
+	}
+	return out
+}
+
+// WindowedSerde encodes a windowed key as the inner key's bytes followed by
+// the window's start in Unix milliseconds, 8 bytes big-endian (Kafka
+// Streams' time-windowed format); decoding gives the window the given size.
+func WindowedSerde[K any](inner serde.Serde[K], size time.Duration) serde.Serde[Windowed[K]] {
+	return windowedSerde[K]{inner: inner, size: size}
+}
+
+type windowedSerde[K any] struct {
+	inner serde.Serde[K]
+	size  time.Duration
+}
+
+func (s windowedSerde[K]) Encode(w Windowed[K]) ([]byte, error) {
+	kb, err := s.inner.Encode(w.Key)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(w.Window.Start.UnixMilli())), nil
+}
+
+func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
+	if len(b) < 8 {
+		return Windowed[K]{}, fmt.Errorf("a windowed key needs at least 8 bytes, got %d", len(b))
+	}
+	k, err := s.inner.Decode(b[:len(b)-8])
+	if err != nil {
+		return Windowed[K]{}, err
+	}
+	start := topo.TimeOf(int64(binary.BigEndian.Uint64(b[len(b)-8:])))
+	return Windowed[K]{Key: k, Window: Window{Start: start, End: start.Add(s.size)}}, nil
+}
+
+// TimeWindowedStream is a grouped stream cut into time windows, ready for a
+// windowed aggregation.
+type TimeWindowedStream[K, V any] struct {
+	g   *GroupedStream[K, V]
+	w   TimeWindows
+	err error
+}
+
+// WindowedBy cuts the grouped stream into time windows.
+func (g *GroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V] {
+	var err error
+	if cerr := w.check(); cerr != nil {
+		err = fmt.Errorf("WindowedBy: %w", cerr)
+	}
+	return &TimeWindowedStream[K, V]{g: g, w: w, err: err}
+}
+
+// The windowed aggregations are functions, not methods of
+// TimeWindowedStream: a method giving a Table[Windowed[K], …] would make Go
+// instantiate windows of windows of … without end (a windowed table's
+// stream can be grouped and windowed again).
+
+// WindowedCount counts the records of each key in each window.
+func WindowedCount[K, V any](ws *TimeWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
+	return windowedAggregate(ws, "windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+		if !exists {
+			return int64(1)
+		}
+		return agg.(int64) + 1
+	}, nil)
+}
+
+// WindowedReduce combines the values of each key in each window: the first
+// value is the aggregate, each later one is combined with it by fn.
+func WindowedReduce[K, V any](ws *TimeWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
+	return windowedAggregate(ws, "windowed-reduce", opts, ws.g.s.vs, func(_, v, agg any, exists bool) any {
+		if !exists {
+			return v
+		}
+		return fn(agg.(V), v.(V))
+	}, nilFuncErr(fn == nil, "reduce"))
+}
+
+// WindowedAggregate folds the records of each key in each window into an
+// aggregate that starts as init() and is updated by fn.
+func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
+	return windowedAggregate(ws, "windowed-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
+		if !exists {
+			agg = init()
+		}
+		return fn(as[K](k), v.(V), agg.(VA))
+	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+}
+
+// windowedAggregate adds the node that folds each record into the windows
+// holding it. Its store is keyed by the windowed key in WindowedSerde's
+// format.
+func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[Windowed[K], VA] {
+	g := ws.g
+	b := g.s.b
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	vas, serr := valueSerdeOpt(o, vas)
+	in := g.input()
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
+	n.Name = b.name(op, o, n.Parents, "")
+	store := storeName(o, n.Name)
+	b.addStore(o, store).Kind = topo.WindowStore
+	n.Stores = []string{store}
+	var ks serde.Serde[Windowed[K]]
+	if in.ks != nil {
+		ks = WindowedSerde(in.ks, ws.w.size)
+	}
+	kc, vc := codecOf(ks), codecOf(vas)
+	w := ws.w
+	size, grace := w.size, w.grace
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Key == nil || r.Value == nil {
+					c.Skip("record without a key or value in an aggregation")
+					return nil
+				}
+				now := c.StreamTime()
+				for _, s := range w.starts(r.Timestamp.UnixMilli()) {
+					start := topo.TimeOf(s)
+					end := start.Add(size)
+					if !now.Before(end.Add(grace)) {
+						c.Skip("record for a closed window")
+						continue
+					}
+					wr := r
+					wr.Key = Windowed[K]{Key: as[K](r.Key), Window: Window{Start: start, End: end}}
+					kb, old, oldTs, ok, err := st.getKey(wr)
+					if err != nil {
+						return err
+					}
+					agg := add(r.Key, r.Value, old, ok)
+					if err := st.updateKey(kb, wr, old, agg, later(r.Timestamp, oldTs)); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		}
+	}
+	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr))
+	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
+}
