@@ -86,6 +86,7 @@ type options struct {
 	stores     []StoreDef
 	valueSerde any
 	timestamps any // WithTimestamps: a func(K, V, time.Time) (time.Time, error)
+	emitFinal  bool
 	wallClock  bool
 	set        []string // which options were given, for the "not used here" check
 }
@@ -166,6 +167,16 @@ func Materialized(store string) Option {
 // database. It is still rebuilt from its changelog after a restart.
 func InMemory() Option {
 	return func(o *options) { o.inMemory = true; o.set = append(o.set, "InMemory") }
+}
+
+// EmitFinal makes a windowed aggregation emit each window once, when it
+// closes (stream time reaches its end plus grace), with its final value,
+// instead of every update (Kafka Streams' emit on window close, or
+// suppress until the window closes). Windows waiting to close are kept in a
+// second store, "<store>-emit", with a changelog: after a restart none is
+// lost, and with exactly-once none is emitted twice.
+func EmitFinal() Option {
+	return func(o *options) { o.emitFinal = true; o.set = append(o.set, "EmitFinal") }
 }
 
 // WithoutChangelog turns off the changelog of the operation's store: its

@@ -590,6 +590,12 @@ var dslTopologies = map[string]dslTopologyDef{
 	"hopping-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count")))
 	}},
+	"tumbling-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+	}},
+	"hopping-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+	}},
 	"windowed-sum": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
 		dslWindowed(engine.WindowedReduce(g.WindowedBy(engine.TumblingWindows(10*time.Millisecond)), func(a, v int64) int64 { return a + v }, engine.Named("sum")))

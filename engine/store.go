@@ -337,6 +337,18 @@ func (a *kvAccess) updateKey(kb []byte, r topo.Record, old, new any, ts time.Tim
 	return a.tbl.Update(kb, vb, ts.UnixMilli(), r, old, new)
 }
 
+// writeQuiet sets the key kb to value at ts without forwarding anything.
+func (a *kvAccess) writeQuiet(kb []byte, r topo.Record, value any, ts time.Time) error {
+	vb, err := a.vc.Encode(value)
+	if err != nil {
+		return a.err("value", nil, true, err)
+	}
+	if vb == nil {
+		vb = []byte{}
+	}
+	return a.tbl.Update(kb, vb, ts.UnixMilli(), r, nil, nil)
+}
+
 func (a *kvAccess) put(key, value any, ts time.Time) error {
 	kb, err := a.kc.Encode(key)
 	if err != nil {

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
@@ -175,7 +177,7 @@ func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() V
 func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[Windowed[K], VA] {
 	g := ws.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
@@ -183,6 +185,12 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	store := storeName(o, n.Name)
 	b.addStore(o, store).Kind = topo.WindowStore
 	n.Stores = []string{store}
+	final := o.emitFinal
+	emitStore := store + "-emit"
+	if final {
+		b.addStore(o, emitStore)
+		n.Stores = append(n.Stores, emitStore)
+	}
 	var ks serde.Serde[Windowed[K]]
 	if in.ks != nil {
 		ks = WindowedSerde(in.ks, ws.w.size)
@@ -192,8 +200,21 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	size, grace := w.size, w.grace
 	n.New = func() topo.Processor {
 		var st kvAccess
+		var em *emitter
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			init: func(c *topo.Context) error {
+				if err := st.open(c, store, kc, vc, true); err != nil {
+					return err
+				}
+				if final {
+					s, err := c.Store(emitStore)
+					if err != nil {
+						return err
+					}
+					em = &emitter{pending: s, st: &st, kc: kc, grace: grace.Milliseconds(), nextDue: unknownDue}
+				}
+				return nil
+			},
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Key == nil || r.Value == nil {
 					c.Skip("record without a key or value in an aggregation")
@@ -214,9 +235,25 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 						return err
 					}
 					agg := add(r.Key, r.Value, old, ok)
-					if err := st.updateKey(kb, wr, old, agg, later(r.Timestamp, oldTs)); err != nil {
+					if em == nil {
+						if err := st.updateKey(kb, wr, old, agg, later(r.Timestamp, oldTs)); err != nil {
+							return err
+						}
+						continue
+					}
+					// Emit-final: store without forwarding; the window is
+					// emitted when it closes.
+					if err := st.writeQuiet(kb, wr, agg, later(r.Timestamp, oldTs)); err != nil {
 						return err
 					}
+					if !ok {
+						if err := em.add(end.UnixMilli(), kb, r.Timestamp.UnixMilli()); err != nil {
+							return err
+						}
+					}
+				}
+				if em != nil {
+					return em.emitDue(c, now.UnixMilli())
 				}
 				return nil
 			},
@@ -224,4 +261,79 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	}
 	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr))
 	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
+}
+
+// unknownDue: the emitter has not looked at its pending windows yet (after
+// a start or a restore).
+const unknownDue = math.MinInt64
+
+// emitter keeps the windows of an emit-final aggregation that have not
+// closed yet, in a store keyed by the window's end (8 bytes big-endian)
+// followed by the window store's key, so that the windows due are the
+// store's first keys.
+type emitter struct {
+	pending topo.KVStore
+	st      *kvAccess
+	kc      topo.Codec
+	grace   int64
+	nextDue int64 // the earliest pending window end; MaxInt64: none
+}
+
+func emitKey(end int64, kb []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(end)), kb...)
+}
+
+func (e *emitter) add(end int64, kb []byte, ts int64) error {
+	if err := e.pending.Put(emitKey(end, kb), []byte{}, ts); err != nil {
+		return err
+	}
+	if e.nextDue != unknownDue {
+		e.nextDue = min(e.nextDue, end)
+	}
+	return nil
+}
+
+// emitDue forwards the final value of every window closed at stream time
+// now, once, and forgets it.
+func (e *emitter) emitDue(c *topo.Context, now int64) error {
+	closed := now - e.grace // windows ending at or before this have closed
+	if e.nextDue != unknownDue && closed < e.nextDue {
+		return nil
+	}
+	var due [][]byte
+	for ent, err := range e.pending.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(closed+1))) {
+		if err != nil {
+			return err
+		}
+		due = append(due, bytes.Clone(ent.Key))
+	}
+	for _, k := range due {
+		kb := k[8:]
+		v, ts, ok, err := e.st.getEncoded(kb)
+		if err != nil {
+			return err
+		}
+		if err := e.pending.Delete(k, now); err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		wk, err := e.kc.Decode(kb)
+		if err != nil {
+			return err
+		}
+		if err := c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts}); err != nil {
+			return err
+		}
+	}
+	e.nextDue = math.MaxInt64
+	for ent, err := range e.pending.Range(nil, nil) {
+		if err != nil {
+			return err
+		}
+		e.nextDue = int64(binary.BigEndian.Uint64(ent.Key[:8]))
+		break
+	}
+	return nil
 }
