@@ -87,6 +87,7 @@ type options struct {
 	valueSerde any
 	timestamps any // WithTimestamps: a func(K, V, time.Time) (time.Time, error)
 	emitFinal  bool
+	retention  time.Duration
 	wallClock  bool
 	set        []string // which options were given, for the "not used here" check
 }
@@ -177,6 +178,15 @@ func InMemory() Option {
 // lost, and with exactly-once none is emitted twice.
 func EmitFinal() Option {
 	return func(o *options) { o.emitFinal = true; o.set = append(o.set, "EmitFinal") }
+}
+
+// Retention keeps a windowed aggregation's windows for d from their start
+// (default: a day, or until they close if that is later; at least the
+// window size plus grace). Older windows are deleted from the store and its
+// changelog as stream time passes them, without a change downstream (an
+// update still waiting in the record cache is emitted first).
+func Retention(d time.Duration) Option {
+	return func(o *options) { o.retention = d; o.set = append(o.set, "Retention") }
 }
 
 // WithoutChangelog turns off the changelog of the operation's store: its

@@ -349,6 +349,12 @@ func (a *kvAccess) writeQuiet(kb []byte, r topo.Record, value any, ts time.Time)
 	return a.tbl.Update(kb, vb, ts.UnixMilli(), r, nil, nil)
 }
 
+// expire removes the key kb at ts without forwarding anything (but what
+// the cache still held for it).
+func (a *kvAccess) expire(kb []byte, ts time.Time) error {
+	return a.tbl.Expire(kb, ts.UnixMilli())
+}
+
 func (a *kvAccess) put(key, value any, ts time.Time) error {
 	kb, err := a.kc.Encode(key)
 	if err != nil {

@@ -177,7 +177,7 @@ func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() V
 func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[Windowed[K], VA] {
 	g := ws.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
@@ -186,11 +186,13 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	b.addStore(o, store).Kind = topo.WindowStore
 	n.Stores = []string{store}
 	final := o.emitFinal
-	emitStore := store + "-emit"
+	emitStore, expiryStore := store+"-emit", store+"-expiry"
 	if final {
 		b.addStore(o, emitStore)
 		n.Stores = append(n.Stores, emitStore)
 	}
+	b.addStore(o, expiryStore)
+	n.Stores = append(n.Stores, expiryStore)
 	var ks serde.Serde[Windowed[K]]
 	if in.ks != nil {
 		ks = WindowedSerde(in.ks, ws.w.size)
@@ -198,20 +200,33 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	kc, vc := codecOf(ks), codecOf(vas)
 	w := ws.w
 	size, grace := w.size, w.grace
+	retention := max(size+grace, defaultRetention)
+	var rerr error
+	if o.retention > 0 {
+		if o.retention < size+grace {
+			rerr = fmt.Errorf("Retention %v is shorter than the window size plus grace (%v): windows would go before they close", o.retention, size+grace)
+		}
+		retention = max(size+grace, o.retention)
+	}
 	n.New = func() topo.Processor {
 		var st kvAccess
-		var em *emitter
+		var emit, expiry *timeIndex
 		return &fproc{
 			init: func(c *topo.Context) error {
 				if err := st.open(c, store, kc, vc, true); err != nil {
 					return err
 				}
+				s, err := c.Store(expiryStore)
+				if err != nil {
+					return err
+				}
+				expiry = newTimeIndex(s)
 				if final {
 					s, err := c.Store(emitStore)
 					if err != nil {
 						return err
 					}
-					em = &emitter{pending: s, st: &st, kc: kc, grace: grace.Milliseconds(), nextDue: unknownDue}
+					emit = newTimeIndex(s)
 				}
 				return nil
 			},
@@ -235,104 +250,117 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 						return err
 					}
 					agg := add(r.Key, r.Value, old, ok)
-					if em == nil {
-						if err := st.updateKey(kb, wr, old, agg, later(r.Timestamp, oldTs)); err != nil {
+					ts := later(r.Timestamp, oldTs)
+					if !ok {
+						if err := expiry.add(start.Add(retention).UnixMilli(), kb, ts.UnixMilli()); err != nil {
+							return err
+						}
+					}
+					if emit == nil {
+						if err := st.updateKey(kb, wr, old, agg, ts); err != nil {
 							return err
 						}
 						continue
 					}
 					// Emit-final: store without forwarding; the window is
 					// emitted when it closes.
-					if err := st.writeQuiet(kb, wr, agg, later(r.Timestamp, oldTs)); err != nil {
+					if err := st.writeQuiet(kb, wr, agg, ts); err != nil {
 						return err
 					}
 					if !ok {
-						if err := em.add(end.UnixMilli(), kb, r.Timestamp.UnixMilli()); err != nil {
+						if err := emit.add(end.UnixMilli(), kb, ts.UnixMilli()); err != nil {
 							return err
 						}
 					}
 				}
-				if em != nil {
-					return em.emitDue(c, now.UnixMilli())
+				ms := now.UnixMilli()
+				if emit != nil {
+					// Windows ending at or before now-grace have closed.
+					if err := emit.each(ms-grace.Milliseconds(), ms, func(kb []byte) error {
+						v, ts, ok, err := st.getEncoded(kb)
+						if err != nil || !ok {
+							return err
+						}
+						wk, err := kc.Decode(kb)
+						if err != nil {
+							return err
+						}
+						return c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts})
+					}); err != nil {
+						return err
+					}
 				}
-				return nil
+				// Windows whose retention has passed go, without a word
+				// downstream.
+				return expiry.each(ms, ms, func(kb []byte) error {
+					return st.expire(kb, now)
+				})
 			},
 		}
 	}
-	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr))
+	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
 	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
 }
 
-// unknownDue: the emitter has not looked at its pending windows yet (after
-// a start or a restore).
+// defaultRetention is how long windows are kept from their start when
+// their aggregation sets no Retention (at least until they close), as in
+// Kafka Streams.
+const defaultRetention = 24 * time.Hour
+
+// timeIndex orders window keys by a time (a window's end, for emit-final;
+// the end of its retention, for expiry) in a store keyed by the time (8
+// bytes big-endian) followed by the window store's key, so that the keys due
+// at a time are the store's first ones, found without a scan.
+type timeIndex struct {
+	s       topo.KVStore
+	nextDue int64 // the earliest time in the index; math.MaxInt64: none; unknownDue: not looked yet
+}
+
+// unknownDue: the index has not been looked at since the task started.
 const unknownDue = math.MinInt64
 
-// emitter keeps the windows of an emit-final aggregation that have not
-// closed yet, in a store keyed by the window's end (8 bytes big-endian)
-// followed by the window store's key, so that the windows due are the
-// store's first keys.
-type emitter struct {
-	pending topo.KVStore
-	st      *kvAccess
-	kc      topo.Codec
-	grace   int64
-	nextDue int64 // the earliest pending window end; MaxInt64: none
-}
+func newTimeIndex(s topo.KVStore) *timeIndex { return &timeIndex{s: s, nextDue: unknownDue} }
 
-func emitKey(end int64, kb []byte) []byte {
-	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(end)), kb...)
-}
-
-func (e *emitter) add(end int64, kb []byte, ts int64) error {
-	if err := e.pending.Put(emitKey(end, kb), []byte{}, ts); err != nil {
+func (x *timeIndex) add(at int64, kb []byte, ts int64) error {
+	key := append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(at)), kb...)
+	if err := x.s.Put(key, []byte{}, ts); err != nil {
 		return err
 	}
-	if e.nextDue != unknownDue {
-		e.nextDue = min(e.nextDue, end)
+	if x.nextDue != unknownDue {
+		x.nextDue = min(x.nextDue, at)
 	}
 	return nil
 }
 
-// emitDue forwards the final value of every window closed at stream time
-// now, once, and forgets it.
-func (e *emitter) emitDue(c *topo.Context, now int64) error {
-	closed := now - e.grace // windows ending at or before this have closed
-	if e.nextDue != unknownDue && closed < e.nextDue {
+// each calls fn, in time order, with the window key of every entry due at
+// or before the time due, and removes the entry (at time now).
+func (x *timeIndex) each(due, now int64, fn func(kb []byte) error) error {
+	if x.nextDue != unknownDue && due < x.nextDue {
 		return nil
 	}
-	var due [][]byte
-	for ent, err := range e.pending.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(closed+1))) {
-		if err != nil {
-			return err
+	var keys [][]byte
+	if due >= 0 {
+		for e, err := range x.s.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(due+1))) {
+			if err != nil {
+				return err
+			}
+			keys = append(keys, bytes.Clone(e.Key))
 		}
-		due = append(due, bytes.Clone(ent.Key))
 	}
-	for _, k := range due {
-		kb := k[8:]
-		v, ts, ok, err := e.st.getEncoded(kb)
-		if err != nil {
+	for _, k := range keys {
+		if err := x.s.Delete(k, now); err != nil {
 			return err
 		}
-		if err := e.pending.Delete(k, now); err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		wk, err := e.kc.Decode(kb)
-		if err != nil {
-			return err
-		}
-		if err := c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts}); err != nil {
+		if err := fn(k[8:]); err != nil {
 			return err
 		}
 	}
-	e.nextDue = math.MaxInt64
-	for ent, err := range e.pending.Range(nil, nil) {
+	x.nextDue = math.MaxInt64
+	for e, err := range x.s.Range(nil, nil) {
 		if err != nil {
 			return err
 		}
-		e.nextDue = int64(binary.BigEndian.Uint64(ent.Key[:8]))
+		x.nextDue = int64(binary.BigEndian.Uint64(e.Key[:8]))
 		break
 	}
 	return nil

@@ -179,3 +179,69 @@ func TestAppEmitFinalAcrossRestart(t *testing.T) {
 		t.Errorf("emitted %v, want %v", emitted, want)
 	}
 }
+
+// Windows go from the store when their retention has passed, without a
+// change downstream; with the record cache, an update still waiting in it
+// is emitted first.
+func TestWindowRetention(t *testing.T) {
+	for _, cache := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
+			b := engine.NewBuilder()
+			engine.WindowedCount(engine.NewStream(b, "in", serde.String, serde.String).GroupByKey().
+				WindowedBy(engine.TumblingWindows(10*time.Millisecond)), engine.Materialized("counts"), engine.Retention(15*time.Millisecond)).
+				ToStream().To("out")
+			top, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []enginetest.Option
+			if cache > 0 {
+				opts = append(opts, enginetest.CacheBytes(cache))
+			}
+			d := enginetest.New(t, top, opts...)
+			in := enginetest.NewInput(d, "in", serde.String, serde.String)
+			ws := engine.WindowedSerde(serde.String, 10*time.Millisecond)
+			win := func(key string, start int64) engine.Windowed[string] {
+				s := enginetest.At(start).UTC()
+				return engine.Windowed[string]{Key: key, Window: engine.Window{Start: s, End: s.Add(10 * time.Millisecond)}}
+			}
+			in.Pipe("a", "x", enginetest.At(1))
+			in.Pipe("a", "x", enginetest.At(12))
+			in.Pipe("a", "x", enginetest.At(14))
+			d.Commit()
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 2 || got[win("a", 0)] != 1 || got[win("a", 10)] != 2 {
+				t.Fatalf("store at stream time 14: %v", got)
+			}
+			in.Pipe("b", "x", enginetest.At(16)) // [0,10) started 16ms ago: past its 15ms
+			d.Commit()
+			got := enginetest.StoreContents(d, "counts", ws, serde.Int64)
+			if len(got) != 2 || got[win("a", 10)] != 2 || got[win("b", 10)] != 1 {
+				t.Errorf("store at stream time 16: %v", got)
+			}
+			latest := map[engine.Windowed[string]]int64{}
+			for _, r := range enginetest.NewOutput(d, "out", ws, serde.Int64).ReadRecords() {
+				latest[r.Key] = r.Value
+			}
+			if len(latest) != 3 || latest[win("a", 0)] != 1 || latest[win("a", 10)] != 2 || latest[win("b", 10)] != 1 {
+				t.Errorf("output (latest per window): %v", latest)
+			}
+			// c's window [10,20) expires before any commit: with the cache,
+			// its update is still waiting there, and is emitted on expiry.
+			in.Pipe("c", "x", enginetest.At(17))
+			in.Pipe("c", "x", enginetest.At(31))
+			d.Commit()
+			var c10 []int64
+			for _, r := range enginetest.NewOutput(d, "out", ws, serde.Int64).ReadRecords() {
+				if r.Key == win("c", 10) {
+					c10 = append(c10, r.Value)
+				}
+			}
+			if fmt.Sprint(c10) != "[1]" {
+				t.Errorf("c's expired window emitted %v, want [1]", c10)
+			}
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 || got[win("c", 30)] != 1 {
+				t.Errorf("store at stream time 31: %v", got)
+			}
+		})
+	}
+}

@@ -234,6 +234,36 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 	return c.evict()
 }
 
+// Expire removes key from the store (and its changelog) without a change
+// downstream: state that has outlived its use, like an old window. An
+// update of it still waiting in the cache is written and forwarded first,
+// so expiring never swallows a change.
+func (s *TableStore) Expire(key []byte, ts int64) error {
+	if c := s.cache; c != nil {
+		if e, ok := c.entries[s.store][string(key)]; ok {
+			if e.isDirty {
+				c.dirty.Remove(e.el)
+				e.isDirty, e.el = false, nil
+				if err := e.write(); err != nil {
+					return err
+				}
+			} else if e.el != nil {
+				c.clean.Remove(e.el)
+				e.el = nil
+			}
+			delete(c.entries[s.store], e.ck.key)
+			if c.last == e {
+				c.last = nil
+			}
+			c.size -= e.bytes()
+		}
+	}
+	if err := s.store.Delete(key, ts); err != nil {
+		return fmt.Errorf("engine: store %q: %w", s.store.Name(), err)
+	}
+	return nil
+}
+
 func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any) error {
 	var err error
 	if value == nil {
