@@ -42,6 +42,10 @@ import (
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Passthrough|Stateless|Count' -benchtime=1x -count 3 ./engine/
 //
+// BenchmarkHoppingCount is the count in 5-minute windows advancing every
+// minute, for the ratio to BenchmarkCount (-oxbow.bench.cache sets the
+// record cache; windows need more of it than plain counts).
+//
 // BenchmarkGuarantee compares exactly-once with at-least-once (both
 // topologies, commits every 100ms and every second):
 //
@@ -54,6 +58,7 @@ import (
 
 var (
 	benchRecordsFlag = flag.Int("oxbow.bench.records", 0, "records per iteration of the Kafka benchmarks (default 500000, 20000 with -short)")
+	benchCacheFlag   = flag.Int64("oxbow.bench.cache", 0, "record cache bytes of the engine's processors (default the engine's, 10 MiB)")
 	benchWorkersFlag = flag.Int("oxbow.bench.workers", 0, "worker goroutines of the engine's processors (default GOMAXPROCS)")
 	benchCommitFlag  = flag.Duration("oxbow.bench.commit", time.Second, "commit interval of the processors in the Kafka benchmarks")
 )
@@ -322,6 +327,7 @@ func (it *benchIter) startApp(top *engine.Topology, interval time.Duration, g en
 		Guarantee:      g,
 		CommitInterval: interval,
 		Workers:        *benchWorkersFlag,
+		CacheBytes:     *benchCacheFlag,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -582,4 +588,56 @@ func BenchmarkGuarantee(b *testing.B) {
 			}
 		}
 	}
+}
+
+// hoppingCountTopology counts the input's records by key in 5-minute
+// windows advancing every minute: each record updates five windows.
+func hoppingCountTopology(in, out string) *engine.Topology {
+	b := engine.NewBuilder()
+	engine.WindowedCount(engine.NewStream(b, in, serde.String, serde.Bytes).GroupByKey().
+		WindowedBy(engine.HoppingWindows(5*time.Minute, time.Minute)), engine.Materialized("counts")).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+// BenchmarkHoppingCount is BenchmarkCount in 5-minute windows advancing
+// every minute (five windows per record), for the ratio of windowed to
+// plain counting; timed until every window's final count is on the output.
+func BenchmarkHoppingCount(b *testing.B) {
+	benchRun{
+		start: func(it *benchIter, interval time.Duration) *processor {
+			return it.startApp(hoppingCountTopology(it.in, it.out), interval, engine.AtLeastOnce)
+		},
+		expect: func(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
+			// Every record is in exactly five windows, and each window's
+			// count only grows: complete when the latest counts sum to
+			// five times the records.
+			latest := map[string]int64{}
+			var sum int64
+			var bad error
+			each := func(r *kgo.Record) {
+				n, err := serde.Int64.Decode(r.Value)
+				if err != nil {
+					bad = firstErr(bad, err)
+					return
+				}
+				k := string(r.Key)
+				sum += n - latest[k]
+				latest[k] = n
+			}
+			done := func() bool {
+				if bad != nil {
+					e.b.Fatal(bad)
+				}
+				return sum >= 5*int64(e.records)
+			}
+			progress := func() string {
+				return fmt.Sprintf("%d windowed keys, counts summing to %d of %d", len(latest), sum, 5*e.records)
+			}
+			return each, done, progress
+		},
+	}.run(b)
 }
