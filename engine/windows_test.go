@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,39 @@ func TestWindowRetention(t *testing.T) {
 				t.Errorf("store at stream time 31: %v", got)
 			}
 		})
+	}
+}
+
+// A record for a closed window is counted in oxbow.records.dropped, by its
+// node and reason.
+func TestAppLateRecordMetric(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	b := engine.NewBuilder()
+	engine.WindowedCount(engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
+		WindowedBy(engine.TumblingWindows(time.Minute)), engine.Named("per-minute")).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newTelMetrics(t)
+	a := k.start(top, engine.Config{MeterProvider: m.mp})
+	base := enginetest.Epoch
+	k.produce(in,
+		&kgo.Record{Key: []byte("a"), Value: []byte("x"), Timestamp: base.Add(30 * time.Second)},
+		&kgo.Record{Key: []byte("a"), Value: []byte("x"), Timestamp: base.Add(90 * time.Second)},
+		&kgo.Record{Key: []byte("a"), Value: []byte("late"), Timestamp: base.Add(40 * time.Second)},
+	)
+	want := map[string]int64{"reason=per-minute: record for a closed window": 1}
+	telWait(t, k, 60*time.Second, "the late record in oxbow.records.dropped", func() (bool, string) {
+		got := telInt64s(m.collect(), "oxbow.records.dropped")
+		return maps.Equal(got, want), fmt.Sprint(got)
+	})
+	if got := a.Skipped(); got["per-minute: record for a closed window"] != 1 {
+		t.Errorf("App.Skipped: %v", got)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -57,7 +57,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."))
 	x.commitLatency, errs[2] = m.Float64Histogram("oxbow.commit.latency", metric.WithUnit("s"), metric.WithDescription("Time to commit: flush caches, await produced records, commit offsets, apply state."))
 	x.recordLateness, errs[3] = m.Float64Histogram("oxbow.record.lateness", metric.WithUnit("ms"), metric.WithDescription("How far behind its task's stream time a record arrived."))
-	x.droppedRecords, errs[4] = m.Int64Counter("oxbow.records.dropped", metric.WithDescription("Records skipped or dead-lettered, by reason."))
+	x.droppedRecords, errs[4] = m.Int64Counter("oxbow.records.dropped", metric.WithDescription("Records skipped or dead-lettered, by reason: decode, process, produce, or \"<node>: <why>\" for a record a node dropped (a late record for a closed window, a tombstone an operation cannot take)."))
 	x.restoredRecords, errs[5] = m.Int64Counter("oxbow.restore.records", metric.WithDescription("Changelog records restored into local state."))
 	remaining, e6 := m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."))
 	lag, e7 := m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one processed and the partition's high watermark."))

@@ -377,6 +377,12 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		Logger:        r.log,
 		CacheBytes:    cacheBytes,
 		OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
+		OnSkip: func(reason string) {
+			// Decode errors are counted where their policy is applied.
+			if reason != "decode-error" {
+				r.m.dropped(context.Background(), reason)
+			}
+		},
 	})
 	if err != nil {
 		t.st.Close()

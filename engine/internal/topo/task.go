@@ -72,6 +72,9 @@ type TaskConfig struct {
 	// OnDecodeError decides what happens to an input record that cannot be
 	// decoded; nil fails the task.
 	OnDecodeError func(in Input, err error) error
+	// OnSkip, if set, hears of every record a node skips (and counts), with
+	// its reason "<node>: <why>", or "decode-error".
+	OnSkip func(reason string)
 }
 
 // Task runs one sub-topology for one partition: the single writer of that
@@ -259,7 +262,12 @@ func (t *Task) CacheStats() (hits, misses int64) {
 func (t *Task) Pending() int { return t.cache.Len() }
 
 // Skip counts a dropped record.
-func (t *Task) Skip(reason string) { t.skipped[reason]++ }
+func (t *Task) Skip(reason string) {
+	t.skipped[reason]++
+	if t.cfg.OnSkip != nil {
+		t.cfg.OnSkip(reason)
+	}
+}
 
 // Close closes every processor and store.
 func (t *Task) Close() error {
