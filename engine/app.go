@@ -129,6 +129,10 @@ type Config struct {
 	// DeadLetterTopic receives dead-lettered records; created (one
 	// partition) if missing. Required by a DeadLetter policy.
 	DeadLetterTopic string
+	// DeadLetterLateRecords sends a record that came too late for every
+	// window it belongs to (after their grace) to DeadLetterTopic, with
+	// oxbow.stage "late", besides counting it as dropped.
+	DeadLetterLateRecords bool
 }
 
 // AppState is where an application instance is in its life.
@@ -255,6 +259,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		OnProcessError:     runtime.ErrorPolicy(cfg.OnProcessingError),
 		OnProduceError:     runtime.ErrorPolicy(cfg.OnProductionError),
 		DeadLetterTopic:    cfg.DeadLetterTopic,
+		DeadLetterLate:     cfg.DeadLetterLateRecords,
 	}
 	if err := rcfg.Validate(); err != nil {
 		errs = append(errs, err)

@@ -236,11 +236,14 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 					return nil
 				}
 				now := c.StreamTime()
-				for _, s := range w.starts(r.Timestamp.UnixMilli()) {
+				starts := w.starts(r.Timestamp.UnixMilli())
+				late := 0
+				for _, s := range starts {
 					start := topo.TimeOf(s)
 					end := start.Add(size)
 					if !now.Before(end.Add(grace)) {
 						c.Skip("record for a closed window")
+						late++
 						continue
 					}
 					wr := r
@@ -271,6 +274,11 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 						if err := emit.add(end.UnixMilli(), kb, ts.UnixMilli()); err != nil {
 							return err
 						}
+					}
+				}
+				if late > 0 && late == len(starts) {
+					if err := c.Late("record for closed windows only"); err != nil {
+						return err
 					}
 				}
 				ms := now.UnixMilli()

@@ -248,10 +248,11 @@ func TestWindowRetention(t *testing.T) {
 }
 
 // A record for a closed window is counted in oxbow.records.dropped, by its
-// node and reason.
-func TestAppLateRecordMetric(t *testing.T) {
+// node and reason, and with DeadLetterLateRecords written to the
+// dead-letter topic.
+func TestAppLateRecords(t *testing.T) {
 	k := newKT(t)
-	in, out := k.topic("in"), k.topic("out")
+	in, out, dlq := k.topic("in"), k.topic("out"), k.topic("dlq")
 	k.create(1, in, out)
 	b := engine.NewBuilder()
 	engine.WindowedCount(engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
@@ -261,7 +262,7 @@ func TestAppLateRecordMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newTelMetrics(t)
-	a := k.start(top, engine.Config{MeterProvider: m.mp})
+	a := k.start(top, engine.Config{MeterProvider: m.mp, DeadLetterLateRecords: true, DeadLetterTopic: dlq})
 	base := enginetest.Epoch
 	k.produce(in,
 		&kgo.Record{Key: []byte("a"), Value: []byte("x"), Timestamp: base.Add(30 * time.Second)},
@@ -275,6 +276,14 @@ func TestAppLateRecordMetric(t *testing.T) {
 	})
 	if got := a.Skipped(); got["per-minute: record for a closed window"] != 1 {
 		t.Errorf("App.Skipped: %v", got)
+	}
+	dead := k.records(dlq, 1, 30*time.Second)
+	h := map[string]string{}
+	for _, x := range dead[0].Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if string(dead[0].Value) != "late" || h["oxbow.stage"] != "late" || h["oxbow.offset"] != "2" || !strings.Contains(h["oxbow.error"], "closed windows") {
+		t.Errorf("dead letter: value %q, headers %v", dead[0].Value, h)
 	}
 	if err := a.stop(); err != nil {
 		t.Fatal(err)

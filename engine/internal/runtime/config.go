@@ -74,7 +74,7 @@ const (
 	HeaderTopic     = "oxbow.topic"
 	HeaderPartition = "oxbow.partition"
 	HeaderOffset    = "oxbow.offset"
-	HeaderStage     = "oxbow.stage" // "decode", "process" or "produce"
+	HeaderStage     = "oxbow.stage" // "decode", "process", "produce" or "late"
 )
 
 // Config is a validated instance configuration (package engine fills in the
@@ -110,6 +110,9 @@ type Config struct {
 	OnProcessError  ErrorPolicy
 	OnProduceError  ErrorPolicy
 	DeadLetterTopic string
+	// DeadLetterLate: records too late for every window they belong to go
+	// to the dead-letter topic (stage "late") besides being counted.
+	DeadLetterLate bool
 
 	// MaxBufferedRecords bounds the records waiting in one task's queues
 	// before its partitions are paused.
@@ -153,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ExactlyOnce && c.OnProduceError == Skip {
 		errs = append(errs, fmt.Errorf("engine: OnProductionError is %v, but with ExactlyOnce a record that cannot be produced aborts its whole transaction: it cannot be skipped; use Fail", c.OnProduceError))
+	}
+	if c.DeadLetterLate && c.DeadLetterTopic == "" {
+		errs = append(errs, errors.New("engine: DeadLetterLateRecords needs a DeadLetterTopic"))
 	}
 	if c.OnProduceError == DeadLetter {
 		errs = append(errs, errors.New("engine: OnProductionError cannot be DeadLetter (the dead-letter topic is produced to as well); use Fail or Skip"))

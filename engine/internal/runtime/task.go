@@ -39,6 +39,7 @@ type rtask struct {
 
 	out      *collector
 	logged   []loggedStore
+	cur      *kgo.Record // the record being processed
 	lastPunc time.Time
 }
 
@@ -136,7 +137,10 @@ func (t *rtask) run(ctx context.Context, now time.Time) error {
 			break
 		}
 		t.buffered--
-		if err := t.process(ctx, rec, q); err != nil {
+		t.cur = rec
+		err := t.process(ctx, rec, q)
+		t.cur = nil
+		if err != nil {
 			return err
 		}
 	}
@@ -377,6 +381,17 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		Logger:        r.log,
 		CacheBytes:    cacheBytes,
 		OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
+		OnLate: func(reason string) error {
+			rec := t.cur
+			if !r.cfg.DeadLetterLate || rec == nil {
+				return nil
+			}
+			var hs []topo.Header
+			for _, h := range rec.Headers {
+				hs = append(hs, topo.Header{Key: h.Key, Value: h.Value})
+			}
+			return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), hs, "late", errors.New(reason))
+		},
 		OnSkip: func(reason string) {
 			// Decode errors are counted where their policy is applied.
 			if reason != "decode-error" {

@@ -58,6 +58,16 @@ func (c *Context) Now() time.Time { return c.inst.task.cfg.Now() }
 // Skip counts a record the node dropped, with the reason.
 func (c *Context) Skip(reason string) { c.inst.task.Skip(c.inst.node.Name + ": " + reason) }
 
+// Late reports that the input record being processed came too late for
+// every window it belongs to, so that the runtime may dead-letter it. The
+// node counts each skipped window with Skip as well.
+func (c *Context) Late(reason string) error {
+	if f := c.inst.task.cfg.OnLate; f != nil {
+		return f(c.inst.node.Name + ": " + reason)
+	}
+	return nil
+}
+
 // Schedule calls fn every interval of the given clock until cancelled.
 func (c *Context) Schedule(interval time.Duration, typ PunctuationType, fn func(time.Time) error) (cancel func(), err error) {
 	ms := interval.Milliseconds()

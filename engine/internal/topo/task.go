@@ -75,6 +75,10 @@ type TaskConfig struct {
 	// OnSkip, if set, hears of every record a node skips (and counts), with
 	// its reason "<node>: <why>", or "decode-error".
 	OnSkip func(reason string)
+	// OnLate, if set, is told of an input record that came too late for
+	// every window it belongs to (after it was counted as skipped); the
+	// runtime may dead-letter it.
+	OnLate func(reason string) error
 }
 
 // Task runs one sub-topology for one partition: the single writer of that
