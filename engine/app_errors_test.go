@@ -188,16 +188,13 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// A record the broker refuses (too large) follows the production policy:
-// Skip counts it and goes on; Fail stops the instance without committing.
-func TestAppProductionErrorPolicies(t *testing.T) {
-	k := newKT(t)
-	in, out := k.topic("in"), k.topic("out")
-	k.create(1, in, out)
+// hugeValues copies in to out, but a value "huge" becomes 2 MiB of random
+// bytes: over the broker's default 1 MiB limit, even compressed.
+func hugeValues(t *testing.T, in, out string) *engine.Topology {
+	t.Helper()
 	b := engine.NewBuilder()
 	engine.MapValues(engine.NewStream(b, in, serde.String, serde.String), func(_ string, v string) string {
 		if v == "huge" {
-			// Over the broker's default 1 MiB limit, even compressed.
 			b := make([]byte, 2<<20)
 			rand.Read(b)
 			return string(b)
@@ -208,9 +205,19 @@ func TestAppProductionErrorPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return top
+}
+
+// A record the broker refuses (too large) follows the production policy:
+// Skip counts it and goes on; Fail stops the instance without committing.
+func TestAppProductionErrorPolicies(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	top := hugeValues(t, in, out)
 	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("small")}, &kgo.Record{Key: []byte("b"), Value: []byte("huge")}, &kgo.Record{Key: []byte("c"), Value: []byte("small")})
 
-	err = k.runUntilStopped(top, engine.Config{AppID: k.prefix + "-fail"})
+	err := k.runUntilStopped(top, engine.Config{AppID: k.prefix + "-fail"})
 	if err == nil || !strings.Contains(err.Error(), "produce to "+out) {
 		t.Fatalf("Fail policy: Run returned %v, want the production error", err)
 	}
@@ -245,22 +252,10 @@ func TestAppExactlyOnceProductionErrorAborts(t *testing.T) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(1, in, out)
-	b := engine.NewBuilder()
-	engine.MapValues(engine.NewStream(b, in, serde.String, serde.String), func(_ string, v string) string {
-		if v == "huge" {
-			b := make([]byte, 2<<20)
-			rand.Read(b)
-			return string(b)
-		}
-		return v
-	}).To(out)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := hugeValues(t, in, out)
 	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("small")}, &kgo.Record{Key: []byte("b"), Value: []byte("huge")}, &kgo.Record{Key: []byte("c"), Value: []byte("small")})
 	group := k.prefix + "-eos"
-	err = k.runUntilStopped(top, engine.Config{AppID: group, Guarantee: engine.ExactlyOnce})
+	err := k.runUntilStopped(top, engine.Config{AppID: group, Guarantee: engine.ExactlyOnce})
 	if err == nil || !strings.Contains(err.Error(), "produce to "+out) {
 		t.Fatalf("Run returned %v, want the production error", err)
 	}

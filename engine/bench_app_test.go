@@ -532,10 +532,16 @@ func BenchmarkCount(b *testing.B) {
 
 // expectCount completes when every key's final count has arrived.
 func expectCount(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
-	// Each key's count only grows, so the sum of the latest counts
-	// reaches the number of records exactly when every final count
-	// has arrived.
-	latest := make(map[string]int64, e.keys)
+	// Each record counts once.
+	return latestCountsSumTo(e, int64(e.records), e.keys)
+}
+
+// latestCountsSumTo reads output records with Int64 counts and completes
+// when the latest count of each key sums to want (and, if keys > 0, there
+// are that many keys): since counts only grow, that is when every final
+// count has arrived.
+func latestCountsSumTo(e *benchEnv, want int64, keys int) (func(*kgo.Record), func() bool, func() string) {
+	latest := make(map[string]int64, keys)
 	var sum, outputs int64
 	var bad error
 	each := func(r *kgo.Record) {
@@ -553,10 +559,10 @@ func expectCount(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
 		if bad != nil {
 			e.b.Fatal(bad)
 		}
-		return sum >= int64(e.records) && len(latest) == e.keys
+		return sum >= want && (keys == 0 || len(latest) == keys)
 	}
 	progress := func() string {
-		return fmt.Sprintf("%d of %d keys, counts summing to %d of %d, %d output records", len(latest), e.keys, sum, e.records, outputs)
+		return fmt.Sprintf("%d keys, counts summing to %d of %d, %d output records", len(latest), sum, want, outputs)
 	}
 	return each, done, progress
 }
@@ -612,32 +618,8 @@ func BenchmarkHoppingCount(b *testing.B) {
 			return it.startApp(hoppingCountTopology(it.in, it.out), interval, engine.AtLeastOnce)
 		},
 		expect: func(e *benchEnv) (func(*kgo.Record), func() bool, func() string) {
-			// Every record is in exactly five windows, and each window's
-			// count only grows: complete when the latest counts sum to
-			// five times the records.
-			latest := map[string]int64{}
-			var sum int64
-			var bad error
-			each := func(r *kgo.Record) {
-				n, err := serde.Int64.Decode(r.Value)
-				if err != nil {
-					bad = firstErr(bad, err)
-					return
-				}
-				k := string(r.Key)
-				sum += n - latest[k]
-				latest[k] = n
-			}
-			done := func() bool {
-				if bad != nil {
-					e.b.Fatal(bad)
-				}
-				return sum >= 5*int64(e.records)
-			}
-			progress := func() string {
-				return fmt.Sprintf("%d windowed keys, counts summing to %d of %d", len(latest), sum, 5*e.records)
-			}
-			return each, done, progress
+			// Every record is in exactly five windows.
+			return latestCountsSumTo(e, 5*int64(e.records), 0)
 		},
 	}.run(b)
 }

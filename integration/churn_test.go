@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 )
 
@@ -61,16 +59,7 @@ func (s *churnSlot) stop(t *testing.T) {
 func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) map[string]int64 {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 21))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(c.in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	words := make([]string, 300)
-	for i := range words {
-		words[i] = fmt.Sprintf("w%03d", i)
-	}
-	input := &crashInput{cl: cl, topic: c.in, rng: rand.New(rand.NewPCG(seed, 22)), words: words, want: map[string]int64{}}
+	input := newCrashInput(t, env, c.in, seed, 22)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	slots := make([]*churnSlot, 3)
@@ -96,18 +85,9 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("instance %s not ready after 2m:\n%s", slots[0].c.id, slots[0].child.output())
 	}
-	// Input at about 5000 records a second between events, 0.5s to 3s apart.
-	feed := func(d time.Duration) {
-		t.Helper()
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			if err := input.batch(ctx, 100); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond) // the input's pace
-		}
-	}
+	// Input between events, 0.5s to 3s apart.
 	for i := range events {
-		feed(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+		input.feed(ctx, t, time.Duration(500+rng.IntN(2500))*time.Millisecond)
 		s := slots[rng.IntN(len(slots))]
 		switch {
 		case !s.running():
@@ -129,7 +109,7 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 			s.child = startCrashChild(t, s.c)
 		}
 	}
-	feed(time.Second)
+	input.feed(ctx, t, time.Second)
 	return input.want
 }
 

@@ -246,6 +246,34 @@ type crashInput struct {
 	n     int
 }
 
+// newCrashInput writes to topic with its own client (closed when the test
+// ends), choosing among 300 words with a generator seeded by seed and
+// stream.
+func newCrashInput(t *testing.T, env *kafkaenv.Env, topic string, seed, stream uint64) *crashInput {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%03d", i)
+	}
+	return &crashInput{cl: cl, topic: topic, rng: rand.New(rand.NewPCG(seed, stream)), words: words, want: map[string]int64{}}
+}
+
+// feed writes for d at about 5000 records a second.
+func (in *crashInput) feed(ctx context.Context, t *testing.T, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if err := in.batch(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // the input's pace
+	}
+}
+
 func (in *crashInput) batch(ctx context.Context, size int) error {
 	recs := make([]*kgo.Record, size)
 	for i := range recs {
@@ -262,16 +290,7 @@ func (in *crashInput) batch(ctx context.Context, size int) error {
 func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int, seed uint64) map[string]int64 {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 11))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(c.in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	words := make([]string, 300)
-	for i := range words {
-		words[i] = fmt.Sprintf("w%03d", i)
-	}
-	input := &crashInput{cl: cl, topic: c.in, rng: rand.New(rand.NewPCG(seed, 12)), words: words, want: map[string]int64{}}
+	input := newCrashInput(t, env, c.in, seed, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// Some input before the first start, then more before every restart
@@ -279,7 +298,7 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 	if err := input.batch(ctx, 2000); err != nil {
 		t.Fatal(err)
 	}
-	adm := kadm.NewClient(cl)
+	adm := kadm.NewClient(input.cl)
 	var progressed int
 	last := int64(0)
 	for i := range kills {
@@ -293,14 +312,8 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 			t.Fatalf("run %d: the child was not ready after 2m:\n%s", i, ch.output())
 		}
 		// Kill at a random moment within 2s of its start of processing,
-		// while input arrives at about 5000 records a second.
-		deadline := time.Now().Add(time.Duration(rng.IntN(2000)) * time.Millisecond)
-		for time.Now().Before(deadline) {
-			if err := input.batch(ctx, 100); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond) // the input's pace
-		}
+		// while input arrives.
+		input.feed(ctx, t, time.Duration(rng.IntN(2000))*time.Millisecond)
 		select {
 		case <-ch.exited:
 			t.Fatalf("run %d: the child exited by itself:\n%s", i, ch.output())
