@@ -222,8 +222,17 @@ func (s *kvStore[K, V]) Range(from, to K) iter.Seq2[KeyValue[K, V], error] {
 func (s *kvStore[K, V]) All() iter.Seq2[KeyValue[K, V], error] { return s.scan(nil, nil) }
 
 func (s *kvStore[K, V]) scan(lo, hi []byte) iter.Seq2[KeyValue[K, V], error] {
+	return s.scanRaw(lo, hi, nil)
+}
+
+// scanRaw is scan of the entries whose encoded key keep accepts (all if
+// keep is nil).
+func (s *kvStore[K, V]) scanRaw(lo, hi []byte, keep func([]byte) bool) iter.Seq2[KeyValue[K, V], error] {
 	return func(yield func(KeyValue[K, V], error) bool) {
 		for e, err := range s.raw.Range(lo, hi) {
+			if err == nil && keep != nil && !keep(e.Key) {
+				continue
+			}
 			var kv KeyValue[K, V]
 			if err == nil {
 				if kv.Key, err = s.ks.Decode(e.Key); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"time"
 
@@ -373,3 +374,65 @@ func (x *timeIndex) each(due, now int64, fn func(kb []byte) error) error {
 	}
 	return nil
 }
+
+// ReadOnlyWindowStore reads the windows of a windowed aggregation.
+type ReadOnlyWindowStore[K, V any] interface {
+	// Get returns the value of key's window starting at start.
+	Get(key K, start time.Time) (value V, ok bool, err error)
+	// Fetch iterates key's windows that start in [from, to], earliest
+	// first. A key another instance owns gives a *NotLocalError.
+	Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
+	// All iterates every window of the partitions this instance reads, by
+	// encoded key, then start.
+	All() iter.Seq2[KeyValue[Windowed[K], V], error]
+}
+
+// QueryWindowStore opens the store of a windowed aggregation of a running
+// topology (its Materialized name) for reading: the serdes of its keys and
+// values, and the windows' size.
+func QueryWindowStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], size time.Duration, opts ...QueryOption) (ReadOnlyWindowStore[K, V], error) {
+	if keySerde == nil {
+		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(true, valueSerde == nil))
+	}
+	kv, err := QueryKeyValueStore(q, store, WindowedSerde(keySerde, size), valueSerde, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &windowStore[K, V]{kv: kv.(*kvStore[Windowed[K], V]), inner: keySerde, size: size}, nil
+}
+
+type windowStore[K, V any] struct {
+	kv    *kvStore[Windowed[K], V]
+	inner serde.Serde[K]
+	size  time.Duration
+}
+
+func (s *windowStore[K, V]) window(key K, start time.Time) Windowed[K] {
+	return Windowed[K]{Key: key, Window: Window{Start: start, End: start.Add(s.size)}}
+}
+
+func (s *windowStore[K, V]) Get(key K, start time.Time) (V, bool, error) {
+	return s.kv.Get(s.window(key, start))
+}
+
+func (s *windowStore[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	kb, err := s.inner.Encode(key)
+	if err != nil {
+		return errSeq[Windowed[K], V](s.kv.serdeErr("key", nil, true, err))
+	}
+	// The owner and readiness checks of a point read.
+	if _, _, err := s.kv.raw.Get(binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(from.UnixMilli()))); err != nil {
+		return errSeq[Windowed[K], V](err)
+	}
+	lo := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(max(from.UnixMilli(), 0)))
+	hi := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(to.UnixMilli()+1))
+	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
+		for kv, err := range s.kv.scanRaw(lo, hi, func(k []byte) bool { return len(k) == len(kb)+8 }) {
+			if !yield(kv, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *windowStore[K, V]) All() iter.Seq2[KeyValue[Windowed[K], V], error] { return s.kv.All() }

@@ -104,6 +104,20 @@ func TestAppWindowedCount(t *testing.T) {
 			t.Errorf("minute %d: %d", minute, got)
 		}
 	}
+	wstore, err := engine.QueryWindowStore(a.App, "per-minute", serde.String, serde.Int64, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetched []int64
+	for kv, err := range wstore.Fetch("acme", base, base.Add(2*time.Minute)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched = append(fetched, kv.Value)
+	}
+	if fmt.Sprint(fetched) != "[3 2 1]" {
+		t.Errorf("Fetch(acme, minutes 0 to 2): %v, want [3 2 1]", fetched)
+	}
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +301,67 @@ func TestAppLateRecords(t *testing.T) {
 	}
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// QueryWindowStore fetches one key's windows over a time range, in start
+// order, and no window of another key, even one whose bytes begin with it.
+func TestQueryWindowStore(t *testing.T) {
+	b := engine.NewBuilder()
+	engine.WindowedCount(engine.NewStream(b, "in", serde.String, serde.String).GroupByKey().
+		WindowedBy(engine.TumblingWindows(10*time.Millisecond)), engine.Materialized("counts"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "in", serde.String, serde.String)
+	for _, p := range []struct {
+		key string
+		ms  int64
+	}{{"a", 1}, {"a", 2}, {"ab", 3}, {"a", 15}, {"ab", 16}, {"a", 27}, {"b", 28}} {
+		in.Pipe(p.key, "x", enginetest.At(p.ms))
+	}
+	ws, err := engine.QueryWindowStore(d, "counts", serde.String, serde.Int64, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(key string, from, to int64) string {
+		var got []string
+		for kv, err := range ws.Fetch(key, enginetest.At(from), enginetest.At(to)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s@%d=%d", kv.Key.Key, kv.Key.Window.Start.Sub(enginetest.Epoch).Milliseconds(), kv.Value))
+		}
+		return strings.Join(got, " ")
+	}
+	for _, tc := range []struct {
+		key      string
+		from, to int64
+		want     string
+	}{
+		{"a", 0, 100, "a@0=2 a@10=1 a@20=1"},
+		{"a", 10, 20, "a@10=1 a@20=1"},
+		{"a", 11, 19, ""},
+		{"ab", 0, 100, "ab@0=1 ab@10=1"},
+		{"c", 0, 100, ""},
+	} {
+		if got := fetch(tc.key, tc.from, tc.to); got != tc.want {
+			t.Errorf("Fetch(%s, %d, %d) = %q, want %q", tc.key, tc.from, tc.to, got, tc.want)
+		}
+	}
+	if v, ok, err := ws.Get("a", enginetest.At(0)); err != nil || !ok || v != 2 {
+		t.Errorf("Get(a, 0) = %d, %v, %v", v, ok, err)
+	}
+	n := 0
+	for _, err := range ws.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("All: %d windows, want 6", n)
 	}
 }
