@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
@@ -12,7 +13,8 @@ import (
 // the stateless and the count benchmark topologies processing records that
 // are already in memory, its output discarded. BenchmarkTaskBaseline is the
 // floor: the same records copied into output records, as a passthrough
-// does. The count keeps its state in memory here (its pebble cost is
+// does. BenchmarkTaskStatelessUnfused is the stateless topology without
+// fusion. The count keeps its state in memory here (its pebble cost is
 // measured by the state package's benchmarks and BenchmarkCount).
 
 // discard is a collector that drops what it is sent.
@@ -73,6 +75,13 @@ func BenchmarkTaskBaseline(b *testing.B) {
 
 func BenchmarkTaskStateless(b *testing.B) {
 	benchTask(b, topo.Unwrap(statelessTopology("in", "out")))
+}
+
+// BenchmarkTaskStatelessUnfused is the stateless topology on the generic
+// path, each node a processor with boxed records (see the topo package's
+// doc on fusion).
+func BenchmarkTaskStatelessUnfused(b *testing.B) {
+	benchTask(b, topo.Unwrap(engine.Unfused(statelessTopology("in", "out"))))
 }
 
 func BenchmarkTaskCount(b *testing.B) {

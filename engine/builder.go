@@ -53,6 +53,7 @@ func (b *Builder) Build() (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	fuse(&b.g)
 	return &Topology{t: t}, nil
 }
 

@@ -2,9 +2,12 @@ package engine_test
 
 // Data-driven specs of the DSL's semantics, in the manner of pebble's
 // testdata files. Every file in testdata/dsl/*.txt is a sequence of cases;
-// each runs one topology of the map below in the in-memory driver, twice:
-// without a record cache ("nocache"), where every update is visible, and
-// with one ("cache"), committing before each expect, store, skipped and log.
+// each runs one topology of the map below in the in-memory driver, three
+// times: without a record cache ("nocache"), where every update is visible;
+// the same with fusion off ("unfused"), every node on the generic path (see
+// the topo package's doc on fusion), which must give the same results; and
+// with a record cache ("cache"), committing before each expect, store,
+// skipped and log.
 // The cache may compact a key's updates between commits, so there expect
 // compares only the latest record of each key (a key that was added and
 // deleted since the last commit may be missing), and log is not checked.
@@ -156,15 +159,16 @@ func parseDSLCases(file, data string) ([]dslCase, error) {
 // dslRun runs a case in one mode and collects its failures, so that a case
 // marked as a bug can be skipped rather than failed.
 type dslRun struct {
-	file   string
-	cached bool
-	in     map[string]dslKind // topic -> kind
-	out    map[string]dslKind
-	stores map[string]dslKind
-	d      *enginetest.Driver
-	read   map[string]int // output topic -> records read
-	log    []string
-	errs   []string
+	file    string
+	cached  bool
+	unfused bool
+	in      map[string]dslKind // topic -> kind
+	out     map[string]dslKind
+	stores  map[string]dslKind
+	d       *enginetest.Driver
+	read    map[string]int // output topic -> records read
+	log     []string
+	errs    []string
 }
 
 func (r *dslRun) errorf(cmd dslCommand, format string, args ...any) {
@@ -172,10 +176,10 @@ func (r *dslRun) errorf(cmd dslCommand, format string, args ...any) {
 }
 
 func runDSLCase(t *testing.T, file string, c dslCase) {
-	for _, cached := range []bool{false, true} {
-		name := map[bool]string{false: "nocache", true: "cache"}[cached]
-		t.Run(name, func(t *testing.T) {
-			r := &dslRun{file: file, cached: cached, read: map[string]int{}}
+	for _, mode := range []string{"nocache", "unfused", "cache"} {
+		cached := mode == "cache"
+		t.Run(mode, func(t *testing.T) {
+			r := &dslRun{file: file, cached: cached, unfused: mode == "unfused", read: map[string]int{}}
 			bug, cmds := "", c.cmds[:0:0]
 			for _, cmd := range c.cmds {
 				switch {
@@ -194,7 +198,7 @@ func runDSLCase(t *testing.T, file string, c dslCase) {
 			case bug != "" && len(r.errs) > 0:
 				t.Skipf("BUG: %s\n%s", bug, strings.Join(r.errs, "\n"))
 			case bug != "":
-				t.Errorf("%s:%d: the case is marked as a bug (%s) but passes (%s): remove the bug line", file, c.line, bug, name)
+				t.Errorf("%s:%d: the case is marked as a bug (%s) but passes (%s): remove the bug line", file, c.line, bug, mode)
 			default:
 				for _, e := range r.errs {
 					t.Error(e)
@@ -237,6 +241,9 @@ func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
 	if buildErr != nil {
 		r.errorf(start, "Build: %v", buildErr)
 		return
+	}
+	if r.unfused {
+		top = engine.Unfused(top)
 	}
 	var opts []enginetest.Option
 	if r.cached {

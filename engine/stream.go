@@ -34,6 +34,7 @@ func NewStream[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valu
 	o, err := b.opts("NewStream", opts, "WithTimestamps", "WithWallClockTimestamps")
 	n := &topo.Node{Kind: topo.SourceNode, Op: "source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	n.Name = b.name("source", o, nil, topic)
+	n.Typed = newSourceStep(keySerde, valueSerde)
 	b.add(n, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil), sourceTimes[K, V](n, o)))
 	return &Stream[K, V]{b: b, node: n, ks: keySerde, vs: valueSerde}
 }
@@ -106,6 +107,7 @@ func (s *Stream[K, V]) filter(op string, pred func(K, V) bool, want bool, opts [
 	if pred == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("predicate"))
 	}
+	n.Typed = filterStep[K, V]{pred, want}
 	return keep(s, n)
 }
 
@@ -120,6 +122,7 @@ func (s *Stream[K, V]) Peek(fn func(K, V), opts ...Option) *Stream[K, V] {
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("peek"))
 	}
+	n.Typed = peekStep[K, V]{fn}
 	return keep(s, n)
 }
 
@@ -134,6 +137,7 @@ func (s *Stream[K, V]) Foreach(fn func(K, V), opts ...Option) {
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("foreach"))
 	}
+	n.Typed = foreachStep[K, V]{fn}
 }
 
 // Merge interleaves two streams of the same types, in processing order.
@@ -164,6 +168,9 @@ func Map[K, V, K2, V2 any](s *Stream[K, V], fn func(K, V) (K2, V2), opts ...Opti
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("map"))
 	}
+	if plain[K2]() && plain[V2]() {
+		n.Typed = mapStep[K, V, K2, V2]{n, fn}
+	}
 	return derive(s, n, defaultSerde[K2](), defaultSerde[V2](), true)
 }
 
@@ -178,6 +185,9 @@ func MapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) V2, opts ...Option) 
 	})
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("map"))
+	}
+	if plain[V2]() {
+		n.Typed = mapValuesStep[K, V, V2]{fn}
 	}
 	return derive(s, n, s.ks, defaultSerde[V2](), s.rekeyed)
 }
@@ -195,6 +205,9 @@ func SelectKey[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) 
 	})
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("key"))
+	}
+	if plain[K2]() {
+		n.Typed = selectKeyStep[K, V, K2]{n, fn}
 	}
 	return derive(s, n, defaultSerde[K2](), s.vs, true)
 }
@@ -219,6 +232,9 @@ func FlatMap[K, V, K2, V2 any](s *Stream[K, V], fn func(K, V) []KeyValue[K2, V2]
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("flat-map"))
 	}
+	if plain[K2]() && plain[V2]() {
+		n.Typed = flatMapStep[K, V, K2, V2]{n, fn}
+	}
 	return derive(s, n, defaultSerde[K2](), defaultSerde[V2](), true)
 }
 
@@ -241,6 +257,9 @@ func FlatMapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) []V2, opts ...Op
 	if fn == nil {
 		n.Err = errors.Join(n.Err, errNilFunc("flat-map"))
 	}
+	if plain[V2]() {
+		n.Typed = flatMapValuesStep[K, V, V2]{fn}
+	}
 	return derive(s, n, s.ks, defaultSerde[V2](), s.rekeyed)
 }
 
@@ -250,6 +269,7 @@ func (s *Stream[K, V]) To(topic string, opts ...Option) {
 	o, err := s.b.opts("To", opts)
 	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs), KeyComparable: keyComparable[K]()}
 	n.Name = s.b.name("sink", o, n.Parents, topic)
+	n.Typed = newSinkStep(n, s.ks, s.vs)
 	s.b.add(n, errors.Join(err, nilSerdes(s.ks == nil, s.vs == nil)))
 }
 
@@ -270,10 +290,12 @@ func (s *Stream[K, V]) repartition(name string, partitions int, err error) *Stre
 	it := &topo.InternalTopic{Name: name + "-repartition", Kind: topo.RepartitionTopic, Partitions: partitions}
 	kc, vc := codecOf(s.ks), codecOf(s.vs)
 	serdeErr := nilSerdes(s.ks == nil, s.vs == nil)
-	s.b.add(&topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
-		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}, errors.Join(err, serdeErr))
+	sink := &topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
+		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}
+	sink.Typed = newSinkStep(sink, s.ks, s.vs)
+	s.b.add(sink, errors.Join(err, serdeErr))
 	src := s.b.add(&topo.Node{Name: name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
-		KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}, nil)
+		KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K](), Typed: newSourceStep(s.ks, s.vs)}, nil)
 	return &Stream[K, V]{b: s.b, node: src, ks: s.ks, vs: s.vs}
 }
 

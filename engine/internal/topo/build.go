@@ -50,7 +50,10 @@ type Topology struct {
 	Subs           []*SubTopology // the global sub-topologies, if any, come last
 	Stores         map[string]*StoreSpec
 	InternalTopics []*InternalTopic
-	sourceOf       map[TopicRef]*SubTopology
+	// Unfused: tasks run every node through the generic path, even where
+	// the DSL compiled a fused line (for tests comparing the two).
+	Unfused  bool
+	sourceOf map[TopicRef]*SubTopology
 }
 
 // SubFor returns the sub-topology that reads a topic.

@@ -124,6 +124,13 @@ type Node struct {
 	// Global: the node belongs to a global store's sub-topology.
 	Global bool
 
+	// Typed is the DSL's typed form of the node, from which it compiles
+	// Fuse; opaque here.
+	Typed any
+	// Fuse (sources) compiles the source's fused line for a task (see
+	// Fused); nil if the source has none.
+	Fuse func(env FuseEnv) Fused
+
 	// Err is a wiring problem found while the DSL recorded the node; Build
 	// reports it with the node's name.
 	Err error

@@ -110,6 +110,8 @@ type nodeInst struct {
 	inited   bool   // Init succeeded, so Close is due
 	// sinks: the sources whose key bytes this sink may write as they are.
 	rawKeysFrom []*nodeInst
+	// sources: the fused line (see Fused), if the source has one.
+	fused Fused
 }
 
 // NewTask instantiates every node of the sub-topology and opens its stores.
@@ -148,6 +150,9 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		}
 		if n.Kind == SourceNode {
 			t.sources[ni.topic] = ni
+			if n.Fuse != nil && !cfg.Topology.Unfused {
+				ni.fused = n.Fuse(fuseEnv{t})
+			}
 		}
 		if n.Kind == ProcessorNode {
 			ni.proc = n.New()
@@ -224,25 +229,40 @@ func (t *Task) ProcessFrom(src *Source, in Input) error { return t.process(src.n
 
 func (t *Task) process(src *nodeInst, in Input) error {
 	t.origin = Origin{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
+	if src.fused != nil {
+		return t.processFused(src, in)
+	}
 	r, err := src.decode(in)
 	if err != nil {
-		if t.cfg.OnDecodeError == nil {
-			return err
-		}
-		if err := t.cfg.OnDecodeError(in, err); err != nil {
-			return err
-		}
-		t.Skip("decode-error")
-		return nil
+		return t.decodeFailed(in, err)
 	}
-	t.eventTime = r.Timestamp.UnixMilli()
-	if t.eventTime > t.streamTime {
-		t.streamTime = t.eventTime
-	}
+	t.advance(r.Timestamp.UnixMilli())
 	if err := src.forwardAll(r); err != nil {
 		return err
 	}
 	return t.punctuate(StreamTime, t.streamTime)
+}
+
+// decodeFailed applies the decode error policy to a record that cannot be
+// decoded or has no valid timestamp.
+func (t *Task) decodeFailed(in Input, err error) error {
+	if t.cfg.OnDecodeError == nil {
+		return err
+	}
+	if err := t.cfg.OnDecodeError(in, err); err != nil {
+		return err
+	}
+	t.Skip("decode-error")
+	return nil
+}
+
+// advance makes ts the event time of the record being processed and moves
+// stream time up to it.
+func (t *Task) advance(ts int64) {
+	t.eventTime = ts
+	if ts > t.streamTime {
+		t.streamTime = ts
+	}
 }
 
 // Punctuate runs the wall-clock punctuators that are due.
@@ -318,13 +338,16 @@ func (e *TimestampError) Unwrap() error { return e.Err }
 
 // eventTime is a decoded record's event time: its source's extractor's, or
 // the recorded time; negative is invalid.
-func (ni *nodeInst) eventTime(in Input, r Record) (int64, error) {
+// hasValue says whether the record is no tombstone; kv gives its decoded
+// key and value.
+func (ni *nodeInst) eventTime(in Input, hasValue bool, kv func() (key, value any)) (int64, error) {
 	ts := in.Timestamp
 	if ni.node.WallClockTimestamps {
 		ts = ni.task.cfg.Now().UnixMilli()
-	} else if f := ni.node.Timestamps; f != nil && r.Value != nil {
+	} else if f := ni.node.Timestamps; f != nil && hasValue {
 		var err error
-		if ts, err = f(r.Key, r.Value, in.Timestamp); err != nil {
+		k, v := kv()
+		if ts, err = f(k, v, in.Timestamp); err != nil {
 			return 0, &TimestampError{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset, Err: err}
 		}
 	}
@@ -359,7 +382,7 @@ func (ni *nodeInst) decode(in Input) (Record, error) {
 		}
 		r.Value = v
 	}
-	ts, err := ni.eventTime(in, r)
+	ts, err := ni.eventTime(in, r.Value != nil, func() (any, any) { return r.Key, r.Value })
 	if err != nil {
 		return r, err
 	}
