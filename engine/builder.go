@@ -324,6 +324,17 @@ func (c codec[T]) SameAs(other topo.Codec) bool {
 	return canonical(any(c.s)) && any(c.s) == any(o.s)
 }
 
+// EncodesFresh implements topo.FreshEncoder: the built-in serdes of
+// strings and numbers return new bytes from Encode (serde.Bytes returns the
+// slice it is given).
+func (c codec[T]) EncodesFresh() bool {
+	switch any(c.s) {
+	case any(serde.String), any(serde.Int64), any(serde.Float64):
+		return true
+	}
+	return false
+}
+
 func canonical(s any) bool {
 	switch s {
 	case any(serde.String), any(serde.Bytes), any(serde.Int64), any(serde.Float64):

@@ -343,6 +343,9 @@ func (a *kvAccess) updateKey(kb []byte, r topo.Record, old, new any, ts time.Tim
 			vb = []byte{}
 		}
 	}
+	if f, ok := a.vc.(topo.FreshEncoder); ok && f.EncodesFresh() {
+		return a.tbl.UpdateOwned(kb, vb, ts.UnixMilli(), r, old, new)
+	}
 	return a.tbl.Update(kb, vb, ts.UnixMilli(), r, old, new)
 }
 

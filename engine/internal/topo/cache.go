@@ -2,7 +2,6 @@ package topo
 
 import (
 	"bytes"
-	"container/list"
 	"fmt"
 	"sync/atomic"
 )
@@ -26,9 +25,14 @@ import (
 
 // Cache is a task's record cache. Entries stay after a flush, clean, so the
 // next update of a key finds its current value without reading the store.
-// Over budget, clean entries leave first (least recently used first); dirty
+// Over budget, clean entries leave first, the least recently used
+// approximated by a clock (a read marks an entry used; eviction passes over
+// a used entry once, clearing the mark), so that a read moves nothing; dirty
 // ones are written early only when no clean one is left, so caching reads
-// never costs the write compaction.
+// never costs the write compaction. The lists are linked through the
+// entries, so moving an entry between them allocates nothing: with keys
+// spread over more entries than the CPU caches hold, each pointer followed
+// is a cache miss, and a lookup is most of the cost of an update.
 type Cache struct {
 	// Hits and Misses count reads of cached stores that the cache answered
 	// or passed to the store.
@@ -36,8 +40,8 @@ type Cache struct {
 
 	max   int64
 	size  int64
-	clean *list.List // of *cacheEntry written already, least recently used first
-	dirty *list.List // of *cacheEntry not written yet, first dirtied first
+	clean entryList // written already, in the clock's order
+	dirty entryList // not written yet, first dirtied first
 	// entries, by store then key: processors that share a store (a
 	// cogroup's aggregators) share its entries, so each sees the others'
 	// pending updates. Two levels, so that a lookup by a []byte key does not
@@ -55,11 +59,13 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	ck      cacheKey
-	value   []byte // nil: deleted
-	ts      int64
-	el      *list.Element // in clean or dirty
-	isDirty bool
+	ck         cacheKey
+	value      []byte // nil: deleted
+	ts         int64
+	prev, next *cacheEntry // in clean or dirty (as isDirty says) if listed
+	listed     bool
+	isDirty    bool
+	used       bool // read since it was last passed over for eviction
 	// What writing a dirty entry forwards.
 	fwd      *TableStore // the latest writer, whose node forwards the change
 	rec      Record      // key and headers of the latest update
@@ -72,7 +78,56 @@ func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &Cache{max: maxBytes, clean: list.New(), dirty: list.New(), entries: map[KVStore]map[string]*cacheEntry{}}
+	return &Cache{max: maxBytes, entries: map[KVStore]map[string]*cacheEntry{}}
+}
+
+// entryList is a doubly linked list of entries.
+type entryList struct {
+	head, tail *cacheEntry
+	n          int
+}
+
+func (l *entryList) pushBack(e *cacheEntry) {
+	e.prev, e.next, e.listed = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+	l.n++
+}
+
+func (l *entryList) remove(e *cacheEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next, e.listed = nil, nil, false
+	l.n--
+}
+
+func (l *entryList) popFront() *cacheEntry {
+	e := l.head
+	l.remove(e)
+	return e
+}
+
+// unlist takes e off the list it is on.
+func (c *Cache) unlist(e *cacheEntry) {
+	switch {
+	case !e.listed:
+	case e.isDirty:
+		c.dirty.remove(e)
+	default:
+		c.clean.remove(e)
+	}
 }
 
 const entryOverhead = 64
@@ -84,7 +139,7 @@ func (c *Cache) Len() int {
 	if c == nil {
 		return 0
 	}
-	return c.dirty.Len()
+	return c.dirty.n
 }
 
 // Flush writes and forwards every dirty entry, first dirtied first,
@@ -94,10 +149,10 @@ func (c *Cache) Flush() error {
 	if c == nil {
 		return nil
 	}
-	for c.dirty.Len() > 0 {
-		e := c.dirty.Remove(c.dirty.Front()).(*cacheEntry)
-		e.isDirty = false
-		e.el = c.clean.PushBack(e)
+	for c.dirty.n > 0 {
+		e := c.dirty.popFront()
+		e.isDirty, e.used = false, false
+		c.clean.pushBack(e)
 		if err := e.write(); err != nil {
 			return err
 		}
@@ -118,12 +173,18 @@ func (e *cacheEntry) write() error {
 // before it is written, since writing forwards downstream, where other
 // updates may evict in turn.
 func (c *Cache) evict() error {
-	for c.size > c.max && c.clean.Len()+c.dirty.Len() > 1 {
+	for c.size > c.max && c.clean.n+c.dirty.n > 1 {
 		var e *cacheEntry
-		if c.clean.Len() > 0 {
-			e = c.clean.Remove(c.clean.Front()).(*cacheEntry)
+		if c.clean.n > 0 {
+			e = c.clean.popFront()
+			if e.used {
+				// Read since the clock last passed it: a second chance.
+				e.used = false
+				c.clean.pushBack(e)
+				continue
+			}
 		} else {
-			e = c.dirty.Remove(c.dirty.Front()).(*cacheEntry)
+			e = c.dirty.popFront()
 		}
 		delete(c.entries[e.ck.store], e.ck.key)
 		if c.last == e {
@@ -147,6 +208,7 @@ type TableStore struct {
 	store KVStore
 	cache *Cache
 	ctx   *Context
+	byKey map[string]*cacheEntry // the cache's entries of the store
 }
 
 // TableStore opens a store the node declared for table-style writes.
@@ -155,7 +217,15 @@ func (c *Context) TableStore(name string) (*TableStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TableStore{store: s, cache: c.inst.task.cache, ctx: c}, nil
+	ts := &TableStore{store: s, cache: c.inst.task.cache, ctx: c}
+	if ts.cache != nil {
+		ts.byKey = ts.cache.entries[s]
+		if ts.byKey == nil {
+			ts.byKey = map[string]*cacheEntry{}
+			ts.cache.entries[s] = ts.byKey
+		}
+	}
+	return ts, nil
 }
 
 // Name is the store's name.
@@ -164,12 +234,10 @@ func (s *TableStore) Name() string { return s.store.Name() }
 // Get reads a key, seeing updates still in the cache.
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
-		if e, ok := s.cache.entries[s.store][string(key)]; ok {
+		if e, ok := s.byKey[string(key)]; ok {
 			s.cache.last = e
 			s.cache.Hits.Add(1)
-			if !e.isDirty {
-				s.cache.clean.MoveToBack(e.el)
-			}
+			e.used = true
 			if e.value == nil {
 				return Entry{}, false, nil
 			}
@@ -184,15 +252,20 @@ func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 // rec (its Key and Headers) with the change from old to new as its value.
 // With a cache both happen when the entry is flushed or evicted.
 func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new any) error {
+	return s.update(key, value, false, ts, rec, old, new)
+}
+
+// UpdateOwned is Update for a value the caller gives away: bytes that
+// nobody else holds or changes, which the cache keeps without a copy.
+func (s *TableStore) UpdateOwned(key, value []byte, ts int64, rec Record, old, new any) error {
+	return s.update(key, value, true, ts, rec, old, new)
+}
+
+func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record, old, new any) error {
 	if s.cache == nil {
 		return s.write(key, value, ts, rec, old, new)
 	}
-	c := s.cache
-	byKey := c.entries[s.store]
-	if byKey == nil {
-		byKey = map[string]*cacheEntry{}
-		c.entries[s.store] = byKey
-	}
+	c, byKey := s.cache, s.byKey
 	e, ok := c.last, false
 	if e != nil && e.ck.store == s.store && e.ck.key == string(key) {
 		ok = true
@@ -208,17 +281,15 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 	if !e.isDirty {
 		// The first update since the key was last written: the change
 		// downstream starts from the value before it.
-		if e.el != nil {
-			c.clean.Remove(e.el)
-		}
+		c.unlist(e)
 		e.old, e.isDirty = old, true
-		e.el = c.dirty.PushBack(e)
+		c.dirty.pushBack(e)
 	}
 	// Keep nothing that points into a fetched batch: value bytes may share
 	// its buffer (serde.Bytes does not copy), and so may the raw key bytes
 	// the record carries; an entry that lives until the next commit would
 	// keep the whole batch in memory.
-	if value != nil {
+	if value != nil && !owned {
 		value = bytes.Clone(value)
 	}
 	rec.src, rec.srcKey, rec.rawKey, rec.Value = nil, nil, nil, nil
@@ -240,18 +311,16 @@ func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new an
 // so expiring never swallows a change.
 func (s *TableStore) Expire(key []byte, ts int64) error {
 	if c := s.cache; c != nil {
-		if e, ok := c.entries[s.store][string(key)]; ok {
-			if e.isDirty {
-				c.dirty.Remove(e.el)
-				e.isDirty, e.el = false, nil
+		if e, ok := s.byKey[string(key)]; ok {
+			wasDirty := e.isDirty
+			c.unlist(e)
+			e.isDirty = false
+			if wasDirty {
 				if err := e.write(); err != nil {
 					return err
 				}
-			} else if e.el != nil {
-				c.clean.Remove(e.el)
-				e.el = nil
 			}
-			delete(c.entries[s.store], e.ck.key)
+			delete(s.byKey, e.ck.key)
 			if c.last == e {
 				c.last = nil
 			}

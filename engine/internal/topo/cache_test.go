@@ -23,13 +23,14 @@ type discard struct{ n int }
 
 func (d *discard) Send(Output) error { d.n++; return nil }
 
-// upserter writes each record's value under its key through a TableStore.
+// upserter writes each record's value under its key through a TableStore;
+// the value "?" only reads the key.
 type upserter struct{ ts *TableStore }
 
 func (u *upserter) Init(c *Context) (err error) { u.ts, err = c.TableStore("s"); return err }
 func (u *upserter) Process(r Record) error {
 	k := r.Key.([]byte)
-	if _, _, err := u.ts.Get(k); err != nil {
+	if _, _, err := u.ts.Get(k); err != nil || string(r.Value.([]byte)) == "?" {
 		return err
 	}
 	return u.ts.Update(k, r.Value.([]byte), r.Timestamp.UnixMilli(), r, nil, r.Value)
@@ -121,5 +122,30 @@ func TestCacheEvictsCleanEntriesFirst(t *testing.T) {
 		if _, ok, _ := store.MemStore.Get([]byte(k)); !ok {
 			t.Errorf("key %s never reached the store", k)
 		}
+	}
+}
+
+// A clean entry read since the clock last passed it stays over one that was
+// not: the least recently used leaves first.
+func TestCacheEvictsUnreadCleanEntriesFirst(t *testing.T) {
+	task, store, _ := cacheTask(t, 3*(entryOverhead+2))
+	for _, k := range []string{"a", "b", "c"} {
+		pipe(t, task, k, "1")
+	}
+	if err := task.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pipe(t, task, "a", "?")
+	pipe(t, task, "c", "?")
+	pipe(t, task, "d", "1") // over budget: b, the only clean entry not read, leaves
+	gets := store.gets
+	pipe(t, task, "a", "?")
+	pipe(t, task, "c", "?")
+	if store.gets != gets {
+		t.Errorf("reading a and c went to the store %d times: a recently read entry was evicted", store.gets-gets)
+	}
+	pipe(t, task, "b", "?")
+	if store.gets != gets+1 {
+		t.Errorf("reading b went to the store %d times, want 1: the unread entry was kept", store.gets-gets)
 	}
 }

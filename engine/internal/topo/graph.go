@@ -42,6 +42,12 @@ type SameCodec interface {
 	SameAs(other Codec) bool
 }
 
+// FreshEncoder is implemented by codecs that can tell that Encode returns
+// bytes nobody else holds, which a cache may then keep without a copy.
+type FreshEncoder interface {
+	EncodesFresh() bool
+}
+
 // Change is the value of a record that flows between table processors: the
 // key's value before and after the update. Nil means absent.
 type Change struct {
