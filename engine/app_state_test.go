@@ -369,3 +369,34 @@ func TestStandbyStaleReads(t *testing.T) {
 		t.Error("AllowStale(-1) accepted")
 	}
 }
+
+// With a commit interval of five minutes, the counts held in the record cache
+// still come out, and the input offsets are committed, once the input runs
+// dry (at least once; see Runtime.round on exactly-once).
+func TestAppCommitsWhenInputRunsDry(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(2, in, out)
+	a := k.start(countByKey(in, out), engine.Config{CommitInterval: 5 * time.Minute})
+	waitRunning(t, k, a)
+	for round := 1; round <= 2; round++ {
+		k.produce(in, keyed((round-1)*100, 100, 10)...)
+		k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(round*100, 10)) })
+		wait(t, 30*time.Second, "the input offsets committed", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			lag, err := k.adm.Lag(ctx, k.prefix)
+			if err != nil || lag.Error() != nil {
+				return false
+			}
+			total := int64(0)
+			for _, l := range lag[k.prefix].Lag.Sorted() {
+				if l.Commit.At < 0 {
+					return false
+				}
+				total += l.Lag
+			}
+			return total == 0
+		})
+	}
+}

@@ -23,7 +23,7 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 		return r.commitEOS(ctx)
 	}
 	start := time.Now()
-	r.lastCommit = r.cfg.Now()
+	r.lastCommit, r.uncommitted = r.cfg.Now(), false
 	var flush []*rtask
 	for _, t := range r.tasks {
 		if !t.restoring && t.t.Pending() > 0 {

@@ -160,7 +160,7 @@ func (r *Runtime) closeDirtyLocked() {
 // then applies the tasks' state. The caller holds r.mu and no worker runs.
 func (r *Runtime) commitEOS(ctx context.Context) error {
 	start := time.Now()
-	r.lastCommit = r.cfg.Now()
+	r.lastCommit, r.uncommitted = r.cfg.Now(), false
 	if !r.inTxn {
 		return nil // nothing was processed since the last commit
 	}

@@ -66,9 +66,12 @@ type Runtime struct {
 	tasks      map[topo.TaskID]*rtask
 	byPart     map[topicPartition]*rtask
 	lastCommit time.Time
-	fatal      error // set by a callback; Run returns it
-	skipped    atomic.Pointer[map[string]int64]
-	queryable  atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
+	// uncommitted: a task processed a record or ran a punctuator since the
+	// last commit.
+	uncommitted bool
+	fatal       error // set by a callback; Run returns it
+	skipped     atomic.Pointer[map[string]int64]
+	queryable   atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
 
 	// Exactly-once: the session, whether a transaction is open (loop only),
 	// and what the rebalance callbacks recorded for the loop (eos.go).
@@ -419,12 +422,31 @@ func (r *Runtime) round(ctx context.Context) error {
 	}
 	r.applyBackpressure()
 	r.publish()
-	if r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
+	// Commit every interval, and at least once, as soon as the input runs
+	// dry: then the updates waiting in the record cache go out after one
+	// empty poll instead of up to an interval later (30s by default), which
+	// costs nothing under load (a poll always finds records) and caps the
+	// commits of an idle instance at one per poll that follows some work.
+	// Not under exactly-once, whose interval is short anyway: there,
+	// committing on empty polls lost records in the churn campaign
+	// (integration/churn_test.go), for a reason not yet found.
+	idle := !r.cfg.ExactlyOnce && r.uncommitted && fetches.NumRecords() == 0 && r.drained()
+	if idle || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
 		if err := r.commitLocked(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// drained: no task holds records it has not processed.
+func (r *Runtime) drained() bool {
+	for _, t := range r.tasks {
+		if t.buffered > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Runtime) updateState() {
@@ -453,6 +475,7 @@ func (r *Runtime) processAll(ctx context.Context) error {
 	if len(work) == 0 {
 		return nil
 	}
+	r.uncommitted = true
 	return r.onWorkers(work, func(t *rtask) error { return t.run(ctx, now) })
 }
 
