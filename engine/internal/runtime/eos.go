@@ -268,8 +268,16 @@ func (r *Runtime) applyStateLocked() error {
 // fenced explains an error that means another producer with this
 // instance's transactional id took over.
 func (r *Runtime) fenced(err error) error {
-	if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+	switch {
+	case errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced):
 		return fmt.Errorf("engine: fenced: another instance with InstanceID %q (transactional id %s) started and took over this one's transactions; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, err)
+	case errors.Is(err, kerr.InvalidTxnState):
+		// With transactions v2 (Kafka 4), a commit that races with the
+		// coordinator aborting the transaction, because a producer with
+		// the same transactional id started or the transaction timed out,
+		// fails with INVALID_TXN_STATE rather than PRODUCER_FENCED
+		// (KAFKA-20785).
+		return fmt.Errorf("engine: the broker aborted this instance's transaction: another instance with InstanceID %q (transactional id %s) started and took over its transactions, or the transaction outlived TransactionTimeout (%v); give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, r.cfg.TransactionTimeout, err)
 	}
 	return err
 }
