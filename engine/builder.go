@@ -90,7 +90,11 @@ type options struct {
 	emitFinal  bool
 	retention  time.Duration
 	wallClock  bool
-	set        []string // which options were given, for the "not used here" check
+	// SuppressUntil's bounds.
+	maxRecords       int
+	maxBytes         int64
+	shutDownWhenFull bool
+	set              []string // which options were given, for the "not used here" check
 }
 
 // WithTimestamps gives the records a source reads their event time (the

@@ -746,6 +746,24 @@ var dslTopologies = map[string]dslTopologyDef{
 	"table-to-stream": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslIntTable(b, "in", engine.Materialized("source")).ToStream().To("out")
 	}},
+	"suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To("out")
+	}},
+	"suppress-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslInts(b, "in").GroupByKey().Count(engine.Named("count")).SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To("out")
+	}},
+	"suppress-max-records": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(2)).ToStream().To("out")
+	}},
+	"suppress-shut-down-when-full": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(1), engine.ShutDownWhenFull()).ToStream().To("out")
+	}},
+	"suppress-bad-options": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in").SuppressUntil(-time.Millisecond, engine.ShutDownWhenFull()).ToStream().To("out")
+	}},
+	"suppress-negative-bound": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslIntTable(b, "in").SuppressUntil(time.Millisecond, engine.MaxBytes(-1)).ToStream().To("out")
+	}},
 	"table-filter": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter")).ToStream().To("out")
 	}},

@@ -344,6 +344,11 @@ func (x *timeIndex) add(at int64, kb []byte, ts int64) error {
 // each calls fn, in time order, with the window key of every entry due at
 // or before the time due, and removes the entry (at time now).
 func (x *timeIndex) each(due, now int64, fn func(kb []byte) error) error {
+	return x.first(due, now, -1, fn)
+}
+
+// first is each for at most n entries (n < 0: all).
+func (x *timeIndex) first(due, now int64, n int, fn func(kb []byte) error) error {
 	if x.nextDue != unknownDue && due < x.nextDue {
 		return nil
 	}
@@ -352,6 +357,9 @@ func (x *timeIndex) each(due, now int64, fn func(kb []byte) error) error {
 		for e, err := range x.s.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(due+1))) {
 			if err != nil {
 				return err
+			}
+			if len(keys) == n {
+				break
 			}
 			keys = append(keys, bytes.Clone(e.Key))
 		}
