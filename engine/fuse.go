@@ -293,8 +293,10 @@ func (s flatMapValuesStep[K, V, V2]) link(_ *line, next any) any {
 
 // A step that sets the key drops tombstones, as its processor does.
 
+// mapStep is Map's step, and SelectKey's (then what is "SelectKey").
 type mapStep[K, V, K2, V2 any] struct {
 	node *topo.Node
+	what string
 	fn   func(K, V) (K2, V2)
 }
 
@@ -304,29 +306,11 @@ func (s mapStep[K, V, K2, V2]) link(l *line, next any) any {
 	n := next.(emit[K2, V2])
 	return emit[K, V](func(k K, v V, tomb bool) error {
 		if tomb {
-			l.env.Skip(s.node, "tombstone in Map")
+			l.env.Skip(s.node, "tombstone in "+s.what)
 			return nil
 		}
 		k2, v2 := s.fn(k, v)
 		return n(k2, v2, false)
-	})
-}
-
-type selectKeyStep[K, V, K2 any] struct {
-	node *topo.Node
-	fn   func(K, V) K2
-}
-
-func (s selectKeyStep[K, V, K2]) keepsKey() bool { return false }
-
-func (s selectKeyStep[K, V, K2]) link(l *line, next any) any {
-	n := next.(emit[K2, V])
-	return emit[K, V](func(k K, v V, tomb bool) error {
-		if tomb {
-			l.env.Skip(s.node, "tombstone in SelectKey")
-			return nil
-		}
-		return n(s.fn(k, v), v, false)
 	})
 }
 

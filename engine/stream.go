@@ -169,7 +169,7 @@ func Map[K, V, K2, V2 any](s *Stream[K, V], fn func(K, V) (K2, V2), opts ...Opti
 		n.Err = errors.Join(n.Err, errNilFunc("map"))
 	}
 	if plain[K2]() && plain[V2]() {
-		n.Typed = mapStep[K, V, K2, V2]{n, fn}
+		n.Typed = mapStep[K, V, K2, V2]{n, "Map", fn}
 	}
 	return derive(s, n, defaultSerde[K2](), defaultSerde[V2](), true)
 }
@@ -207,7 +207,7 @@ func SelectKey[K, V, K2 any](s *Stream[K, V], fn func(K, V) K2, opts ...Option) 
 		n.Err = errors.Join(n.Err, errNilFunc("key"))
 	}
 	if plain[K2]() {
-		n.Typed = selectKeyStep[K, V, K2]{n, fn}
+		n.Typed = mapStep[K, V, K2, V]{n, "SelectKey", func(k K, v V) (K2, V) { return fn(k, v), v }}
 	}
 	return derive(s, n, defaultSerde[K2](), s.vs, true)
 }
