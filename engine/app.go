@@ -83,12 +83,11 @@ type Config struct {
 	// Guarantee: default AtLeastOnce.
 	Guarantee Guarantee
 	// CommitInterval is how often the instance commits. Default: 30s with
-	// AtLeastOnce, 100ms with ExactlyOnce (Kafka Streams' defaults). With
-	// AtLeastOnce it also commits as soon as its input runs dry (a poll
-	// finds no record and every fetched record is processed): the updates
-	// held in the record cache wait for the next commit, so under load
-	// results come out once an interval, and after the last input within
-	// about 100ms.
+	// AtLeastOnce, 100ms with ExactlyOnce (Kafka Streams' defaults). It also
+	// commits as soon as its input runs dry (a poll finds no record and
+	// every fetched record is processed): the updates held in the record
+	// cache wait for the next commit, so under load results come out once
+	// an interval, and after the last input within about 100ms.
 	CommitInterval time.Duration
 	// TransactionTimeout (ExactlyOnce): how long the broker keeps a
 	// transaction of a crashed instance open before aborting it, blocking

@@ -372,12 +372,18 @@ func TestStandbyStaleReads(t *testing.T) {
 
 // With a commit interval of five minutes, the counts held in the record cache
 // still come out, and the input offsets are committed, once the input runs
-// dry (at least once; see Runtime.round on exactly-once).
+// dry; under exactly-once as well (there only a commit makes them visible).
 func TestAppCommitsWhenInputRunsDry(t *testing.T) {
+	for name, g := range map[string]engine.Guarantee{"alos": engine.AtLeastOnce, "eos": engine.ExactlyOnce} {
+		t.Run(name, func(t *testing.T) { testCommitsWhenInputRunsDry(t, g) })
+	}
+}
+
+func testCommitsWhenInputRunsDry(t *testing.T, g engine.Guarantee) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(2, in, out)
-	a := k.start(countByKey(in, out), engine.Config{CommitInterval: 5 * time.Minute})
+	a := k.start(countByKey(in, out), engine.Config{Guarantee: g, CommitInterval: 5 * time.Minute, TransactionTimeout: 10 * time.Minute})
 	waitRunning(t, k, a)
 	for round := 1; round <= 2; round++ {
 		k.produce(in, keyed((round-1)*100, 100, 10)...)

@@ -71,13 +71,19 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 		return nil
 	}
 	r := rs.r
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, r.cfg.TransactionTimeout+10*time.Second))
 	defer cancel()
 	var topics []string
 	for _, l := range t.logged {
 		topics = append(topics, l.changelog)
 	}
-	starts, ends, err := listOffsets(ctx, r.adm, topics, t.id.Partition)
+	var starts, ends kadm.ListedOffsets
+	var err error
+	if r.cfg.ExactlyOnce {
+		starts, ends, err = settledOffsets(ctx, r.adm, topics, t.id.Partition)
+	} else {
+		starts, ends, err = listOffsets(ctx, r.adm, topics, t.id.Partition)
+	}
 	if err != nil {
 		return fmt.Errorf("engine: task %s: changelog offsets: %w", t.id, err)
 	}
@@ -519,4 +525,47 @@ func errIf(cond bool, msg string) error {
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// settledOffsets is listOffsets under exactly-once, for a task about to
+// become active: it waits until no transaction is open on the changelogs
+// (the last stable offset is the high watermark). Ending a transaction
+// returns before its markers are written, so for a moment after a commit
+// the last stable offset lags behind records already committed: this
+// instance's own, whose checkpoint would then look ahead of the changelog
+// (and the state be wiped and restored short), or the previous owner's,
+// whose input offsets are already committed. Restoring to that stale end
+// would lose the lagging transactions' updates from the state for good,
+// while their inputs count as processed (found by the churn campaign with
+// commits every 10ms). Nobody else writes a task's changelog once it is
+// ours, so the wait is for markers in flight, or for a crashed owner's
+// open transaction to be aborted (at most the transaction timeout), which
+// the consumer waits for too.
+func settledOffsets(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, lso kadm.ListedOffsets, err error) {
+	for {
+		starts, lso, err = listOffsets(ctx, adm, topics, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		hwm, err := adm.ListEndOffsets(ctx, topics...)
+		open := err != nil
+		if err == nil {
+			for _, topic := range topics {
+				h, ok1 := hwm.Lookup(topic, p)
+				l, ok2 := lso.Lookup(topic, p)
+				if !ok1 || !ok2 || h.Err != nil || l.Offset < h.Offset {
+					open = true
+					err = fmt.Errorf("%s[%d]: a transaction is open (last stable offset %d, high watermark %d): %w", topic, p, l.Offset, h.Offset, h.Err)
+				}
+			}
+		}
+		if !open {
+			return starts, lso, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -422,15 +422,13 @@ func (r *Runtime) round(ctx context.Context) error {
 	}
 	r.applyBackpressure()
 	r.publish()
-	// Commit every interval, and at least once, as soon as the input runs
-	// dry: then the updates waiting in the record cache go out after one
-	// empty poll instead of up to an interval later (30s by default), which
-	// costs nothing under load (a poll always finds records) and caps the
-	// commits of an idle instance at one per poll that follows some work.
-	// Not under exactly-once, whose interval is short anyway: there,
-	// committing on empty polls lost records in the churn campaign
-	// (integration/churn_test.go), for a reason not yet found.
-	idle := !r.cfg.ExactlyOnce && r.uncommitted && fetches.NumRecords() == 0 && r.drained()
+	// Commit every interval, and as soon as the input runs dry: then the
+	// updates waiting in the record cache go out after one empty poll
+	// instead of up to an interval later (30s by default at least once),
+	// which costs nothing under load (a poll always finds records) and caps
+	// the commits of an idle instance at one per poll that follows some
+	// work.
+	idle := r.uncommitted && fetches.NumRecords() == 0 && r.drained()
 	if idle || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
 		if err := r.commitLocked(ctx); err != nil {
 			return err
