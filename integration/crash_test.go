@@ -73,7 +73,8 @@ type crashConfig struct {
 	// rather than counting it.
 	table    bool
 	standbys int
-	id       string // InstanceID; default crash-0
+	id       string        // InstanceID; default crash-0
+	commit   time.Duration // CommitInterval; default 100ms
 }
 
 func (c crashConfig) env() []string {
@@ -88,6 +89,7 @@ func (c crashConfig) env() []string {
 		"OXBOW_CRASH_TABLE="+strconv.FormatBool(c.table),
 		"OXBOW_CRASH_STANDBYS="+strconv.Itoa(c.standbys),
 		"OXBOW_CRASH_ID="+c.id,
+		"OXBOW_CRASH_COMMIT="+c.commit.String(),
 	)
 }
 
@@ -103,7 +105,7 @@ func (c crashConfig) engineConfig() engine.Config {
 		InstanceID:      cmp.Or(c.id, "crash-0"),
 		StandbyReplicas: c.standbys,
 		Guarantee:       g,
-		CommitInterval:  100 * time.Millisecond,
+		CommitInterval:  cmp.Or(c.commit, 100*time.Millisecond),
 		SessionTimeout:  2 * time.Second,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
@@ -129,6 +131,7 @@ func TestCrashChild(t *testing.T) {
 		id:       os.Getenv("OXBOW_CRASH_ID"),
 	}
 	c.standbys, _ = strconv.Atoi(os.Getenv("OXBOW_CRASH_STANDBYS"))
+	c.commit, _ = time.ParseDuration(os.Getenv("OXBOW_CRASH_COMMIT"))
 	cfg := c.engineConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	top := crashTopology(c.in, c.out)
