@@ -116,17 +116,7 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 // Exactly-once through joins, leaves and crashes: exact counts, only
 // growing.
 func TestChurnExactlyOnce(t *testing.T) {
-	env := kafkaenv.Real(t)
-	if testing.Short() {
-		t.Skip("a churn campaign takes a minute or so; not with -short")
-	}
-	seed := campaignSeed(t)
-	c := newCrashTopics(t, env, "churn-eos")
-	c.eos = true
-	want := runChurn(t, env, c, *churnEvents, seed)
-	// Read with every instance running (the test's cleanup kills them).
-	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
-	checkGrowing(t, seqs)
+	churnExactlyOnce(t, "churn-eos", 0, *churnEvents)
 }
 
 // Exactly-once with a commit every 10ms: tasks then move while the markers
@@ -135,14 +125,21 @@ func TestChurnExactlyOnce(t *testing.T) {
 // about a sixth of one task's counts went missing; see settledOffsets in
 // the runtime).
 func TestChurnExactlyOnceFrequentCommits(t *testing.T) {
+	churnExactlyOnce(t, "churn-eos-10ms", 10*time.Millisecond, 6)
+}
+
+// churnExactlyOnce runs an exactly-once campaign of events with the given
+// commit interval (0: the campaigns' default).
+func churnExactlyOnce(t *testing.T, name string, commit time.Duration, events int) {
 	env := kafkaenv.Real(t)
 	if testing.Short() {
-		t.Skip("a churn campaign; not with -short")
+		t.Skip("a churn campaign takes a minute or so; not with -short")
 	}
 	seed := campaignSeed(t)
-	c := newCrashTopics(t, env, "churn-eos-10ms")
-	c.eos, c.commit = true, 10*time.Millisecond
-	want := runChurn(t, env, c, 6, seed)
+	c := newCrashTopics(t, env, name)
+	c.eos, c.commit = true, commit
+	want := runChurn(t, env, c, events, seed)
+	// Read with every instance running (the test's cleanup kills them).
 	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
 }
