@@ -184,6 +184,9 @@ func TestAppScalesOutAndIn(t *testing.T) {
 	}
 
 	a := k.start(top, engine.Config{InstanceID: "a"})
+	// Running first, so that a slow start (CI runs the campaigns beside
+	// this) fails as such rather than as missing counts.
+	waitRunning(t, k, a)
 	k.produce(in, batches[0]...)
 	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, upTo(1)) })
 
