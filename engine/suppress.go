@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,8 +90,10 @@ type suppressBuffer struct {
 
 	st     kvAccess
 	index  *timeIndex
-	n      int   // keys waiting
-	nbytes int64 // their keys' and entries' bytes
+	// Keys waiting and their keys' and entries' bytes, for the bounds
+	// (counted from the restored buffer only when there are bounds).
+	n      int
+	nbytes int64
 }
 
 func (s *suppressBuffer) open(c *topo.Context, store, index string, kc, vc topo.Codec) error {
@@ -104,6 +105,9 @@ func (s *suppressBuffer) open(c *topo.Context, store, index string, kc, vc topo.
 		return err
 	}
 	s.index = newTimeIndex(ix)
+	if s.maxRecords == 0 && s.maxBytes == 0 {
+		return nil // the counts below only serve the bounds
+	}
 	// What a restored buffer holds counts against its bounds.
 	for e, err := range s.st.st.Range(nil, nil) {
 		if err != nil {
@@ -148,7 +152,7 @@ func (s *suppressBuffer) process(c *topo.Context, r topo.Record) error {
 		return s.st.err("value", nil, true, err)
 	}
 	entry = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(entry)), uint64(since)), entry...)
-	if err := s.st.st.Put(bytes.Clone(kb), entry, ts); err != nil {
+	if err := s.st.st.Put(kb, entry, ts); err != nil { // stores copy what they keep
 		return err
 	}
 	s.nbytes += int64(len(kb) + len(entry))
