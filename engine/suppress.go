@@ -88,8 +88,8 @@ type suppressBuffer struct {
 	maxBytes     int64
 	failWhenFull bool
 
-	st     kvAccess
-	index  *timeIndex
+	st    kvAccess
+	index *timeIndex
 	// Keys waiting and their keys' and entries' bytes, for the bounds
 	// (counted from the restored buffer only when there are bounds).
 	n      int
