@@ -1,6 +1,12 @@
 package engine
 
-import "github.com/oxbow-dev/oxbow/engine/internal/topo"
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
 
 // Unfused returns the topology with fusion off: every node runs through the
 // generic path.
@@ -21,4 +27,25 @@ func FusedSources(t *Topology) []string {
 		}
 	}
 	return names
+}
+
+// RevokeMidStream makes a's loop act, right after the first poll that
+// returned records and follows another that did (so the transaction holds
+// processed records), as though the group had revoked every task and
+// assigned the same ones again: the moment an eager rebalance can land.
+// fired reports whether it has.
+func RevokeMidStream(t testing.TB, a *App) (fired func() bool) {
+	var prev, done atomic.Bool
+	runtime.SetPolledHook(func(r *runtime.Runtime, records int) {
+		if r != a.rt {
+			return
+		}
+		if records > 0 && prev.Load() && !done.Load() {
+			r.RevokeForTest()
+			done.Store(true)
+		}
+		prev.Store(records > 0)
+	})
+	t.Cleanup(func() { runtime.SetPolledHook(nil) })
+	return done.Load
 }

@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -134,6 +136,10 @@ func TestCrashChild(t *testing.T) {
 	c.commit, _ = time.ParseDuration(os.Getenv("OXBOW_CRASH_COMMIT"))
 	cfg := c.engineConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if os.Getenv(crashLogDirEnv) != "" {
+		// Diagnosing a campaign: franz-go's own log too.
+		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
 	top := crashTopology(c.in, c.out)
 	if c.table {
 		top = failoverTopology(c.in)
@@ -156,6 +162,13 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
+// crashLogDirEnv, when set, names a directory where every child started
+// writes its whole log (with franz-go's), one file per start: the way to
+// diagnose a failed campaign.
+const crashLogDirEnv = "OXBOW_CRASH_LOGDIR"
+
+var crashStarts atomic.Int64
+
 // crashChild is a running child process.
 type crashChild struct {
 	cmd    *exec.Cmd
@@ -174,7 +187,17 @@ func startCrashChild(t *testing.T, c crashConfig) *crashChild {
 		t.Fatal(err)
 	}
 	ch := &crashChild{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
-	cmd.Stderr = lockedWriter{&ch.mu, &ch.log}
+	var sink io.Writer = &ch.log
+	if dir := os.Getenv(crashLogDirEnv); dir != "" {
+		name := fmt.Sprintf("%s-%s-%03d.log", c.appID, cmp.Or(c.id, "crash-0"), crashStarts.Add(1))
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		sink = io.MultiWriter(sink, f)
+	}
+	cmd.Stderr = lockedWriter{&ch.mu, sink}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,9 +210,7 @@ func startCrashChild(t *testing.T, c crashConfig) *crashChild {
 			if line == "READY" {
 				once.Do(func() { close(ch.ready) })
 			}
-			ch.mu.Lock()
-			ch.log.WriteString(line + "\n")
-			ch.mu.Unlock()
+			_, _ = lockedWriter{&ch.mu, sink}.Write([]byte(line + "\n"))
 		}
 		_ = cmd.Wait()
 	}()

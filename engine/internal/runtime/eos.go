@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,7 +42,9 @@ import (
 //     closes every task without committing, and opens the tasks of the
 //     current assignment, which restore the short tail their changelogs have
 //     beyond their checkpoints. Kafka Streams does the same ("close dirty and
-//     revive") after an aborted transaction.
+//     revive") after an aborted transaction. The abort moves every partition
+//     back to its committed offset, so what that round polled is dropped: it
+//     is fetched again.
 //
 // A produce error of any record aborts the transaction and fails the
 // instance: franz-go's End reports a commit even when records of the
@@ -73,18 +76,25 @@ func (r *Runtime) onRevokedEOS(_ context.Context, _ *kgo.Client, _ map[string][]
 // reconcileEOS brings the tasks in line with what the callbacks recorded:
 // an aborted transaction and freshly opened tasks after a revoke or a loss,
 // new tasks after an assignment. The caller holds r.mu.
-func (r *Runtime) reconcileEOS(ctx context.Context) error {
+//
+// rewound reports that it aborted an open transaction: the session then
+// moved every partition back to its committed offset, so whatever the
+// caller polled before is fetched again and must be dropped, not queued (it
+// was queued once, and an eager rebalance whose new assignment returned
+// records in the same poll then had them processed twice).
+func (r *Runtime) reconcileEOS(ctx context.Context) (rewound bool, err error) {
 	r.assignMu.Lock()
 	doomed, changed, assigned := r.txnDoomed, r.assignChanged, r.assigned
 	r.txnDoomed, r.assignChanged = false, false
 	r.assignMu.Unlock()
 	if doomed {
+		rewound = r.inTxn
 		if err := r.abortLocked(ctx, "the group rebalanced"); err != nil {
-			return err
+			return rewound, err
 		}
 	}
 	if !doomed && !changed {
-		return nil
+		return rewound, nil
 	}
 	ids := map[topo.TaskID]bool{}
 	for topic, parts := range assigned {
@@ -104,17 +114,44 @@ func (r *Runtime) reconcileEOS(ctx context.Context) error {
 	}
 	r.closeTasksLocked(gone)
 	if err := r.restorer.syncStandbys(r.balancer.Current().Standby); err != nil {
-		return err
+		return rewound, err
 	}
 	for id := range ids {
 		if r.tasks[id] == nil {
 			if err := r.openTask(id); err != nil {
-				return err
+				return rewound, err
 			}
 		}
 	}
 	r.log.Info("assigned", "generation", r.balancer.Current().Generation, "tasks", taskList(ids))
-	return nil
+	return rewound, nil
+}
+
+// polledHook, when set, runs after every poll of every Runtime with the
+// number of records polled: a test's way to make something happen at that
+// moment (see SetPolledHook).
+var polledHook atomic.Pointer[func(r *Runtime, records int)]
+
+// SetPolledHook installs fn as the hook every Runtime calls right after a
+// poll, before it looks at what the poll returned (nil removes it). For
+// tests only: with RevokeForTest it lands a rebalance between a poll and
+// its records.
+func SetPolledHook(fn func(r *Runtime, records int)) {
+	if fn == nil {
+		polledHook.Store(nil)
+		return
+	}
+	polledHook.Store(&fn)
+}
+
+// RevokeForTest makes the loop act as though the group had just revoked
+// every task and assigned the same ones again (an eager rebalance that moved
+// nothing): under exactly-once the open transaction is aborted and the
+// tasks are closed dirty and reopened. For tests only.
+func (r *Runtime) RevokeForTest() {
+	r.assignMu.Lock()
+	defer r.assignMu.Unlock()
+	r.txnDoomed, r.assignChanged = true, true
 }
 
 // beginTxn opens a transaction if none is open.

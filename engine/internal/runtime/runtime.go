@@ -361,6 +361,9 @@ func (r *Runtime) round(ctx context.Context) error {
 	fetches := r.cl.PollRecords(pollCtx, 5000)
 	cancel()
 	defer r.cl.AllowRebalance()
+	if h := polledHook.Load(); h != nil {
+		(*h)(r, fetches.NumRecords())
+	}
 	if fetches.IsClientClosed() {
 		return context.Canceled
 	}
@@ -374,8 +377,12 @@ func (r *Runtime) round(ctx context.Context) error {
 		return r.fatal
 	}
 	if r.cfg.ExactlyOnce {
-		if err := r.reconcileEOS(ctx); err != nil {
+		rewound, err := r.reconcileEOS(ctx)
+		if err != nil {
 			return err
+		}
+		if rewound {
+			fetches = nil // polled before the rewind: they come again
 		}
 	}
 	var orphans map[string]map[int32]kgo.EpochOffset
@@ -430,7 +437,11 @@ func (r *Runtime) round(ctx context.Context) error {
 	// work.
 	idle := r.uncommitted && fetches.NumRecords() == 0 && r.drained()
 	if idle || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
-		if err := r.commitLocked(ctx); err != nil {
+		// A commit that has begun finishes even if Close cancels ctx
+		// meanwhile (its waits are bounded by flushTimeout): cut short, an
+		// exactly-once commit would abort and leave the work to be done
+		// again.
+		if err := r.commitLocked(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 	}
