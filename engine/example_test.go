@@ -84,3 +84,94 @@ func ExampleTable_SuppressUntil() {
 	// after 70s: [{ann 3}]
 	// after 2m: [{bob 1}]
 }
+
+// Clicks per user session: a session lasts while clicks follow each other
+// within five minutes. A click that comes late enough to join two sessions
+// merges them; the two are retracted (a nil count) before the merged one.
+func ExampleSessionCount() {
+	b := engine.NewBuilder()
+	clicks := engine.NewStream(b, "clicks", serde.String, serde.String)
+	perSession := engine.SessionCount(clicks.GroupByKey().
+		SessionWindowedBy(engine.SessionWindows(5*time.Minute).Grace(time.Hour)))
+	perSession.ToStream().To("sessions") // keys in engine.SessionWindowedSerde's format
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	in := enginetest.NewInput(d, "clicks", serde.String, serde.String)
+	at := func(m int) time.Time { return enginetest.Epoch.Add(time.Duration(m) * time.Minute) }
+	in.Pipe("ann", "/home", at(0))
+	in.Pipe("ann", "/cart", at(3))
+	in.Pipe("ann", "/home", at(12))
+	in.Pipe("ann", "/help", at(7)) // within 5 minutes of both sessions
+
+	out := enginetest.NewOutput(d, "sessions", engine.SessionWindowedSerde(serde.String), serde.Int64)
+	for _, r := range out.ReadRecords() {
+		w := r.Key.Window
+		count := fmt.Sprint(r.Value)
+		if r.Tombstone {
+			count = "retracted"
+		}
+		fmt.Printf("%s %v-%v: %s\n", r.Key.Key, w.Start.Sub(enginetest.Epoch), w.End.Sub(enginetest.Epoch), count)
+	}
+	// Output:
+	// ann 0s-0s: 1
+	// ann 0s-0s: retracted
+	// ann 0s-3m0s: 2
+	// ann 12m0s-12m0s: 1
+	// ann 0s-3m0s: retracted
+	// ann 12m0s-12m0s: retracted
+	// ann 0s-12m0s: 4
+}
+
+// The average price of a stock over every ten-minute span of its trades:
+// a sliding window holds each set of trades at most ten minutes apart. Each
+// trade ends a window, and starts one a millisecond after it when a later
+// trade follows within ten minutes (the 20m trade's, holding the 25m one).
+func ExampleSlidingWindows() {
+	b := engine.NewBuilder()
+	trades := engine.NewStream(b, "trades", serde.String, serde.Float64)
+	type avg struct{ Sum, N float64 }
+	avgs := engine.WindowedAggregate(trades.GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Minute).Grace(time.Hour)),
+		func() avg { return avg{} },
+		func(_ string, price float64, a avg) avg { return avg{a.Sum + price, a.N + 1} }, engine.EmitFinal())
+	engine.MapValues(avgs.ToStream(), func(_ engine.Windowed[string], a avg) float64 { return a.Sum / a.N }).
+		To("averages") // keys in engine.WindowedSerde's format
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	in := enginetest.NewInput(d, "trades", serde.String, serde.Float64)
+	at := func(m int) time.Time { return enginetest.Epoch.Add(time.Duration(m) * time.Minute) }
+	in.Pipe("ACME", 10, at(20))
+	in.Pipe("ACME", 12, at(25))
+	in.Pipe("ACME", 20, at(40))
+	in.Pipe("ACME", 0, at(200)) // moves stream time past the grace of the others
+
+	out := enginetest.NewOutput(d, "averages", engine.WindowedSerde(serde.String, 10*time.Minute), serde.Float64)
+	for _, kv := range out.ReadKeyValues() {
+		w := kv.Key.Window
+		fmt.Printf("%v-%v: %.1f\n", w.Start.Sub(enginetest.Epoch), w.End.Sub(enginetest.Epoch), kv.Value)
+	}
+	// Output:
+	// 10m0s-20m0s: 10.0
+	// 15m0s-25m0s: 11.0
+	// 20m0.001s-30m0.001s: 12.0
+	// 30m0s-40m0s: 20.0
+}

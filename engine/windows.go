@@ -34,8 +34,12 @@ type Windowed[K any] struct {
 // while the window is open: until its end plus the grace period, in stream
 // time (the largest event time its task has seen); a later record for a
 // closed window is dropped and counted as skipped.
+//
+// Sliding windows ([SlidingWindows]) are of the same type: windows of a
+// fixed size placed by the records rather than the epoch.
 type TimeWindows struct {
 	size, advance, grace time.Duration
+	sliding              bool
 }
 
 // TumblingWindows are back-to-back windows of the given size, without
@@ -66,7 +70,7 @@ func (w TimeWindows) check() error {
 	if w.size < time.Millisecond {
 		errs = append(errs, fmt.Errorf("window size %v is under a millisecond", w.size))
 	}
-	if w.advance < time.Millisecond || w.advance > w.size {
+	if !w.sliding && (w.advance < time.Millisecond || w.advance > w.size) {
 		errs = append(errs, fmt.Errorf("window advance %v must be at least a millisecond and at most the size %v", w.advance, w.size))
 	}
 	if w.grace < 0 {
@@ -183,132 +187,209 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
 	n.Name = b.name(op, o, n.Parents, "")
-	store := storeName(o, n.Name)
-	b.addStore(o, store).Kind = topo.WindowStore
-	n.Stores = []string{store}
-	final := o.emitFinal
-	emitStore, expiryStore := store+"-emit", store+"-expiry"
-	if final {
-		b.addStore(o, emitStore)
-		n.Stores = append(n.Stores, emitStore)
-	}
-	b.addStore(o, expiryStore)
-	n.Stores = append(n.Stores, expiryStore)
 	var ks serde.Serde[Windowed[K]]
 	if in.ks != nil {
 		ks = WindowedSerde(in.ks, ws.w.size)
 	}
-	kc, vc := codecOf(ks), codecOf(vas)
 	w := ws.w
-	size, grace := w.size, w.grace
-	retention := max(size+grace, defaultRetention)
-	var rerr error
-	if o.retention > 0 {
-		if o.retention < size+grace {
-			rerr = fmt.Errorf("Retention %v is shorter than the window size plus grace (%v): windows would go before they close", o.retention, size+grace)
-		}
-		retention = max(size+grace, o.retention)
+	// Sliding windows look back two window sizes for the windows a record
+	// touches, so they are kept that long at least.
+	keep := w.size + w.grace
+	if w.sliding {
+		keep += w.size
 	}
-	n.New = func() topo.Processor {
-		var st kvAccess
-		var emit, expiry *timeIndex
-		return &fproc{
-			init: func(c *topo.Context) error {
-				if err := st.open(c, store, kc, vc, true); err != nil {
-					return err
+	base, rerr := newWindowBase(b, n, o, topo.WindowStore, codecOf(ks), codecOf(vas), keep, w.grace)
+	base.direct = w.sliding
+	if w.sliding {
+		n.New = func() topo.Processor { return newSlidingProc[K](base, w.size, add) }
+	} else {
+		n.New = func() topo.Processor { return newTimeWindowProc[K](base, w, add) }
+	}
+	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
+	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}
+}
+
+// windowBase is what the windowed aggregations share: the store of the
+// windows, the index of the windows waiting to be emitted (emit-final) and
+// the index of the windows to expire.
+type windowBase struct {
+	store, emitStore, expiryStore string
+	final                         bool
+	// direct: the store is written without the record cache (the
+	// processor reads ranges of it).
+	direct    bool
+	kc, vc    topo.Codec
+	grace     time.Duration
+	retention time.Duration
+
+	st           kvAccess
+	emit, expiry *timeIndex
+}
+
+// newWindowBase declares the node's stores. keep is the least retention
+// the windows need.
+func newWindowBase(b *Builder, n *topo.Node, o *options, kind topo.StoreKind, kc, vc topo.Codec, keep, grace time.Duration) (windowBase, error) {
+	store := storeName(o, n.Name)
+	b.addStore(o, store).Kind = kind
+	n.Stores = []string{store}
+	wb := windowBase{store: store, emitStore: store + "-emit", expiryStore: store + "-expiry", final: o.emitFinal, kc: kc, vc: vc, grace: grace}
+	if wb.final {
+		b.addStore(o, wb.emitStore)
+		n.Stores = append(n.Stores, wb.emitStore)
+	}
+	b.addStore(o, wb.expiryStore)
+	n.Stores = append(n.Stores, wb.expiryStore)
+	wb.retention = max(keep, defaultRetention)
+	var err error
+	if o.retention > 0 {
+		if o.retention < keep {
+			err = fmt.Errorf("Retention %v is shorter than the windows need (%v): windows would go before they close", o.retention, keep)
+		}
+		wb.retention = max(keep, o.retention)
+	}
+	return wb, err
+}
+
+// open opens the stores for a processor instance (wb is its copy).
+func (wb *windowBase) open(c *topo.Context) error {
+	if wb.direct {
+		if wb.kc == nil || wb.vc == nil {
+			return fmt.Errorf("engine: store %q: %w", wb.store, nilSerdes(wb.kc == nil, wb.vc == nil))
+		}
+		wb.st.kc, wb.st.vc = wb.kc, wb.vc
+		var err error
+		if wb.st.tbl, err = c.DirectTableStore(wb.store); err != nil {
+			return err
+		}
+	} else if err := wb.st.open(c, wb.store, wb.kc, wb.vc, true); err != nil {
+		return err
+	}
+	s, err := c.Store(wb.expiryStore)
+	if err != nil {
+		return err
+	}
+	wb.expiry = newTimeIndex(s)
+	if wb.final {
+		s, err := c.Store(wb.emitStore)
+		if err != nil {
+			return err
+		}
+		wb.emit = newTimeIndex(s)
+	}
+	return nil
+}
+
+// created indexes a new window: to expire at expireAt, and with
+// emit-final to be emitted when stream time passes closeAt.
+func (wb *windowBase) created(kb []byte, expireAt, closeAt, ts int64) error {
+	if err := wb.expiry.add(expireAt, kb, ts); err != nil {
+		return err
+	}
+	if wb.emit != nil {
+		return wb.emit.add(closeAt, kb, ts)
+	}
+	return nil
+}
+
+// write stores a window's new aggregate: forwarded with the change from
+// old (nil: a new window) unless the windows are emitted when they close.
+func (wb *windowBase) write(kb []byte, r topo.Record, key any, old, agg any, ts time.Time) error {
+	r.Key = key
+	if wb.emit != nil {
+		return wb.st.writeQuiet(kb, r, agg, ts)
+	}
+	return wb.st.updateKey(kb, r, old, agg, ts)
+}
+
+// remove deletes a window: forwarded as a retraction of old unless the
+// windows are emitted when they close.
+func (wb *windowBase) remove(kb []byte, r topo.Record, key any, old any, ts time.Time) error {
+	r.Key = key
+	if wb.emit != nil {
+		return wb.st.tbl.Update(kb, nil, ts.UnixMilli(), r, nil, nil)
+	}
+	return wb.st.updateKey(kb, r, old, nil, ts)
+}
+
+// advance emits the windows that closed at or before closed (emit-final)
+// and expires those whose retention ended at or before now.
+func (wb *windowBase) advance(c *topo.Context, closed int64, now time.Time) error {
+	ms := now.UnixMilli()
+	if wb.emit != nil {
+		if err := wb.emit.each(closed, ms, func(kb []byte) error {
+			// A window merged into another since is gone: nothing to emit.
+			v, ts, ok, err := wb.st.getEncoded(kb)
+			if err != nil || !ok {
+				return err
+			}
+			wk, err := wb.kc.Decode(kb)
+			if err != nil {
+				return err
+			}
+			return c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts})
+		}); err != nil {
+			return err
+		}
+	}
+	// Windows whose retention has passed go, without a word downstream.
+	return wb.expiry.each(ms, ms, func(kb []byte) error {
+		if wb.direct {
+			if _, ok, err := wb.st.tbl.Get(kb); err != nil || !ok {
+				return err
+			}
+		}
+		return wb.st.expire(kb, now)
+	})
+}
+
+// newTimeWindowProc folds each record into the tumbling or hopping windows
+// holding it.
+func newTimeWindowProc[K any](wb windowBase, w TimeWindows, add aggFunc) topo.Processor {
+	size, grace := w.size, w.grace
+	return &fproc{
+		init: wb.open,
+		fn: func(c *topo.Context, r topo.Record) error {
+			if r.Key == nil || r.Value == nil {
+				c.Skip("record without a key or value in an aggregation")
+				return nil
+			}
+			now := c.StreamTime()
+			starts := w.starts(r.Timestamp.UnixMilli())
+			late := 0
+			for _, s := range starts {
+				start := topo.TimeOf(s)
+				end := start.Add(size)
+				if !now.Before(end.Add(grace)) {
+					c.Skip("record for a closed window")
+					late++
+					continue
 				}
-				s, err := c.Store(expiryStore)
+				wr := r
+				wr.Key = Windowed[K]{Key: as[K](r.Key), Window: Window{Start: start, End: end}}
+				kb, old, oldTs, ok, err := wb.st.getKey(wr)
 				if err != nil {
 					return err
 				}
-				expiry = newTimeIndex(s)
-				if final {
-					s, err := c.Store(emitStore)
-					if err != nil {
-						return err
-					}
-					emit = newTimeIndex(s)
-				}
-				return nil
-			},
-			fn: func(c *topo.Context, r topo.Record) error {
-				if r.Key == nil || r.Value == nil {
-					c.Skip("record without a key or value in an aggregation")
-					return nil
-				}
-				now := c.StreamTime()
-				starts := w.starts(r.Timestamp.UnixMilli())
-				late := 0
-				for _, s := range starts {
-					start := topo.TimeOf(s)
-					end := start.Add(size)
-					if !now.Before(end.Add(grace)) {
-						c.Skip("record for a closed window")
-						late++
-						continue
-					}
-					wr := r
-					wr.Key = Windowed[K]{Key: as[K](r.Key), Window: Window{Start: start, End: end}}
-					kb, old, oldTs, ok, err := st.getKey(wr)
-					if err != nil {
-						return err
-					}
-					agg := add(r.Key, r.Value, old, ok)
-					ts := later(r.Timestamp, oldTs)
-					if !ok {
-						if err := expiry.add(start.Add(retention).UnixMilli(), kb, ts.UnixMilli()); err != nil {
-							return err
-						}
-					}
-					if emit == nil {
-						if err := st.updateKey(kb, wr, old, agg, ts); err != nil {
-							return err
-						}
-						continue
-					}
-					// Emit-final: store without forwarding; the window is
-					// emitted when it closes.
-					if err := st.writeQuiet(kb, wr, agg, ts); err != nil {
-						return err
-					}
-					if !ok {
-						if err := emit.add(end.UnixMilli(), kb, ts.UnixMilli()); err != nil {
-							return err
-						}
-					}
-				}
-				if late > 0 && late == len(starts) {
-					if err := c.Late("record for closed windows only"); err != nil {
+				agg := add(r.Key, r.Value, old, ok)
+				ts := later(r.Timestamp, oldTs)
+				if !ok {
+					if err := wb.created(kb, start.Add(wb.retention).UnixMilli(), end.UnixMilli(), ts.UnixMilli()); err != nil {
 						return err
 					}
 				}
-				ms := now.UnixMilli()
-				if emit != nil {
-					// Windows ending at or before now-grace have closed.
-					if err := emit.each(ms-grace.Milliseconds(), ms, func(kb []byte) error {
-						v, ts, ok, err := st.getEncoded(kb)
-						if err != nil || !ok {
-							return err
-						}
-						wk, err := kc.Decode(kb)
-						if err != nil {
-							return err
-						}
-						return c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts})
-					}); err != nil {
-						return err
-					}
+				if err := wb.write(kb, wr, wr.Key, old, agg, ts); err != nil {
+					return err
 				}
-				// Windows whose retention has passed go, without a word
-				// downstream.
-				return expiry.each(ms, ms, func(kb []byte) error {
-					return st.expire(kb, now)
-				})
-			},
-		}
+			}
+			if late > 0 && late == len(starts) {
+				if err := c.Late("record for closed windows only"); err != nil {
+					return err
+				}
+			}
+			// Windows ending at or before now-grace have closed.
+			return wb.advance(c, now.UnixMilli()-grace.Milliseconds(), now)
+		},
 	}
-	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
-	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
 }
 
 // defaultRetention is how long windows are kept from their start when

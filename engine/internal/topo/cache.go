@@ -3,6 +3,7 @@ package topo
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"sync/atomic"
 )
 
@@ -226,6 +227,29 @@ func (c *Context) TableStore(name string) (*TableStore, error) {
 		}
 	}
 	return ts, nil
+}
+
+// DirectTableStore is TableStore without the record cache: every update is
+// written and forwarded at once, and the store can be read in key order
+// with Range. For processors that scan ranges of their store (sliding and
+// session windows), which the cache, a hash map, cannot serve in order.
+func (c *Context) DirectTableStore(name string) (*TableStore, error) {
+	s, err := c.Store(name)
+	if err != nil {
+		return nil, err
+	}
+	return &TableStore{store: s, ctx: c}, nil
+}
+
+// Range iterates the keys in [lo, hi) in order (nil: unbounded), for a
+// store opened with DirectTableStore.
+func (s *TableStore) Range(lo, hi []byte) iter.Seq2[Entry, error] {
+	if s.cache != nil {
+		return func(yield func(Entry, error) bool) {
+			yield(Entry{}, fmt.Errorf("engine: store %q: a range over a cached table store (open it with DirectTableStore)", s.store.Name()))
+		}
+	}
+	return s.store.Range(lo, hi)
 }
 
 // Name is the store's name.

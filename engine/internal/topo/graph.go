@@ -151,20 +151,29 @@ const (
 	// WindowStore keys are a record key followed by a window start (8
 	// bytes); the record key alone says which partition holds them.
 	WindowStore
+	// SessionStore keys are a record key followed by a session's end and
+	// start (8 bytes each).
+	SessionStore
 )
 
 func (k StoreKind) String() string {
-	if k == WindowStore {
+	switch k {
+	case WindowStore:
 		return "window"
+	case SessionStore:
+		return "session"
 	}
 	return "key-value"
 }
 
 // PartitionKey is the part of a store key that the partitioner hashed: the
-// whole key, or a window store's record key.
+// whole key, or a window or session store's record key.
 func (k StoreKind) PartitionKey(key []byte) []byte {
-	if k == WindowStore && len(key) >= 8 {
+	switch {
+	case k == WindowStore && len(key) >= 8:
 		return key[:len(key)-8]
+	case k == SessionStore && len(key) >= 16:
+		return key[:len(key)-16]
 	}
 	return key
 }

@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Sessions are session windows: a key's records belong to one session
+// while each follows the one before within the inactivity gap. A session
+// is the window [first, last] of its records (both ends held, as in Kafka
+// Streams). A record that falls within the gap of two sessions, arriving
+// out of order, merges them: the merged sessions are retracted downstream
+// (a nil value for each) and the session that replaces them is emitted.
+// Make them with [SessionWindows].
+//
+// A session closes once stream time passes its end by more than the grace
+// period, yet a record within the gap of a closed session can still extend
+// it if the extended session ends late enough: with [EmitFinal] the closed
+// session was emitted already, and the extended one is emitted again when
+// it closes. Give emit-final sessions a grace of at least the gap.
+//
+// The aggregation writes its store without the record cache (it reads
+// ranges of the store, which the cache cannot serve in order), so every
+// update of a session goes downstream.
+type Sessions struct {
+	gap, grace time.Duration
+}
+
+// SessionWindows are sessions with the given inactivity gap, without
+// grace: a record for a session whose end stream time has already passed
+// is dropped. Add grace with [Sessions.Grace].
+func SessionWindows(inactivityGap time.Duration) Sessions {
+	return Sessions{gap: inactivityGap}
+}
+
+// Grace keeps sessions open for out-of-order records for d after their
+// end (in stream time).
+func (w Sessions) Grace(d time.Duration) Sessions {
+	w.grace = d
+	return w
+}
+
+func (w Sessions) check() error {
+	var errs []error
+	if w.gap < time.Millisecond {
+		errs = append(errs, fmt.Errorf("inactivity gap %v is under a millisecond", w.gap))
+	}
+	if w.grace < 0 {
+		errs = append(errs, fmt.Errorf("grace %v is negative", w.grace))
+	}
+	return errors.Join(errs...)
+}
+
+// SessionWindowedSerde encodes a session's key as the inner key's bytes
+// followed by the session's end and start in Unix milliseconds, 8 bytes
+// big-endian each (Kafka Streams' session key format).
+func SessionWindowedSerde[K any](inner serde.Serde[K]) serde.Serde[Windowed[K]] {
+	return sessionSerde[K]{inner: inner}
+}
+
+type sessionSerde[K any] struct{ inner serde.Serde[K] }
+
+func (s sessionSerde[K]) Encode(w Windowed[K]) ([]byte, error) {
+	kb, err := s.inner.Encode(w.Key)
+	if err != nil {
+		return nil, err
+	}
+	return sessionKey(kb, w.Window.End.UnixMilli(), w.Window.Start.UnixMilli()), nil
+}
+
+func (s sessionSerde[K]) Decode(b []byte) (Windowed[K], error) {
+	if len(b) < 16 {
+		return Windowed[K]{}, fmt.Errorf("a session key needs at least 16 bytes, got %d", len(b))
+	}
+	k, err := s.inner.Decode(b[:len(b)-16])
+	if err != nil {
+		return Windowed[K]{}, err
+	}
+	end, start := sessionBounds(b)
+	return Windowed[K]{Key: k, Window: Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}}, nil
+}
+
+// sessionKey is the store key of a session of the inner key kb.
+func sessionKey(kb []byte, end, start int64) []byte {
+	b := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+16), kb...), uint64(end))
+	return binary.BigEndian.AppendUint64(b, uint64(start))
+}
+
+// sessionBounds reads a session store key's end and start.
+func sessionBounds(b []byte) (end, start int64) {
+	n := len(b)
+	return int64(binary.BigEndian.Uint64(b[n-16 : n-8])), int64(binary.BigEndian.Uint64(b[n-8:]))
+}
+
+// SessionWindowedStream is a grouped stream cut into sessions, ready for a
+// session aggregation.
+type SessionWindowedStream[K, V any] struct {
+	g   *GroupedStream[K, V]
+	w   Sessions
+	err error
+}
+
+// SessionWindowedBy cuts the grouped stream into sessions.
+func (g *GroupedStream[K, V]) SessionWindowedBy(w Sessions) *SessionWindowedStream[K, V] {
+	var err error
+	if cerr := w.check(); cerr != nil {
+		err = fmt.Errorf("SessionWindowedBy: %w", cerr)
+	}
+	return &SessionWindowedStream[K, V]{g: g, w: w, err: err}
+}
+
+// SessionCount counts the records of each key's sessions.
+func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
+	return sessionAggregate(ss, "session-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+		if !exists {
+			return int64(1)
+		}
+		return agg.(int64) + 1
+	}, func(_, acc any, has bool, next any) any {
+		if !has {
+			return next
+		}
+		return acc.(int64) + next.(int64)
+	}, nil)
+}
+
+// SessionReduce combines the values of each key's sessions: the first value
+// is the aggregate, each later one is combined with it by fn, and so are
+// the aggregates of merged sessions (earlier session first).
+func SessionReduce[K, V any](ss *SessionWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
+	return sessionAggregate(ss, "session-reduce", opts, ss.g.s.vs, func(_, v, agg any, exists bool) any {
+		if !exists {
+			return v
+		}
+		return fn(agg.(V), v.(V))
+	}, func(_, acc any, has bool, next any) any {
+		if !has {
+			return next
+		}
+		return fn(acc.(V), next.(V))
+	}, nilFuncErr(fn == nil, "reduce"))
+}
+
+// SessionAggregate folds the records of each key's sessions into an
+// aggregate that starts as init() and is updated by fn. When a record
+// falls into sessions, their aggregates are combined first: starting from
+// init(), merge folds in each session's, earliest first; then fn adds the
+// record.
+func SessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
+	return sessionAggregate(ss, "session-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
+		if !exists {
+			agg = init()
+		}
+		return fn(as[K](k), v.(V), agg.(VA))
+	}, func(k, acc any, has bool, next any) any {
+		if !has {
+			acc = init()
+		}
+		return merge(as[K](k), acc.(VA), next.(VA))
+	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate"), nilFuncErr(merge == nil, "merge")))
+}
+
+// sessionAggregate adds the node that folds each record into its key's
+// session, merging sessions it bridges. Its store is keyed in
+// SessionWindowedSerde's format, so a key's sessions are in the order of
+// their ends.
+func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, merge sessionMerge, nilErr error) *Table[Windowed[K], VA] {
+	g := ss.g
+	b := g.s.b
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	vas, serr := valueSerdeOpt(o, vas)
+	in := g.input()
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
+	n.Name = b.name(op, o, n.Parents, "")
+	var ks serde.Serde[Windowed[K]]
+	if in.ks != nil {
+		ks = SessionWindowedSerde(in.ks)
+	}
+	w := ss.w
+	wb, rerr := newWindowBase(b, n, o, topo.SessionStore, codecOf(ks), codecOf(vas), w.gap+w.grace, w.grace)
+	wb.direct = true
+	var ikc topo.Codec
+	if in.ks != nil {
+		ikc = codecOf(in.ks)
+	}
+	n.New = func() topo.Processor {
+		p := &sessionProc[K]{wb: wb, ikc: ikc, gap: w.gap.Milliseconds(), add: add, merge: merge}
+		return &fproc{init: p.wb.open, fn: p.process}
+	}
+	b.add(n, errors.Join(g.err, ss.err, err, serr, nilErr, rerr))
+	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: wb.store}
+}
+
+// sessionMerge folds the aggregate of a session, next, into acc, the
+// aggregate of the sessions before it (has: there were some).
+type sessionMerge func(k, acc any, has bool, next any) any
+
+// session is a stored session of the key being processed.
+type session struct {
+	kb         []byte // its store key
+	start, end int64
+	agg        any
+}
+
+type sessionProc[K any] struct {
+	wb    windowBase
+	ikc   topo.Codec // the inner key's
+	gap   int64
+	add   aggFunc
+	merge sessionMerge
+	found []session
+}
+
+func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
+	if r.Key == nil || r.Value == nil {
+		c.Skip("record without a key or value in an aggregation")
+		return nil
+	}
+	now := c.StreamTime()
+	t := r.Timestamp.UnixMilli()
+	closeAt := now.UnixMilli() - p.wb.grace.Milliseconds()
+	kb, ok := topo.RawKey(r, p.ikc)
+	if !ok {
+		var err error
+		if kb, err = p.ikc.Encode(r.Key); err != nil {
+			return p.wb.st.err("key", nil, true, err)
+		}
+	}
+	found, err := p.find(kb, t-p.gap, t+p.gap)
+	if err != nil {
+		return err
+	}
+	start, end := t, t
+	var agg any
+	for i, s := range found {
+		agg = p.merge(r.Key, agg, i > 0, s.agg)
+		start, end = min(start, s.start), max(end, s.end)
+	}
+	if end < closeAt {
+		c.Skip("record for a closed session")
+		if err := c.Late("record for a closed session"); err != nil {
+			return err
+		}
+		return p.wb.advance(c, closeAt-1, now)
+	}
+	newKey := sessionKey(kb, end, start)
+	var old any // the value the new session's key had, if it is one of them
+	for _, s := range found {
+		if bytes.Equal(s.kb, newKey) {
+			old = s.agg
+			continue
+		}
+		// Merged into the new session: retract it.
+		wk := Windowed[K]{Key: as[K](r.Key), Window: Window{Start: topo.TimeOf(s.start), End: topo.TimeOf(s.end)}}
+		if err := p.wb.remove(s.kb, r, wk, s.agg, topo.TimeOf(s.end)); err != nil {
+			return err
+		}
+	}
+	agg = p.add(r.Key, r.Value, agg, len(found) > 0)
+	if old == nil {
+		if err := p.wb.created(newKey, end+p.wb.retention.Milliseconds(), end, end); err != nil {
+			return err
+		}
+	}
+	wk := Windowed[K]{Key: as[K](r.Key), Window: Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}}
+	if err := p.wb.write(newKey, r, wk, old, agg, topo.TimeOf(end)); err != nil {
+		return err
+	}
+	// A session holds its end: it has closed once end < now-grace.
+	return p.wb.advance(c, closeAt-1, now)
+}
+
+// find reads the key's sessions that end at or after earliestEnd and start
+// at or before latestStart, in the order of their ends.
+func (p *sessionProc[K]) find(kb []byte, earliestEnd, latestStart int64) ([]session, error) {
+	p.found = p.found[:0]
+	for e, err := range p.wb.st.tbl.Range(sessionKey(kb, max(earliestEnd, 0), 0), prefixEnd(kb)) {
+		if err != nil {
+			return nil, err
+		}
+		if len(e.Key) != len(kb)+16 {
+			continue // another key that starts with this one's bytes
+		}
+		end, start := sessionBounds(e.Key)
+		if start > latestStart {
+			// Sessions do not overlap: the later ones start later still.
+			break
+		}
+		agg, err := p.wb.vc.Decode(e.Value)
+		if err != nil {
+			return nil, p.wb.st.err("value", e.Value, false, err)
+		}
+		p.found = append(p.found, session{kb: bytes.Clone(e.Key), start: start, end: end, agg: agg})
+	}
+	return p.found, nil
+}
+
+// prefixEnd is the least key after every key that starts with prefix (nil:
+// none, the prefix is all 0xff).
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// ReadOnlySessionStore reads the sessions of a session aggregation.
+type ReadOnlySessionStore[K, V any] interface {
+	// Fetch iterates key's sessions, in the order of their ends. A key
+	// another instance owns gives a *NotLocalError.
+	Fetch(key K) iter.Seq2[KeyValue[Windowed[K], V], error]
+	// FindSessions iterates key's sessions that end at or after
+	// earliestEnd and start at or before latestStart.
+	FindSessions(key K, earliestEnd, latestStart time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
+	// All iterates every session of the partitions this instance reads, by
+	// encoded key, then end.
+	All() iter.Seq2[KeyValue[Windowed[K], V], error]
+}
+
+// QuerySessionStore opens the store of a session aggregation of a running
+// topology (its Materialized name) for reading.
+func QuerySessionStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlySessionStore[K, V], error) {
+	if keySerde == nil {
+		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(true, valueSerde == nil))
+	}
+	kv, err := QueryKeyValueStore(q, store, SessionWindowedSerde(keySerde), valueSerde, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionStore[K, V]{kv: kv.(*kvStore[Windowed[K], V]), inner: keySerde}, nil
+}
+
+type sessionStore[K, V any] struct {
+	kv    *kvStore[Windowed[K], V]
+	inner serde.Serde[K]
+}
+
+func (s *sessionStore[K, V]) Fetch(key K) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	return s.FindSessions(key, time.UnixMilli(0), time.UnixMilli(math.MaxInt64))
+}
+
+func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart time.Time) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	kb, err := s.inner.Encode(key)
+	if err != nil {
+		return errSeq[Windowed[K], V](s.kv.serdeErr("key", nil, true, err))
+	}
+	// The owner and readiness checks of a point read.
+	if _, _, err := s.kv.raw.Get(sessionKey(kb, 0, 0)); err != nil {
+		return errSeq[Windowed[K], V](err)
+	}
+	lo, hi := sessionKey(kb, max(earliestEnd.UnixMilli(), 0), 0), prefixEnd(kb)
+	latest := latestStart.UnixMilli()
+	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
+		for kv, err := range s.kv.scanRaw(lo, hi, func(k []byte) bool {
+			if len(k) != len(kb)+16 {
+				return false
+			}
+			_, start := sessionBounds(k)
+			return start <= latest
+		}) {
+			if !yield(kv, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *sessionStore[K, V]) All() iter.Seq2[KeyValue[Windowed[K], V], error] { return s.kv.All() }
