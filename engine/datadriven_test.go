@@ -539,8 +539,12 @@ type (
 	}
 )
 
+// dslTopicPrefix is put before the topic names of dslInts and dslWindowed:
+// on a broker each case has topics of its own (TestDSLWindowsOnKafka).
+var dslTopicPrefix string
+
 func dslInts(b *engine.Builder, topic string) *engine.Stream[string, int64] {
-	return engine.NewStream(b, topic, serde.String, serde.Int64)
+	return engine.NewStream(b, dslTopicPrefix+topic, serde.String, serde.Int64)
 }
 
 func dslTexts(b *engine.Builder, topic string) *engine.Stream[string, string] {
@@ -587,7 +591,7 @@ func dslWindowed(t *engine.Table[engine.Windowed[string], int64]) {
 	}, func([]byte) (engine.Windowed[string], error) {
 		return engine.Windowed[string]{}, errors.New("the test's windowed keys are written, not read")
 	})
-	t.ToStream().WithSerdes(text, serde.Int64).To("out")
+	t.ToStream().WithSerdes(text, serde.Int64).To(dslTopicPrefix + "out")
 }
 
 // dslTopologies are the topologies the cases name.

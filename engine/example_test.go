@@ -92,7 +92,7 @@ func ExampleSessionCount() {
 	b := engine.NewBuilder()
 	clicks := engine.NewStream(b, "clicks", serde.String, serde.String)
 	perSession := engine.SessionCount(clicks.GroupByKey().
-		SessionWindowedBy(engine.SessionWindows(5*time.Minute).Grace(time.Hour)))
+		SessionWindowedBy(engine.SessionWindows(5 * time.Minute).Grace(time.Hour)))
 	perSession.ToStream().To("sessions") // keys in engine.SessionWindowedSerde's format
 	topology, err := b.Build()
 	if err != nil {

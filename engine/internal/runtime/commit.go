@@ -79,7 +79,8 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 	}
 	if len(offsets) > 0 {
 		var cerr error
-		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		times := r.commitTimes()
+		r.cl.CommitOffsetsSync(withStreamTimes(ctx, times), offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				cerr = err
 				return
@@ -107,6 +108,7 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 			}
 			return nil
 		}
+		r.times.set(times)
 	}
 	if err := r.applyStateLocked(); err != nil {
 		return err

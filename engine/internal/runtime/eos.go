@@ -255,7 +255,8 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		r.cl.SetOffsets(rewind)
 	}
 	ectx, cancel := context.WithTimeout(ctx, flushTimeout)
-	committed, err := r.sess.End(ectx, kgo.TryCommit)
+	times := r.commitTimes()
+	committed, err := r.sess.End(withStreamTimes(ectx, times), kgo.TryCommit)
 	cancel()
 	r.inTxn = false
 	if err != nil {
@@ -272,6 +273,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		r.assignMu.Unlock()
 		return nil
 	}
+	r.times.set(times)
 	if err := r.applyStateLocked(); err != nil {
 		return err
 	}

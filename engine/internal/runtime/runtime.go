@@ -72,6 +72,7 @@ type Runtime struct {
 	fatal       error // set by a callback; Run returns it
 	skipped     atomic.Pointer[map[string]int64]
 	queryable   atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
+	times       streamTimes                          // committed stream times (streamtime.go)
 
 	// Exactly-once: the session, whether a transaction is open (loop only),
 	// and what the rebalance callbacks recorded for the loop (eos.go).
@@ -283,6 +284,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(1<<20),
+		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
 	)
 	if r.cfg.SessionTimeout > 0 {
 		// Heartbeats a third of the session apart, as Kafka advises

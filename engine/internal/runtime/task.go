@@ -41,6 +41,7 @@ type rtask struct {
 	logged   []loggedStore
 	cur      *kgo.Record // the record being processed
 	lastPunc time.Time
+	timeSet  bool // the committed stream time was looked up (streamtime.go)
 }
 
 type loggedStore struct {
@@ -83,6 +84,9 @@ func (t *rtask) enqueue(fp kgo.FetchTopicPartition) {
 		return
 	}
 	q.hwm = fp.HighWatermark
+	if len(fp.Records) > 0 {
+		t.startStreamTime()
+	}
 	for _, rec := range fp.Records {
 		q.recs = append(q.recs, rec)
 		q.next = rec.Offset + 1

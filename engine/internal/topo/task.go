@@ -192,6 +192,14 @@ func (t *Task) ID() TaskID { return t.cfg.ID }
 // StreamTime is the largest timestamp the task has processed, in Unix ms.
 func (t *Task) StreamTime() int64 { return t.streamTime }
 
+// RaiseStreamTime moves stream time up to ms, if it is behind: how a task
+// resumes the stream time it had committed before a restart.
+func (t *Task) RaiseStreamTime(ms int64) {
+	if ms > t.streamTime {
+		t.streamTime = ms
+	}
+}
+
 // EventTime is the event time of the last record the task processed (its
 // source's timestamp function's, or the recorded time), in Unix ms.
 func (t *Task) EventTime() int64 { return t.eventTime }

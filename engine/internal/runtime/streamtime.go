@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// Stream time survives a restart and a move to another instance the way
+// Kafka Streams keeps its partition time: in the metadata of the committed
+// offsets. Each commit writes, for every input partition it commits, the
+// stream time of the partition's task; a task starts from the largest
+// stream time committed for its partitions. Without it a window that had
+// closed would open again after a restart, and a record its grace had
+// excluded would count.
+
+// streamTimes holds what the instance knows of the committed stream time of
+// each input partition: fetched with the group's offsets after a
+// rebalance, and updated by each commit of the instance.
+type streamTimes struct {
+	mu sync.Mutex
+	m  map[topicPartition]int64
+}
+
+// streamTimePrefix starts the offset commit metadata this engine writes.
+const streamTimePrefix = "oxbow-st:"
+
+func encodeStreamTime(ms int64) string { return streamTimePrefix + strconv.FormatInt(ms, 10) }
+
+func decodeStreamTime(meta *string) (int64, bool) {
+	if meta == nil {
+		return 0, false
+	}
+	s, ok := strings.CutPrefix(*meta, streamTimePrefix)
+	if !ok {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	return ms, err == nil
+}
+
+// onOffsetsFetched records the stream times committed with the offsets
+// the group consumer fetched (before it fetches any record of them).
+func (s *streamTimes) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[topicPartition]int64{}
+	}
+	add := func(topic string, p int32, meta *string) {
+		if ms, ok := decodeStreamTime(meta); ok {
+			s.m[topicPartition{topic, p}] = ms
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Metadata)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Metadata)
+			}
+		}
+	}
+	return nil
+}
+
+// of is the largest stream time committed for any of the partitions.
+func (s *streamTimes) of(tps []topicPartition) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	best, found := int64(0), false
+	for _, tp := range tps {
+		if ms, ok := s.m[tp]; ok && (!found || ms > best) {
+			best, found = ms, true
+		}
+	}
+	return best, found
+}
+
+// set records stream times the instance committed.
+func (s *streamTimes) set(times map[topicPartition]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[topicPartition]int64{}
+	}
+	for tp, ms := range times {
+		s.m[tp] = ms
+	}
+}
+
+// startStreamTime gives a task, before its first record, the stream time
+// committed for its partitions. The caller holds r.mu.
+func (t *rtask) startStreamTime() {
+	if t.timeSet {
+		return
+	}
+	t.timeSet = true
+	tps := make([]topicPartition, 0, len(t.queues))
+	for tp := range t.queues {
+		tps = append(tps, tp)
+	}
+	if ms, ok := t.r.times.of(tps); ok {
+		t.t.RaiseStreamTime(ms)
+	}
+}
+
+// commitTimes is the stream time of every input partition of a task that
+// has one. The caller holds r.mu and no worker runs.
+func (r *Runtime) commitTimes() map[topicPartition]int64 {
+	times := map[topicPartition]int64{}
+	for _, t := range r.tasks {
+		ms := t.t.StreamTime()
+		if ms == topo.NoTime {
+			continue
+		}
+		for tp := range t.queues {
+			times[tp] = ms
+		}
+	}
+	return times
+}
+
+// withStreamTimes returns ctx carrying the functions that put the stream
+// times into the commit franz-go is about to send (a plain offset commit
+// or, under exactly-once, the transaction's).
+func withStreamTimes(ctx context.Context, times map[topicPartition]int64) context.Context {
+	meta := func(topic string, p int32) *string {
+		if ms, ok := times[topicPartition{topic, p}]; ok {
+			s := encodeStreamTime(ms)
+			return &s
+		}
+		return nil
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				if m := meta(req.Topics[i].Topic, req.Topics[i].Partitions[j].Partition); m != nil {
+					req.Topics[i].Partitions[j].Metadata = m
+				}
+			}
+		}
+		return nil
+	})
+	return kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				if m := meta(req.Topics[i].Topic, req.Topics[i].Partitions[j].Partition); m != nil {
+					req.Topics[i].Partitions[j].Metadata = m
+				}
+			}
+		}
+		return nil
+	})
+}
