@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +74,13 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, out := k.topic("in"), k.topic("out")
-	k.create(1, in, out)
 	r := &dslRun{file: file, in: dslKinds(def.in), out: dslKinds(def.out)}
+	out := k.topic("out")
+	var inputs []string
+	for name := range r.in {
+		inputs = append(inputs, k.topic(name))
+	}
+	k.create(1, append(inputs, out)...)
 	exact := strings.HasSuffix(c.topology, "-final")
 
 	reader, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...),
@@ -125,12 +130,16 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee)
 	flush := func() {
 		t.Helper()
 		if len(pending) > 0 {
-			k.produce(in, pending...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := k.cl.ProduceSync(ctx, pending...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 			pending = nil
 		}
-		waitInputCommitted(t, k, in)
+		waitInputCommitted(t, k, inputs...)
 		if g == engine.ExactlyOnce {
-			waitInternalCommitted(t, k, in)
+			waitInternalCommitted(t, k, inputs)
 		} else {
 			waitInputCommitted(t, k)
 		}
@@ -143,7 +152,11 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee)
 			if err != nil {
 				t.Fatalf("%s:%d: %v", file, cmd.line, err)
 			}
-			v, err := dslEncode(r.in[strings.TrimPrefix(cmd.args[1], dslTopicPrefix)], cmd.args[3])
+			kind, ok := r.in[cmd.args[1]]
+			if !ok {
+				t.Fatalf("%s:%d: the topology declares no input topic %s", file, cmd.line, cmd.args[1])
+			}
+			v, err := dslEncode(kind, cmd.args[3])
 			if err != nil {
 				t.Fatalf("%s:%d: %v", file, cmd.line, err)
 			}
@@ -151,7 +164,7 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee)
 			if cmd.args[2] != "~" {
 				key = []byte(cmd.args[2])
 			}
-			pending = append(pending, &kgo.Record{Key: key, Value: v, Timestamp: enginetest.At(ms)})
+			pending = append(pending, &kgo.Record{Topic: k.topic(cmd.args[1]), Key: key, Value: v, Timestamp: enginetest.At(ms)})
 		case "expect":
 			flush()
 			got := readToEnd()
@@ -192,7 +205,7 @@ func parseAt(s string) (int64, error) {
 // commit marker after its last record. (The transaction that committed the
 // input wrote those records and markers, so a lag of one cannot be a record
 // still on its way.)
-func waitInternalCommitted(t *testing.T, k *kt, input string) {
+func waitInternalCommitted(t *testing.T, k *kt, inputs []string) {
 	t.Helper()
 	wait(t, 30*time.Second, "the internal topics consumed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -202,7 +215,7 @@ func waitInternalCommitted(t *testing.T, k *kt, input string) {
 			return false
 		}
 		for _, l := range lag[k.prefix].Lag.Sorted() {
-			if l.Topic != input && l.Lag > 1 {
+			if !slices.Contains(inputs, l.Topic) && l.Lag > 1 {
 				return false
 			}
 		}

@@ -626,6 +626,19 @@ var dslTopologies = map[string]dslTopologyDef{
 	"session-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
 	}},
+	// Cogrouped in windows: records of "in" count one each, those of "in2"
+	// add a hundred times their value; grace 100ms.
+	"windowed-cogroup": {in: "in:int in2:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		c := engine.Cogroup(dslInts(b, "in").GroupByKey(), func(_ string, _ int64, agg int64) int64 { return agg + 1 })
+		c = engine.CogroupWith(c, dslInts(b, "in2").GroupByKey(), func(_ string, v int64, agg int64) int64 { return agg + 100*v })
+		dslWindowed(engine.WindowedCogroup(c, engine.TumblingWindows(10*time.Millisecond).Grace(100*time.Millisecond), func() int64 { return 0 }, engine.Named("cogroup")))
+	}},
+	"session-cogroup": {in: "in:int in2:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		c := engine.Cogroup(dslInts(b, "in").GroupByKey(), func(_ string, _ int64, agg int64) int64 { return agg + 1 })
+		c = engine.CogroupWith(c, dslInts(b, "in2").GroupByKey(), func(_ string, v int64, agg int64) int64 { return agg + 100*v })
+		dslWindowed(engine.SessionCogroup(c, engine.SessionWindows(10*time.Millisecond).Grace(100*time.Millisecond), func() int64 { return 0 },
+			func(_ string, a, b int64) int64 { return a + b }, engine.Named("cogroup")))
+	}},
 	"windowed-sum": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
 		dslWindowed(engine.WindowedReduce(g.WindowedBy(engine.TumblingWindows(10*time.Millisecond)), func(a, v int64) int64 { return a + v }, engine.Named("sum")))

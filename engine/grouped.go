@@ -392,19 +392,32 @@ func CogroupWith[K, V, VA any](c *Cogrouped[K, VA], g *GroupedStream[K, V], fn f
 func (c *Cogrouped[K, VA]) Aggregate(init func() VA, opts ...Option) *Table[K, VA] {
 	o, err := c.b.opts("Cogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
 	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
+	name := c.b.name("cogroup", o, c.parents(), "")
+	store := storeName(o, name)
+	c.b.addStore(o, store)
+	kc, vc := codecOf(c.ks), codecOf(vas)
+	n := c.finish(name, []string{store}, func(add aggFunc) func() topo.Processor { return streamAggProc(store, kc, vc, add) }, init, errors.Join(err, serr))
+	return &Table[K, VA]{b: c.b, node: n, ks: c.ks, vs: vas, store: store}
+}
+
+// parents are the grouped streams' nodes.
+func (c *Cogrouped[K, VA]) parents() []*topo.Node {
 	var parents []*topo.Node
 	for _, p := range c.parts {
 		parents = append(parents, p.in)
 	}
-	name := c.b.name("cogroup", o, parents, "")
-	store := storeName(o, name)
-	c.b.addStore(o, store)
-	kc, vc := codecOf(c.ks), codecOf(vas)
+	return parents
+}
+
+// finish adds a node per stream, each folding its records into the shared
+// stores with its own aggregator through a processor that proc makes, and
+// the node that merges their changes, named name.
+func (c *Cogrouped[K, VA]) finish(name string, stores []string, proc func(add aggFunc) func() topo.Processor, init func() VA, err error) *topo.Node {
 	var aggs []*topo.Node
 	for i, p := range c.parts {
 		add := p.add
-		n := &topo.Node{Name: name + "-agg-" + itoa(i), Kind: topo.ProcessorNode, Op: "cogroup-aggregate", Parents: []*topo.Node{p.in}, Stores: []string{store},
-			New: streamAggProc(store, kc, vc, func(k, v, agg any, exists bool) any {
+		n := &topo.Node{Name: name + "-agg-" + itoa(i), Kind: topo.ProcessorNode, Op: "cogroup-aggregate", Parents: []*topo.Node{p.in}, Stores: stores,
+			New: proc(func(k, v, agg any, exists bool) any {
 				if !exists {
 					agg = init()
 				}
@@ -415,8 +428,49 @@ func (c *Cogrouped[K, VA]) Aggregate(init func() VA, opts ...Option) *Table[K, V
 	n := &topo.Node{Name: name, Kind: topo.ProcessorNode, Op: "cogroup", Parents: aggs, New: stateless(func(c *topo.Context, r topo.Record) error {
 		return c.Forward(r)
 	})}
-	c.b.add(n, errors.Join(err, serr, nilFuncErr(init == nil, "init")))
-	return &Table[K, VA]{b: c.b, node: n, ks: c.ks, vs: vas, store: store}
+	return c.b.add(n, errors.Join(err, nilFuncErr(init == nil, "init")))
+}
+
+// WindowedCogroup finishes a cogrouped aggregation in windows (tumbling,
+// hopping or sliding): each record is folded, by its own stream's
+// aggregator, into the windows holding it, whose aggregates start as init().
+// The options are those of [WindowedAggregate].
+func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() VA, opts ...Option) *Table[Windowed[K], VA] {
+	o, err := c.b.opts("WindowedCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
+	if werr := w.check(); werr != nil {
+		err = errors.Join(err, fmt.Errorf("WindowedCogroup: %w", werr))
+	}
+	name := c.b.name("windowed-cogroup", o, c.parents(), "")
+	ks, wb, rerr := timeWindowBase(c.b, name, o, c.ks, vas, w)
+	wb.shared = true
+	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.processor(w, add) }, init, errors.Join(err, serr, rerr))
+	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
+}
+
+// SessionCogroup finishes a cogrouped aggregation in sessions: each record
+// is folded, by its own stream's aggregator, into its key's session; when a
+// record falls into several sessions their aggregates are combined first,
+// from init(), by merge (see [SessionAggregate]). The options are those of
+// [SessionAggregate].
+func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
+	o, err := c.b.opts("SessionCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
+	if werr := w.check(); werr != nil {
+		err = errors.Join(err, fmt.Errorf("SessionCogroup: %w", werr))
+	}
+	name := c.b.name("session-cogroup", o, c.parents(), "")
+	ks, wb, rerr := sessionBase(c.b, name, o, c.ks, vas, w)
+	wb.shared = true
+	mergeAggs := func(k, acc any, has bool, next any) any {
+		if !has {
+			acc = init()
+		}
+		return merge(as[K](k), acc.(VA), next.(VA))
+	}
+	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.sessionProcessor(w, add, mergeAggs) }, init,
+		errors.Join(err, serr, rerr, nilFuncErr(merge == nil, "merge")))
+	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -180,23 +180,33 @@ func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, 
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
 	n.Name = b.name(op, o, n.Parents, "")
-	var ks serde.Serde[Windowed[K]]
-	if in.ks != nil {
-		ks = SessionWindowedSerde(in.ks)
-	}
-	w := ss.w
-	wb, rerr := newWindowBase(b, n, o, topo.SessionStore, codecOf(ks), codecOf(vas), w.gap+w.grace, w.grace)
-	wb.direct = true
-	var ikc topo.Codec
-	if in.ks != nil {
-		ikc = codecOf(in.ks)
-	}
-	n.New = func() topo.Processor {
-		p := &sessionProc[K]{wb: wb, ikc: ikc, gap: w.gap.Milliseconds(), add: add, merge: merge}
-		return &fproc{init: p.wb.open, fn: p.process}
-	}
+	ks, wb, rerr := sessionBase(b, n.Name, o, in.ks, vas, ss.w)
+	n.Stores = wb.stores()
+	n.New = wb.sessionProcessor(ss.w, add, merge)
 	b.add(n, errors.Join(g.err, ss.err, err, serr, nilErr, rerr))
 	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: wb.store}
+}
+
+// sessionBase declares the stores of a session aggregation named by node.
+func sessionBase[K, VA any](b *Builder, node string, o *options, inner serde.Serde[K], vas serde.Serde[VA], w Sessions) (serde.Serde[Windowed[K]], windowBase, error) {
+	var ks serde.Serde[Windowed[K]]
+	if inner != nil {
+		ks = SessionWindowedSerde(inner)
+	}
+	wb, err := newWindowBase(b, node, o, topo.SessionStore, codecOf(ks), codecOf(vas), w.gap+w.grace, w.grace)
+	wb.direct = true
+	wb.wkey = windowedKeyOf[K]
+	wb.ikc = codecOf(inner)
+	return ks, wb, err
+}
+
+// sessionProcessor makes the processors that fold records into the
+// sessions w of the base's stores.
+func (wb windowBase) sessionProcessor(w Sessions, add aggFunc, merge sessionMerge) func() topo.Processor {
+	return func() topo.Processor {
+		p := &sessionProc{wb: wb, gap: w.gap.Milliseconds(), add: add, merge: merge}
+		return &fproc{init: p.wb.open, fn: p.process}
+	}
 }
 
 // sessionMerge folds the aggregate of a session, next, into acc, the
@@ -210,16 +220,15 @@ type session struct {
 	agg        any
 }
 
-type sessionProc[K any] struct {
+type sessionProc struct {
 	wb    windowBase
-	ikc   topo.Codec // the inner key's
 	gap   int64
 	add   aggFunc
 	merge sessionMerge
 	found []session
 }
 
-func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
+func (p *sessionProc) process(c *topo.Context, r topo.Record) error {
 	if r.Key == nil || r.Value == nil {
 		c.Skip("record without a key or value in an aggregation")
 		return nil
@@ -227,10 +236,10 @@ func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
 	now := c.StreamTime()
 	t := r.Timestamp.UnixMilli()
 	closeAt := now.UnixMilli() - p.wb.grace.Milliseconds()
-	kb, ok := topo.RawKey(r, p.ikc)
+	kb, ok := topo.RawKey(r, p.wb.ikc)
 	if !ok {
 		var err error
-		if kb, err = p.ikc.Encode(r.Key); err != nil {
+		if kb, err = p.wb.ikc.Encode(r.Key); err != nil {
 			return p.wb.st.err("key", nil, true, err)
 		}
 	}
@@ -259,7 +268,7 @@ func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
 			continue
 		}
 		// Merged into the new session: retract it.
-		wk := Windowed[K]{Key: as[K](r.Key), Window: Window{Start: topo.TimeOf(s.start), End: topo.TimeOf(s.end)}}
+		wk := p.wb.wkey(r.Key, Window{Start: topo.TimeOf(s.start), End: topo.TimeOf(s.end)})
 		if err := p.wb.remove(s.kb, r, wk, s.agg, topo.TimeOf(s.end)); err != nil {
 			return err
 		}
@@ -270,7 +279,7 @@ func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
 			return err
 		}
 	}
-	wk := Windowed[K]{Key: as[K](r.Key), Window: Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}}
+	wk := p.wb.wkey(r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
 	if err := p.wb.write(newKey, r, wk, old, agg, topo.TimeOf(end)); err != nil {
 		return err
 	}
@@ -280,7 +289,7 @@ func (p *sessionProc[K]) process(c *topo.Context, r topo.Record) error {
 
 // find reads the key's sessions that end at or after earliestEnd and start
 // at or before latestStart, in the order of their ends.
-func (p *sessionProc[K]) find(kb []byte, earliestEnd, latestStart int64) ([]session, error) {
+func (p *sessionProc) find(kb []byte, earliestEnd, latestStart int64) ([]session, error) {
 	p.found = p.found[:0]
 	for e, err := range p.wb.st.tbl.Range(sessionKey(kb, max(earliestEnd, 0), 0), prefixEnd(kb)) {
 		if err != nil {

@@ -44,19 +44,19 @@ type slidingWin struct {
 // record's own window ending at t (seeded with the windows before it), the
 // window starting just after the previous record when t falls in it, and
 // the window starting just after t when later records exist.
-type slidingProc[K any] struct {
+type slidingProc struct {
 	wb   windowBase
 	diff int64
 	add  aggFunc
 	wins []slidingWin
 }
 
-func newSlidingProc[K any](wb windowBase, diff time.Duration, add aggFunc) topo.Processor {
-	p := &slidingProc[K]{wb: wb, diff: diff.Milliseconds(), add: add}
+func newSlidingProc(wb windowBase, diff time.Duration, add aggFunc) topo.Processor {
+	p := &slidingProc{wb: wb, diff: diff.Milliseconds(), add: add}
 	return &fproc{init: p.wb.open, fn: p.process}
 }
 
-func (p *slidingProc[K]) process(c *topo.Context, r topo.Record) error {
+func (p *slidingProc) process(c *topo.Context, r topo.Record) error {
 	if r.Key == nil || r.Value == nil {
 		c.Skip("record without a key or value in an aggregation")
 		return nil
@@ -73,12 +73,12 @@ func (p *slidingProc[K]) process(c *topo.Context, r topo.Record) error {
 		}
 		return p.wb.advance(c, closeAt-1, now)
 	}
-	kb, err := p.wb.kc.Encode(Windowed[K]{Key: as[K](r.Key)})
+	kb, err := p.wb.kc.Encode(p.wb.wkey(r.Key, Window{}))
 	if err != nil {
 		return p.wb.st.err("key", nil, true, err)
 	}
 	kb = kb[:len(kb)-8] // the inner key: a windowed key ends with its start
-	u := slidingUpdate[K]{p: p, c: c, r: r, kb: kb, t: t, closeAt: closeAt}
+	u := slidingUpdate{p: p, c: c, r: r, kb: kb, t: t, closeAt: closeAt}
 	if t < d {
 		err = u.early()
 	} else {
@@ -97,7 +97,7 @@ func (p *slidingProc[K]) process(c *topo.Context, r topo.Record) error {
 }
 
 // fetch reads the key's windows starting in [from, to], earliest first.
-func (p *slidingProc[K]) fetch(kb []byte, from, to int64) ([]slidingWin, error) {
+func (p *slidingProc) fetch(kb []byte, from, to int64) ([]slidingWin, error) {
 	p.wins = p.wins[:0]
 	lo := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(max(from, 0)))
 	hi := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(to+1))
@@ -118,8 +118,8 @@ func (p *slidingProc[K]) fetch(kb []byte, from, to int64) ([]slidingWin, error) 
 }
 
 // slidingUpdate is the processing of one record.
-type slidingUpdate[K any] struct {
-	p       *slidingProc[K]
+type slidingUpdate struct {
+	p       *slidingProc
 	c       *topo.Context
 	r       topo.Record
 	kb      []byte
@@ -132,7 +132,7 @@ type slidingUpdate[K any] struct {
 // aggregate so far is base (has: there is one; else the aggregation
 // starts afresh) with latest record at baseTs; stored: the window exists in
 // the store. A closed window is left alone.
-func (u *slidingUpdate[K]) update(start int64, base any, has bool, baseTs int64, stored bool) error {
+func (u *slidingUpdate) update(start int64, base any, has bool, baseTs int64, stored bool) error {
 	p := u.p
 	end := start + p.diff
 	if end < u.closeAt {
@@ -145,7 +145,7 @@ func (u *slidingUpdate[K]) update(start int64, base any, has bool, baseTs int64,
 	if has {
 		ts = max(ts, baseTs)
 	}
-	key := Windowed[K]{Key: as[K](u.r.Key), Window: Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}}
+	key := p.wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
 	kb := binary.BigEndian.AppendUint64(bytes.Clone(u.kb), uint64(start))
 	var old any
 	if stored {
@@ -158,10 +158,10 @@ func (u *slidingUpdate[K]) update(start int64, base any, has bool, baseTs int64,
 
 // put stores a new window with a given aggregate, as it is (the window
 // starting after the record, which the record is not in).
-func (u *slidingUpdate[K]) put(start int64, agg any, ts int64) error {
+func (u *slidingUpdate) put(start int64, agg any, ts int64) error {
 	p := u.p
 	end := start + p.diff
-	key := Windowed[K]{Key: as[K](u.r.Key), Window: Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}}
+	key := p.wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
 	kb := binary.BigEndian.AppendUint64(bytes.Clone(u.kb), uint64(start))
 	if err := p.wb.created(kb, start+p.wb.retention.Milliseconds(), end, ts); err != nil {
 		return err
@@ -170,7 +170,7 @@ func (u *slidingUpdate[K]) put(start int64, agg any, ts int64) error {
 }
 
 // inOrder handles a record at t >= the time difference.
-func (u *slidingUpdate[K]) inOrder() error {
+func (u *slidingUpdate) inOrder() error {
 	p, t, d := u.p, u.t, u.p.diff
 	wins, err := p.fetch(u.kb, t-2*d, t+1)
 	if err != nil {
@@ -238,7 +238,7 @@ func (u *slidingUpdate[K]) inOrder() error {
 
 // early handles a record at t < the time difference: its left window would
 // start before the epoch, so records there share the window [0, d].
-func (u *slidingUpdate[K]) early() error {
+func (u *slidingUpdate) early() error {
 	p, t := u.p, u.t
 	wins, err := p.fetch(u.kb, 0, t+1)
 	if err != nil {

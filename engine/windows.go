@@ -187,26 +187,39 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
 	n.Name = b.name(op, o, n.Parents, "")
+	ks, base, rerr := timeWindowBase(b, n.Name, o, in.ks, vas, ws.w)
+	n.Stores = base.stores()
+	n.New = base.processor(ws.w, add)
+	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
+	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}
+}
+
+// timeWindowBase declares the stores of an aggregation, named by node,
+// in the time windows w.
+func timeWindowBase[K, VA any](b *Builder, node string, o *options, inner serde.Serde[K], vas serde.Serde[VA], w TimeWindows) (serde.Serde[Windowed[K]], windowBase, error) {
 	var ks serde.Serde[Windowed[K]]
-	if in.ks != nil {
-		ks = WindowedSerde(in.ks, ws.w.size)
+	if inner != nil {
+		ks = WindowedSerde(inner, w.size)
 	}
-	w := ws.w
 	// Sliding windows look back two window sizes for the windows a record
 	// touches, so they are kept that long at least.
 	keep := w.size + w.grace
 	if w.sliding {
 		keep += w.size
 	}
-	base, rerr := newWindowBase(b, n, o, topo.WindowStore, codecOf(ks), codecOf(vas), keep, w.grace)
+	base, err := newWindowBase(b, node, o, topo.WindowStore, codecOf(ks), codecOf(vas), keep, w.grace)
 	base.direct = w.sliding
+	base.wkey = windowedKeyOf[K]
+	return ks, base, err
+}
+
+// processor makes the processors that fold records into the windows w of
+// the base's stores with add.
+func (wb windowBase) processor(w TimeWindows, add aggFunc) func() topo.Processor {
 	if w.sliding {
-		n.New = func() topo.Processor { return newSlidingProc[K](base, w.size, add) }
-	} else {
-		n.New = func() topo.Processor { return newTimeWindowProc[K](base, w, add) }
+		return func() topo.Processor { return newSlidingProc(wb, w.size, add) }
 	}
-	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
-	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}
+	return func() topo.Processor { return newTimeWindowProc(wb, w, add) }
 }
 
 // windowBase is what the windowed aggregations share: the store of the
@@ -221,24 +234,27 @@ type windowBase struct {
 	kc, vc    topo.Codec
 	grace     time.Duration
 	retention time.Duration
+	// shared: several nodes (a cogroup's) write the stores, so a time
+	// index cannot remember when its next entry is due.
+	shared bool
+	// wkey makes the typed windowed key (a Windowed[K]) of a record key.
+	wkey func(key any, w Window) any
+	ikc  topo.Codec // the record key's (sessions)
 
 	st           kvAccess
 	emit, expiry *timeIndex
 }
 
-// newWindowBase declares the node's stores. keep is the least retention
-// the windows need.
-func newWindowBase(b *Builder, n *topo.Node, o *options, kind topo.StoreKind, kc, vc topo.Codec, keep, grace time.Duration) (windowBase, error) {
-	store := storeName(o, n.Name)
+// newWindowBase declares the stores of an aggregation, named by node.
+// keep is the least retention the windows need.
+func newWindowBase(b *Builder, node string, o *options, kind topo.StoreKind, kc, vc topo.Codec, keep, grace time.Duration) (windowBase, error) {
+	store := storeName(o, node)
 	b.addStore(o, store).Kind = kind
-	n.Stores = []string{store}
 	wb := windowBase{store: store, emitStore: store + "-emit", expiryStore: store + "-expiry", final: o.emitFinal, kc: kc, vc: vc, grace: grace}
 	if wb.final {
 		b.addStore(o, wb.emitStore)
-		n.Stores = append(n.Stores, wb.emitStore)
 	}
 	b.addStore(o, wb.expiryStore)
-	n.Stores = append(n.Stores, wb.expiryStore)
 	wb.retention = max(keep, defaultRetention)
 	var err error
 	if o.retention > 0 {
@@ -248,6 +264,15 @@ func newWindowBase(b *Builder, n *topo.Node, o *options, kind topo.StoreKind, kc
 		wb.retention = max(keep, o.retention)
 	}
 	return wb, err
+}
+
+// stores are the names of the stores, for the nodes that use them.
+func (wb windowBase) stores() []string {
+	names := []string{wb.store}
+	if wb.final {
+		names = append(names, wb.emitStore)
+	}
+	return append(names, wb.expiryStore)
 }
 
 // open opens the stores for a processor instance (wb is its copy).
@@ -269,12 +294,14 @@ func (wb *windowBase) open(c *topo.Context) error {
 		return err
 	}
 	wb.expiry = newTimeIndex(s)
+	wb.expiry.shared = wb.shared
 	if wb.final {
 		s, err := c.Store(wb.emitStore)
 		if err != nil {
 			return err
 		}
 		wb.emit = newTimeIndex(s)
+		wb.emit.shared = wb.shared
 	}
 	return nil
 }
@@ -344,7 +371,7 @@ func (wb *windowBase) advance(c *topo.Context, closed int64, now time.Time) erro
 
 // newTimeWindowProc folds each record into the tumbling or hopping windows
 // holding it.
-func newTimeWindowProc[K any](wb windowBase, w TimeWindows, add aggFunc) topo.Processor {
+func newTimeWindowProc(wb windowBase, w TimeWindows, add aggFunc) topo.Processor {
 	size, grace := w.size, w.grace
 	return &fproc{
 		init: wb.open,
@@ -365,7 +392,7 @@ func newTimeWindowProc[K any](wb windowBase, w TimeWindows, add aggFunc) topo.Pr
 					continue
 				}
 				wr := r
-				wr.Key = Windowed[K]{Key: as[K](r.Key), Window: Window{Start: start, End: end}}
+				wr.Key = wb.wkey(r.Key, Window{Start: start, End: end})
 				kb, old, oldTs, ok, err := wb.st.getKey(wr)
 				if err != nil {
 					return err
@@ -392,6 +419,9 @@ func newTimeWindowProc[K any](wb windowBase, w TimeWindows, add aggFunc) topo.Pr
 	}
 }
 
+// windowedKeyOf is windowBase.wkey for keys of type K.
+func windowedKeyOf[K any](key any, w Window) any { return Windowed[K]{Key: as[K](key), Window: w} }
+
 // defaultRetention is how long windows are kept from their start when
 // their aggregation sets no Retention (at least until they close), as in
 // Kafka Streams.
@@ -404,6 +434,7 @@ const defaultRetention = 24 * time.Hour
 type timeIndex struct {
 	s       topo.KVStore
 	nextDue int64 // the earliest time in the index; math.MaxInt64: none; unknownDue: not looked yet
+	shared  bool  // other writers add entries too: nextDue stays unknown
 }
 
 // unknownDue: the index has not been looked at since the task started.
@@ -452,6 +483,9 @@ func (x *timeIndex) first(due, now int64, n int, fn func(kb []byte) error) error
 		if err := fn(k[8:]); err != nil {
 			return err
 		}
+	}
+	if x.shared {
+		return nil
 	}
 	x.nextDue = math.MaxInt64
 	for e, err := range x.s.Range(nil, nil) {

@@ -73,6 +73,9 @@ type Runtime struct {
 	skipped     atomic.Pointer[map[string]int64]
 	queryable   atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
 	times       streamTimes                          // committed stream times (streamtime.go)
+	// unknownTopicSince: since when joining the group fails for a topic
+	// missing from the metadata (loop only; zero: it does not).
+	unknownTopicSince time.Time
 
 	// Exactly-once: the session, whether a transaction is open (loop only),
 	// and what the rebalance callbacks recorded for the loop (eos.go).
@@ -244,7 +247,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 		return fmt.Errorf("engine: kafka client: %w", err)
 	}
 	r.adm = kadm.NewClient(admCl)
-	plan, err := planTopics(ctx, r.adm, r.topo, r.cfg.AppID)
+	plan, err := planTopics(ctx, admCl, r.adm, r.topo, r.cfg.AppID)
 	if err != nil {
 		return err
 	}
@@ -643,14 +646,36 @@ func (r *Runtime) ActiveTasks() []string {
 // not retry by itself, joined; the end of a poll's deadline is no error.
 func (r *Runtime) fetchErrors(fetches kgo.Fetches, what string) error {
 	var errs error
+	unknown := false
 	fetches.EachError(func(topic string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
+		}
+		if errors.Is(err, assign.ErrUnknownTopic) {
+			// The group leader's metadata lacks a topic the instance
+			// found at start: a topic created a moment ago that has not
+			// reached every broker, or one deleted since. The client
+			// joins again; fail only if it lasts.
+			unknown = true
+			if r.unknownTopicSince.IsZero() {
+				r.unknownTopicSince = r.cfg.Now()
+			}
+			if r.cfg.Now().Sub(r.unknownTopicSince) < unknownTopicPatience {
+				r.log.Warn("a topic of the topology is not in the cluster metadata yet; joining the group again", "err", err)
+				return
+			}
 		}
 		r.log.Warn(what, "topic", topic, "partition", p, "err", err)
 		if !kgoRetriable(err) {
 			errs = errors.Join(errs, fmt.Errorf("engine: %s %s[%d]: %w", what, topic, p, err))
 		}
 	})
+	if !unknown && what == "fetch" {
+		r.unknownTopicSince = time.Time{}
+	}
 	return errs
 }
+
+// unknownTopicPatience is how long the group may go on lacking a topic of
+// the topology in its metadata before the instance fails.
+const unknownTopicPatience = 30 * time.Second

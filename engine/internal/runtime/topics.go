@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
@@ -34,7 +36,7 @@ func (p *topicPlan) name(r topo.TopicRef) string {
 // planTopics checks the user topics the topology reads and writes, works out
 // the partition count of every internal topic and creates the missing ones.
 // Every problem is reported, joined, with what to do about it.
-func planTopics(ctx context.Context, adm *kadm.Client, t *topo.Topology, prefix string) (*topicPlan, error) {
+func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.Topology, prefix string) (*topicPlan, error) {
 	p := &topicPlan{prefix: prefix, partitions: map[string]int32{}, tasks: map[int]int32{}, storeSub: map[string]*topo.SubTopology{}}
 
 	// User topics must exist: Oxbow creates only its own topics.
@@ -183,6 +185,7 @@ func planTopics(ctx context.Context, adm *kadm.Client, t *topo.Topology, prefix 
 			}
 		}
 	})
+	var created []string // repartition topics created
 	existing, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: list internal topics: %w", err)
@@ -206,11 +209,68 @@ func planTopics(ctx context.Context, adm *kadm.Client, t *topo.Topology, prefix 
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			errs = append(errs, fmt.Errorf("engine: create internal topic %s: %w", name, err))
 		}
+		if w.configs == nil { // a repartition topic: a source of the group
+			created = append(created, name)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Join the group only once new repartition topics are in the cluster's
+	// metadata: the group leader assigns the partitions it finds there, and
+	// a topic created a moment ago may not be yet. (Changelogs are not
+	// waited for: nothing needs them before the first commit, and a
+	// compacted topic can take seconds to appear.)
+	if len(created) > 0 {
+		if err := awaitTopics(ctx, cl, created, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// awaitTopics asks the cluster for the topics' metadata, past the client's
+// metadata cache (which kadm reads, and which may be seconds old), until
+// every one has partitions, for up to d.
+func awaitTopics(ctx context.Context, cl *kgo.Client, topics []string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		var missing []string
+		if err == nil {
+			found := map[string]bool{}
+			for _, t := range resp.Topics {
+				if t.Topic != nil && t.ErrorCode == 0 && len(t.Partitions) > 0 {
+					found[*t.Topic] = true
+				}
+			}
+			for _, t := range topics {
+				if !found[t] {
+					missing = append(missing, t)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("engine: metadata of the internal topics just created: %w", err)
+			}
+			return fmt.Errorf("engine: internal topics %v, just created, are not in the cluster metadata after %v", missing, d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // listTopicsSettled lists topics, asking again for a few seconds about
