@@ -333,6 +333,10 @@ type ReadOnlySessionStore[K, V any] interface {
 	// FindSessions iterates key's sessions that end at or after
 	// earliestEnd and start at or before latestStart.
 	FindSessions(key K, earliestEnd, latestStart time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
+	// FindSessionsKeys is FindSessions for the keys in [fromKey, toKey), in
+	// the partitions this instance reads, by encoded key (the order of the
+	// key serde's bytes), then end.
+	FindSessionsKeys(fromKey, toKey K, earliestEnd, latestStart time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
 	// All iterates every session of the partitions this instance reads, by
 	// encoded key, then end.
 	All() iter.Seq2[KeyValue[Windowed[K], V], error]
@@ -384,6 +388,13 @@ func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart time.T
 			}
 		}
 	}
+}
+
+func (s *sessionStore[K, V]) FindSessionsKeys(fromKey, toKey K, earliestEnd, latestStart time.Time) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	return keyRange(s.kv, s.inner, 16, fromKey, toKey, func(k []byte) bool {
+		end, start := sessionBounds(k)
+		return end >= earliestEnd.UnixMilli() && start <= latestStart.UnixMilli()
+	})
 }
 
 func (s *sessionStore[K, V]) All() iter.Seq2[KeyValue[Windowed[K], V], error] { return s.kv.All() }

@@ -209,4 +209,28 @@ func TestQuerySessionStore(t *testing.T) {
 			t.Errorf("FindSessions(%s, %d, %d) = %q, want %q", tc.key, tc.end, tc.start, got, tc.want)
 		}
 	}
+	findKeys := func(from, to string, earliestEnd, latestStart int64) string {
+		var got []string
+		for kv, err := range ss.FindSessionsKeys(from, to, enginetest.At(earliestEnd), enginetest.At(latestStart)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s[%d,%d]=%d", kv.Key.Key, kv.Key.Window.Start.Sub(enginetest.Epoch).Milliseconds(), kv.Key.Window.End.Sub(enginetest.Epoch).Milliseconds(), kv.Value))
+		}
+		return strings.Join(got, " ")
+	}
+	for _, tc := range []struct {
+		from, to   string
+		end, start int64
+		want       string
+	}{
+		{"a", "b", 0, 100, "a[0,3]=2 a[20,20]=1 a[40,44]=2 ab[4,4]=1"},
+		{"a", "c", 21, 100, "a[40,44]=2 b[45,45]=1"},
+		{"ab", "b", 0, 3, ""},
+		{"b", "a", 0, 100, ""},
+	} {
+		if got := findKeys(tc.from, tc.to, tc.end, tc.start); got != tc.want {
+			t.Errorf("FindSessionsKeys(%s, %s, %d, %d) = %q, want %q", tc.from, tc.to, tc.end, tc.start, got, tc.want)
+		}
+	}
 }

@@ -505,6 +505,10 @@ type ReadOnlyWindowStore[K, V any] interface {
 	// Fetch iterates key's windows that start in [from, to], earliest
 	// first. A key another instance owns gives a *NotLocalError.
 	Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
+	// FetchKeys iterates the windows of the keys in [fromKey, toKey) that
+	// start in [from, to], in the partitions this instance reads, by
+	// encoded key (the order of the key serde's bytes), then start.
+	FetchKeys(fromKey, toKey K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
 	// All iterates every window of the partitions this instance reads, by
 	// encoded key, then start.
 	All() iter.Seq2[KeyValue[Windowed[K], V], error]
@@ -558,4 +562,38 @@ func (s *windowStore[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[
 	}
 }
 
+func (s *windowStore[K, V]) FetchKeys(fromKey, toKey K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	return keyRange(s.kv, s.inner, 8, fromKey, toKey, func(k []byte) bool {
+		start := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+		return start >= from.UnixMilli() && start <= to.UnixMilli()
+	})
+}
+
 func (s *windowStore[K, V]) All() iter.Seq2[KeyValue[Windowed[K], V], error] { return s.kv.All() }
+
+// keyRange iterates the entries of a window or session store (whose keys
+// end with a suffix of n bytes) whose record key is in [fromKey, toKey) and
+// whose key the time filter keeps.
+func keyRange[K, V any](kv *kvStore[Windowed[K], V], inner serde.Serde[K], n int, fromKey, toKey K, keep func(k []byte) bool) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	lo, err := inner.Encode(fromKey)
+	if err != nil {
+		return errSeq[Windowed[K], V](kv.serdeErr("key", nil, true, err))
+	}
+	hi, err := inner.Encode(toKey)
+	if err != nil {
+		return errSeq[Windowed[K], V](kv.serdeErr("key", nil, true, err))
+	}
+	if bytes.Compare(lo, hi) >= 0 {
+		return func(func(KeyValue[Windowed[K], V], error) bool) {}
+	}
+	// The store keys of toKey itself, and of longer keys that begin with
+	// it, sort after toKey but before prefixEnd(toKey): scan that far and
+	// keep what is in range.
+	return kv.scanRaw(lo, prefixEnd(hi), func(k []byte) bool {
+		if len(k) < n {
+			return false
+		}
+		rk := k[:len(k)-n]
+		return bytes.Compare(rk, lo) >= 0 && bytes.Compare(rk, hi) < 0 && keep(k)
+	})
+}

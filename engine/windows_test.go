@@ -364,4 +364,29 @@ func TestQueryWindowStore(t *testing.T) {
 	if n != 6 {
 		t.Errorf("All: %d windows, want 6", n)
 	}
+	fetchKeys := func(from, to string, start, end int64) string {
+		var got []string
+		for kv, err := range ws.FetchKeys(from, to, enginetest.At(start), enginetest.At(end)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s@%d=%d", kv.Key.Key, kv.Key.Window.Start.Sub(enginetest.Epoch).Milliseconds(), kv.Value))
+		}
+		return strings.Join(got, " ")
+	}
+	for _, tc := range []struct {
+		from, to   string
+		start, end int64
+		want       string
+	}{
+		{"a", "b", 0, 100, "a@0=2 a@10=1 a@20=1 ab@0=1 ab@10=1"},
+		{"a", "ab", 0, 100, "a@0=2 a@10=1 a@20=1"},
+		{"ab", "c", 10, 20, "ab@10=1 b@20=1"},
+		{"a", "c", 11, 19, ""},
+		{"b", "a", 0, 100, ""},
+	} {
+		if got := fetchKeys(tc.from, tc.to, tc.start, tc.end); got != tc.want {
+			t.Errorf("FetchKeys(%s, %s, %d, %d) = %q, want %q", tc.from, tc.to, tc.start, tc.end, got, tc.want)
+		}
+	}
 }
