@@ -182,3 +182,38 @@ func TestAppTimestampErrorDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A task reading several partitions processes their records in event-time
+// order, as the sources' timestamp functions give it, not in the order of
+// the times Kafka recorded (here the reverse).
+func TestAppOrdersPartitionsByEventTime(t *testing.T) {
+	k := newKT(t)
+	ta, tb, out := k.topic("a"), k.topic("b"), k.topic("out")
+	k.create(1, ta, tb, out)
+	b := engine.NewBuilder()
+	sa := engine.NewStream(b, ta, serde.String, serde.String, engine.WithTimestamps(tradeTime))
+	sb := engine.NewStream(b, tb, serde.String, serde.String, engine.WithTimestamps(tradeTime))
+	sa.Merge(sb).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(v string, recorded int64) *kgo.Record {
+		return &kgo.Record{Key: []byte("k"), Value: []byte(v), Timestamp: time.UnixMilli(recorded)}
+	}
+	// Recorded late on a, early on b: by recorded time b's would go first.
+	k.produce(ta, rec("1000,a1", 9000), rec("4000,a2", 9001))
+	k.produce(tb, rec("2000,b1", 1), rec("3000,b2", 2))
+	a := k.start(top, engine.Config{MaxTaskIdle: 5 * time.Second})
+	var got []string
+	for _, r := range k.records(out, 4, 60*time.Second) {
+		_, name, _ := strings.Cut(string(r.Value), ",")
+		got = append(got, name)
+	}
+	if want := "a1 b1 b2 a2"; strings.Join(got, " ") != want {
+		t.Errorf("processed %v, want %s", got, want)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -248,7 +248,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 			rewind[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
 			t.buffered -= q.len()
 			clear(q.recs)
-			q.recs, q.head, q.next = q.recs[:0], 0, first
+			q.recs, q.head, q.next, q.headSet = q.recs[:0], 0, first, false
 		}
 	}
 	if len(rewind) > 0 {

@@ -53,6 +53,9 @@ type loggedStore struct {
 type partQueue struct {
 	recs []*kgo.Record
 	head int
+	// headTime is the event time of recs[head], once looked up (headSet).
+	headTime int64
+	headSet  bool
 	hwm  int64 // the high watermark of the last fetch
 	next int64 // the offset after the last record enqueued
 	// consumed is the offset after the last record processed since the last
@@ -68,7 +71,22 @@ func (q *partQueue) len() int { return len(q.recs) - q.head }
 
 func (q *partQueue) peek() *kgo.Record { return q.recs[q.head] }
 
+// eventTime is the head's event time as its source gives it.
+func (q *partQueue) eventTime() int64 {
+	if !q.headSet {
+		rec := q.peek()
+		if q.src == nil || q.src.RecordTimed() {
+			q.headTime = rec.Timestamp.UnixMilli()
+		} else {
+			q.headTime = q.src.EventTime(topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()})
+		}
+		q.headSet = true
+	}
+	return q.headTime
+}
+
 func (q *partQueue) pop() *kgo.Record {
+	q.headSet = false
 	rec := q.recs[q.head]
 	q.recs[q.head] = nil
 	q.head++
@@ -98,10 +116,11 @@ func (t *rtask) hasPunctuation(now time.Time) bool {
 	return now.Sub(t.lastPunc) >= 10*time.Millisecond
 }
 
-// next picks the record to process: the head with the smallest timestamp.
-// If an input partition is empty although the broker has more for it, the
-// task waits up to MaxTaskIdle for it, so that records are processed in
-// timestamp order across partitions.
+// next picks the record to process: the head with the smallest event time
+// (as its source gives it: a source with a timestamp function decodes the
+// head to tell). If an input partition is empty although the broker has
+// more for it, the task waits up to MaxTaskIdle for it, so that records are
+// processed in event-time order across partitions.
 func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 	var best *partQueue
 	waiting := false
@@ -112,7 +131,8 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 			}
 			continue
 		}
-		if best == nil || q.peek().Timestamp.Before(best.peek().Timestamp) {
+		// Only a choice between heads needs their event times.
+		if best == nil || q.eventTime() < best.eventTime() {
 			best = q
 		}
 	}

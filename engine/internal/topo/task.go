@@ -222,6 +222,30 @@ func (t *Task) Source(topic string) *Source {
 	return nil
 }
 
+// RecordTimed reports whether the source's records have the time Kafka
+// recorded as their event time (no timestamp function, no wall clock).
+func (s *Source) RecordTimed() bool {
+	n := s.ni.node
+	return !n.WallClockTimestamps && n.Timestamps == nil
+}
+
+// EventTime is the event time the source will give the record, in Unix ms:
+// what its timestamp function returns (which means decoding the record),
+// the wall clock, or the recorded time. A record the source cannot decode
+// or time has its recorded time here; processing reports it. The runtime
+// uses it to choose among a task's partitions, as Kafka Streams does with
+// extracted timestamps.
+func (s *Source) EventTime(in Input) int64 {
+	if s.RecordTimed() {
+		return in.Timestamp
+	}
+	r, err := s.ni.decode(in)
+	if err != nil {
+		return in.Timestamp
+	}
+	return r.Timestamp.UnixMilli()
+}
+
 // Process runs one input record through the sub-topology, depth-first.
 func (t *Task) Process(in Input) error {
 	src := t.sources[in.Topic]
