@@ -56,8 +56,8 @@ type partQueue struct {
 	// headTime is the event time of recs[head], once looked up (headSet).
 	headTime int64
 	headSet  bool
-	hwm  int64 // the high watermark of the last fetch
-	next int64 // the offset after the last record enqueued
+	hwm      int64 // the high watermark of the last fetch
+	next     int64 // the offset after the last record enqueued
 	// consumed is the offset after the last record processed since the last
 	// commit, or -1.
 	consumed int64
