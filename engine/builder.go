@@ -54,6 +54,7 @@ func (b *Builder) Build() (*Topology, error) {
 		return nil, err
 	}
 	fuse(&b.g)
+	markUnreadValues(&b.g)
 	return &Topology{t: t}, nil
 }
 
@@ -339,6 +340,16 @@ func (c codec[T]) EncodesFresh() bool {
 	return false
 }
 
+// DecodeNeverFails implements topo.InfallibleDecoder: serde.String and
+// serde.Bytes accept any bytes.
+func (c codec[T]) DecodeNeverFails() bool {
+	switch any(c.s) {
+	case any(serde.String), any(serde.Bytes):
+		return true
+	}
+	return false
+}
+
 func canonical(s any) bool {
 	switch s {
 	case any(serde.String), any(serde.Bytes), any(serde.Int64), any(serde.Float64):
@@ -365,4 +376,25 @@ func codecOf[T any](s serde.Serde[T]) topo.Codec {
 func as[T any](x any) T {
 	v, _ := x.(T)
 	return v
+}
+
+// markUnreadValues lets a source skip decoding values that nobody reads: all
+// its children only ask whether a record has a value (counts), nothing times
+// the records by their value, and the value codec cannot fail, so a record
+// that would not decode cannot exist either.
+func markUnreadValues(g *topo.Graph) {
+	for _, n := range g.Nodes {
+		if n.Kind != topo.SourceNode || n.ChangeValues || n.Timestamps != nil || n.Fuse != nil || len(n.Children) == 0 {
+			continue
+		}
+		d, ok := n.ValueCodec.(topo.InfallibleDecoder)
+		if !ok || !d.DecodeNeverFails() {
+			continue
+		}
+		blind := true
+		for _, c := range n.Children {
+			blind = blind && c.ValueBlind
+		}
+		n.ValueUnread = blind
+	}
 }

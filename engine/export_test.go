@@ -49,3 +49,16 @@ func RevokeMidStream(t testing.TB, a *App) (fired func() bool) {
 	t.Cleanup(func() { runtime.SetPolledHook(nil) })
 	return done.Load
 }
+
+// UnreadValueSources names the sources of t that skip decoding values.
+func UnreadValueSources(t *Topology) []string {
+	var names []string
+	for _, sub := range t.t.Subs {
+		for _, n := range sub.Nodes {
+			if n.Kind == topo.SourceNode && n.ValueUnread {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	return names
+}

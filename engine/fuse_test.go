@@ -176,3 +176,52 @@ func i64(v int64) []byte {
 	}
 	return b
 }
+
+// A count right after its source does not need the values: the source
+// skips decoding them when decoding cannot fail (strings, bytes), and only
+// then — an Int64 value of the wrong size is still a decode error, not a
+// count.
+func TestCountSkipsDecodingValues(t *testing.T) {
+	build := func(vs serde.Serde[int64], strs bool) *engine.Topology {
+		b := engine.NewBuilder()
+		if strs {
+			engine.NewStream(b, "in", serde.String, serde.String, engine.Named("src")).GroupByKey().Count().ToStream().To("out")
+		} else {
+			engine.NewStream(b, "in", serde.String, vs, engine.Named("src")).GroupByKey().Count().ToStream().To("out")
+		}
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top
+	}
+	strs := build(nil, true)
+	if got := engine.UnreadValueSources(strs); len(got) != 1 || got[0] != "src" {
+		t.Errorf("string values: sources skipping values %v, want [src]", got)
+	}
+	d := enginetest.New(t, strs)
+	for i, v := range [][]byte{[]byte("x"), {}, []byte("\xff\xfe")} {
+		if err := d.PipeBytes("in", []byte("k"), v, enginetest.At(int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.PipeBytes("in", []byte("k"), nil, enginetest.At(3)); err != nil { // a tombstone is not counted
+		t.Fatal(err)
+	}
+	if got := enginetest.ReadTable(enginetest.NewOutput(d, "out", serde.String, serde.Int64)); got["k"] != 3 {
+		t.Errorf("count %v, want k=3", got)
+	}
+
+	ints := build(serde.Int64, false)
+	if got := engine.UnreadValueSources(ints); len(got) != 0 {
+		t.Errorf("int64 values: sources skipping values %v, want none", got)
+	}
+	d = enginetest.New(t, ints)
+	var se *serde.Error
+	if err := d.PipeBytes("in", []byte("k"), []byte("abc"), enginetest.At(0)); !errors.As(err, &se) {
+		t.Fatalf("a 3-byte Int64 value: %v, want a *serde.Error", err)
+	}
+	if got := enginetest.ReadTable(enginetest.NewOutput(d, "out", serde.String, serde.Int64)); len(got) != 0 {
+		t.Errorf("a malformed value was counted: %v", got)
+	}
+}

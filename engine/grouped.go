@@ -106,12 +106,14 @@ func later(a, b time.Time) time.Time {
 
 // Count counts the records of each key. Records without a value are skipped.
 func (g *GroupedStream[K, V]) Count(opts ...Option) *Table[K, int64] {
-	return aggregate(g, "count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+	t := aggregate(g, "count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
 		if !exists {
 			return int64(1)
 		}
 		return agg.(int64) + 1
 	}, nil)
+	t.node.ValueBlind = true
+	return t
 }
 
 // Reduce combines the values of each key: the first value is the aggregate,

@@ -42,6 +42,20 @@ type SameCodec interface {
 	SameAs(other Codec) bool
 }
 
+// InfallibleDecoder is implemented by codecs that can tell that Decode
+// accepts any bytes.
+type InfallibleDecoder interface {
+	DecodeNeverFails() bool
+}
+
+// Unread is the value of a record whose value no node reads (see
+// Node.ValueUnread).
+var Unread any = unread{}
+
+type unread struct{}
+
+func (unread) String() string { return "<value not decoded>" }
+
 // FreshEncoder is implemented by codecs that can tell that Encode returns
 // bytes nobody else holds, which a cache may then keep without a copy.
 type FreshEncoder interface {
@@ -117,6 +131,14 @@ type Node struct {
 	// WallClockTimestamps (sources): a record's event time is the wall
 	// clock's when it is processed.
 	WallClockTimestamps bool
+	// ValueBlind (processors): the node reads only whether a record has a
+	// value, never the value (a count).
+	ValueBlind bool
+	// ValueUnread (sources): every child is ValueBlind and the value codec
+	// cannot fail to decode, so the source gives records the placeholder
+	// Unread as their value instead of decoding it: nothing changes but
+	// the work not done.
+	ValueUnread bool
 	// KeyComparable: the node's key type is comparable and not an
 	// interface, so a key can be checked for being unchanged since its
 	// source (see RawKey).

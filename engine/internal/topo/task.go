@@ -407,6 +407,8 @@ func (ni *nodeInst) decode(in Input) (Record, error) {
 			return r, where("value", in.Value, err)
 		}
 		r.Value = c
+	} else if in.Value != nil && ni.node.ValueUnread {
+		r.Value = Unread
 	} else if in.Value != nil {
 		v, err := ni.node.ValueCodec.Decode(in.Value)
 		if err != nil {
