@@ -119,7 +119,7 @@ func (g *GroupedStream[K, V]) SessionWindowedBy(w Sessions) *SessionWindowedStre
 
 // SessionCount counts the records of each key's sessions.
 func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
-	return sessionAggregate(ss, "session-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+	t := sessionAggregate(ss, "session-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
 		if !exists {
 			return int64(1)
 		}
@@ -130,6 +130,8 @@ func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Ta
 		}
 		return acc.(int64) + next.(int64)
 	}, nil)
+	t.node.ValueBlind = true
+	return t
 }
 
 // SessionReduce combines the values of each key's sessions: the first value

@@ -146,12 +146,14 @@ func (g *GroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V
 
 // WindowedCount counts the records of each key in each window.
 func WindowedCount[K, V any](ws *TimeWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
-	return windowedAggregate(ws, "windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+	t := windowedAggregate(ws, "windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
 		if !exists {
 			return int64(1)
 		}
 		return agg.(int64) + 1
 	}, nil)
+	t.node.ValueBlind = true
+	return t
 }
 
 // WindowedReduce combines the values of each key in each window: the first
