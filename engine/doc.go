@@ -42,6 +42,29 @@
 // stateful step first writes the stream through an internal topic
 // partitioned by the new key, which starts a new sub-topology.
 //
+// # Time and windows
+//
+// Every record has an event time: the time Kafka recorded, or what a
+// source's [WithTimestamps] function reads from it, or the wall clock
+// ([WithWallClockTimestamps]). Stream time, the largest event time a task
+// has processed, decides when windows close; it survives restarts and
+// moves with the task (in the metadata of the committed offsets). A task
+// reading several partitions processes their records in event-time order,
+// waiting up to MaxTaskIdle for a partition that lags.
+//
+// [GroupedStream.WindowedBy] cuts a grouped stream into [TumblingWindows],
+// [HoppingWindows] or [SlidingWindows]; [WindowedCount], [WindowedReduce],
+// [WindowedAggregate] and [WindowedCogroup] aggregate each window.
+// [GroupedStream.SessionWindowedBy] cuts it into [SessionWindows], for
+// [SessionCount], [SessionReduce], [SessionAggregate] and [SessionCogroup]:
+// a record that bridges sessions merges them, and the merged ones are
+// retracted downstream. A window accepts records until stream time passes
+// its end by the grace period; later ones are dropped, counted, and
+// optionally dead-lettered. Results go downstream on every update, or once
+// per window when it closes with [EmitFinal]; [Table.SuppressUntil] rate-
+// limits any table's updates. [QueryWindowStore] and [QuerySessionStore]
+// read the windows of a running instance.
+//
 // # Low-level processors
 //
 // [Process] adds a [Processor] for what the DSL cannot say: it forwards to
