@@ -539,6 +539,18 @@ type (
 	}
 )
 
+func dslOrNull(v string, ok bool) string {
+	if !ok {
+		return "null"
+	}
+	return v
+}
+
+func dslTextTables(b *engine.Builder) (*engine.Table[string, string], *engine.Table[string, string]) {
+	return engine.NewTable(b, "left", serde.String, serde.String, engine.Materialized("left-store")),
+		engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+}
+
 // dslTopicPrefix is put before the topic names of dslInts and dslWindowed:
 // on a broker each case has topics of its own (TestDSLWindowsOnKafka).
 var dslTopicPrefix string
@@ -642,6 +654,34 @@ var dslTopologies = map[string]dslTopologyDef{
 	"windowed-sum": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
 		dslWindowed(engine.WindowedReduce(g.WindowedBy(engine.TumblingWindows(10*time.Millisecond)), func(a, v int64) int64 { return a + v }, engine.Named("sum")))
+	}},
+	// Joins: a stream or table "left" with a table "right", text values,
+	// the results written "<left>+<right>" ("null" for a side not there).
+	"stream-table-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.Join(dslTexts(b, "left"), right, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To("out")
+	}},
+	"stream-table-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.LeftJoin(dslTexts(b, "left"), right, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To("out")
+	}},
+	"table-table-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
+	}},
+	"table-table-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		engine.LeftJoinTables(l, r, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To("out")
+	}},
+	"table-table-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		engine.OuterJoinTables(l, r, func(_ string, lv string, lok bool, rv string, rok bool) string { return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok) }, engine.Named("join")).ToStream().To("out")
+	}},
+	// A join with a table kept in no store of its own: the filter's.
+	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		r = r.Filter(func(_ string, v string) bool { return v != "skip" }, engine.Named("filter"))
+		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
 	}},
 	// Stateless stream operations.
 	"filter": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {

@@ -65,6 +65,15 @@
 // limits any table's updates. [QueryWindowStore] and [QuerySessionStore]
 // read the windows of a running instance.
 //
+// # Joins
+//
+// [Join] and [LeftJoin] enrich each record of a stream with a table's
+// current value for its key; [JoinTables], [LeftJoinTables] and
+// [OuterJoinTables] keep a table of two tables' joined rows, recomputed on
+// every update of either side and deleted when the join no longer holds.
+// Both sides must be co-partitioned; a re-keyed stream is repartitioned
+// first, and a table kept in no store is materialized for the join.
+//
 // # Low-level processors
 //
 // [Process] adds a [Processor] for what the DSL cannot say: it forwards to

@@ -175,3 +175,44 @@ func ExampleSlidingWindows() {
 	// 20m0.001s-30m0.001s: 12.0
 	// 30m0s-40m0s: 20.0
 }
+
+// Orders enriched with the customer's current name: a stream-table left
+// join. A table update gives nothing by itself; the next order meets it.
+func ExampleLeftJoin() {
+	b := engine.NewBuilder()
+	customers := engine.NewTable(b, "customers", serde.String, serde.String)
+	orders := engine.NewStream(b, "orders", serde.String, serde.String)
+	engine.LeftJoin(orders, customers, func(_ string, order, name string, found bool) string {
+		if !found {
+			return order + " for an unknown customer"
+		}
+		return order + " for " + name
+	}).To("enriched-orders")
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	cust := enginetest.NewInput(d, "customers", serde.String, serde.String)
+	ord := enginetest.NewInput(d, "orders", serde.String, serde.String)
+	ord.Pipe("c1", "order 1", enginetest.At(1))
+	cust.Pipe("c1", "Ann", enginetest.At(2))
+	ord.Pipe("c1", "order 2", enginetest.At(3))
+	cust.Pipe("c1", "Ann Lee", enginetest.At(4))
+	ord.Pipe("c1", "order 3", enginetest.At(5))
+
+	for _, kv := range enginetest.NewOutput(d, "enriched-orders", serde.String, serde.String).ReadKeyValues() {
+		fmt.Println(kv.Value)
+	}
+	// Output:
+	// order 1 for an unknown customer
+	// order 2 for Ann
+	// order 3 for Ann Lee
+}

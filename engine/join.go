@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// Joins of a stream with a table, and of two tables, on their keys. Both
+// sides must be co-partitioned (the same number of partitions, keys
+// partitioned alike): the join runs in one task per partition, which reads
+// the table's store. A stream whose key changed is repartitioned first.
+// A table kept in no store of its own is materialized for the join.
+
+// Join joins each record of the stream with the table's current value for
+// its key: a record whose key the table lacks gives nothing. Only stream
+// records trigger the join; table updates change what later records meet.
+// A result has the stream record's key, timestamp and headers. Records
+// without a key or with a tombstone are dropped (counted as skipped).
+func Join[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], fn func(key K, value V, tableValue VT) VR, opts ...Option) *Stream[K, VR] {
+	return streamTableJoin[K, V, VT, VR](s, t, "stream-table-join", opts, func(k, v, tv any, found bool) (any, bool) {
+		if !found {
+			return nil, false
+		}
+		return fn(as[K](k), v.(V), tv.(VT)), true
+	}, nilFuncErr(fn == nil, "join"))
+}
+
+// LeftJoin is Join that keeps every stream record: one whose key the table
+// lacks (or that has no key) is joined with found false and the zero
+// table value.
+func LeftJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], fn func(key K, value V, tableValue VT, found bool) VR, opts ...Option) *Stream[K, VR] {
+	return streamTableJoin[K, V, VT, VR](s, t, "stream-table-left-join", opts, func(k, v, tv any, found bool) (any, bool) {
+		return fn(as[K](k), v.(V), as[VT](tv), found), true
+	}, nilFuncErr(fn == nil, "join"))
+}
+
+// streamJoinFunc joins a stream value with the table's (found: there is
+// one); ok false: no result.
+type streamJoinFunc func(k, v, tv any, found bool) (result any, ok bool)
+
+func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op string, opts []Option, join streamJoinFunc, nilErr error) *Stream[K, VR] {
+	b := s.b
+	o, err := b.opts(op, opts)
+	err = errors.Join(err, b.same(t.b), nilErr)
+	t = t.materialized()
+	in := s
+	if s.rekeyed {
+		in = s.repartition(b.name(op+"-repartition", o, []*topo.Node{s.node}, ""), 0, nil)
+	}
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}, Stores: []string{t.store}}
+	n.Name = b.name(op, o, n.Parents, t.node.Name)
+	kc, vc := codecOf(t.ks), codecOf(t.vs)
+	store, left := t.store, op == "stream-table-left-join"
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Value == nil {
+					c.Skip("tombstone in a stream-table join")
+					return nil
+				}
+				var tv any
+				found := false
+				if r.Key != nil {
+					var err error
+					if _, tv, _, found, err = st.getKey(r); err != nil {
+						return err
+					}
+				} else if !left {
+					c.Skip("record without a key in a stream-table join")
+					return nil
+				}
+				res, ok := join(r.Key, r.Value, tv, found)
+				if !ok {
+					return nil
+				}
+				r.Value = res
+				return c.Forward(r)
+			},
+		}
+	}
+	b.add(n, errors.Join(err, nilSerdes(t.ks == nil, t.vs == nil)))
+	return &Stream[K, VR]{b: b, node: n, ks: in.ks, vs: defaultSerde[VR]()}
+}
+
+// materialized is the table, or, if it has no store of its own, a table
+// that keeps its changes in one (for a join to read).
+func (t *Table[K, V]) materialized() *Table[K, V] {
+	if t.store != "" {
+		return t
+	}
+	b := t.b
+	o, _ := b.opts("materialize", nil)
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table-materialize", Parents: []*topo.Node{t.node}}
+	n.Name = b.name("table-materialize", o, n.Parents, "")
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	n.Stores = []string{store}
+	kc, vc := codecOf(t.ks), codecOf(t.vs)
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				ch, _ := r.Value.(topo.Change)
+				kb, old, _, ok, err := st.getKey(r)
+				if err != nil {
+					return err
+				}
+				if ch.New == nil && !ok {
+					return nil
+				}
+				return st.updateKey(kb, r, old, ch.New, r.Timestamp)
+			},
+		}
+	}
+	b.add(n, nilSerdes(t.ks == nil, t.vs == nil))
+	return &Table[K, V]{b: b, node: n, ks: t.ks, vs: t.vs, store: store}
+}
+
+// JoinTables joins two tables on their keys: a key has a result while both
+// tables have it. Every update of either side recomputes the key's result;
+// one that removes it (a delete on either side) goes downstream as a
+// delete. A result's timestamp is the later of the two sides'.
+func JoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, right VR) V, opts ...Option) *Table[K, V] {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-join", opts, func(k, lv, rv any) any {
+		if lv == nil || rv == nil {
+			return nil
+		}
+		return fn(as[K](k), lv.(VL), rv.(VR))
+	}, nilFuncErr(fn == nil, "join"))
+}
+
+// LeftJoinTables is JoinTables where a key has a result while the left
+// table has it: without a right value, fn gets found false and the zero
+// value.
+func LeftJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, right VR, found bool) V, opts ...Option) *Table[K, V] {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-left-join", opts, func(k, lv, rv any) any {
+		if lv == nil {
+			return nil
+		}
+		return fn(as[K](k), lv.(VL), as[VR](rv), rv != nil)
+	}, nilFuncErr(fn == nil, "join"))
+}
+
+// OuterJoinTables is JoinTables where a key has a result while either table
+// has it: fn learns which sides are there.
+func OuterJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, leftFound bool, right VR, rightFound bool) V, opts ...Option) *Table[K, V] {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-outer-join", opts, func(k, lv, rv any) any {
+		if lv == nil && rv == nil {
+			return nil
+		}
+		return fn(as[K](k), as[VL](lv), lv != nil, as[VR](rv), rv != nil)
+	}, nilFuncErr(fn == nil, "join"))
+}
+
+// tableJoinFunc is a key's join result for the two sides' values (nil:
+// absent), nil for none.
+type tableJoinFunc func(k, lv, rv any) any
+
+func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op string, opts []Option, join tableJoinFunc, nilErr error) *Table[K, V] {
+	b := l.b
+	o, err := b.opts(op, opts)
+	err = errors.Join(err, b.same(r.b), nilErr)
+	l, r = l.materialized(), r.materialized()
+	name := b.name(op, o, []*topo.Node{l.node, r.node}, "")
+	lkc, lvc := codecOf(l.ks), codecOf(l.vs)
+	rkc, rvc := codecOf(r.ks), codecOf(r.vs)
+	side := func(suffix string, parent *topo.Node, otherStore string, okc, ovc topo.Codec, leftSide bool) *topo.Node {
+		n := &topo.Node{Name: name + suffix, Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{parent}, Stores: []string{l.store, r.store}}
+		n.New = func() topo.Processor {
+			var other kvAccess
+			return &fproc{
+				init: func(c *topo.Context) error { return other.open(c, otherStore, okc, ovc, true) },
+				fn: func(c *topo.Context, rec topo.Record) error {
+					if rec.Key == nil {
+						c.Skip("record without a key in a table-table join")
+						return nil
+					}
+					ch, _ := rec.Value.(topo.Change)
+					_, ov, ots, found, err := other.getKey(rec)
+					if err != nil {
+						return err
+					}
+					if !found {
+						ov = nil
+					}
+					res := func(v any) any {
+						if leftSide {
+							return join(rec.Key, v, ov)
+						}
+						return join(rec.Key, ov, v)
+					}
+					oldRes, newRes := res(ch.Old), res(ch.New)
+					if oldRes == nil && newRes == nil {
+						return nil
+					}
+					rec.Value = topo.Change{Old: oldRes, New: newRes}
+					if found && ots.After(rec.Timestamp) {
+						rec.Timestamp = ots
+					}
+					return c.Forward(rec)
+				},
+			}
+		}
+		return b.add(n, nil)
+	}
+	ln := side("-left", l.node, r.store, rkc, rvc, true)
+	rn := side("-right", r.node, l.store, lkc, lvc, false)
+	n := &topo.Node{Name: name, Kind: topo.ProcessorNode, Op: op + "-merge", Parents: []*topo.Node{ln, rn}, New: stateless(func(c *topo.Context, r topo.Record) error {
+		return c.Forward(r)
+	})}
+	b.add(n, errors.Join(err, nilSerdes(l.ks == nil || r.ks == nil, l.vs == nil || r.vs == nil)))
+	return &Table[K, V]{b: b, node: n, ks: l.ks, vs: defaultSerde[V]()}
+}

@@ -1,0 +1,177 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// joinTopology enriches orders (keyed by customer) with the customer's
+// name (a stream-table left join), and joins customers with their credit
+// limits (a table-table join).
+func joinTopology(orders, customers, limits, enriched, offers string) *engine.Topology {
+	b := engine.NewBuilder()
+	cust := engine.NewTable(b, customers, serde.String, serde.String, engine.Materialized("customers"))
+	lim := engine.NewTable(b, limits, serde.String, serde.Int64, engine.Materialized("limits"))
+	engine.LeftJoin(engine.NewStream(b, orders, serde.String, serde.String), cust, func(_ string, order, name string, found bool) string {
+		if !found {
+			name = "?"
+		}
+		return order + "@" + name
+	}).To(enriched)
+	engine.JoinTables(cust, lim, func(_ string, name string, limit int64) string {
+		return name + ":" + strconv.FormatInt(limit, 10)
+	}).ToStream().To(offers)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+type joinInput struct {
+	topic string
+	key   string
+	value []byte // nil: a tombstone
+	ms    int64
+}
+
+// Three instances with exactly-once give the in-memory driver's join
+// results: the table-table join's final rows, and every enriched order.
+// The tables are loaded first, then the orders arrive.
+func TestAppJoinsMatchDriver(t *testing.T) {
+	k := newKT(t)
+	orders, customers, limits, enriched, offers := k.topic("orders"), k.topic("customers"), k.topic("limits"), k.topic("enriched"), k.topic("offers")
+	k.create(3, orders, customers, limits, enriched, offers)
+	top := joinTopology(orders, customers, limits, enriched, offers)
+
+	rng := rand.New(rand.NewPCG(11, 12))
+	var tables, stream []joinInput
+	ms := int64(0)
+	for i := range 400 {
+		ms++
+		key := fmt.Sprintf("c%02d", rng.IntN(40))
+		switch rng.IntN(10) {
+		case 0:
+			tables = append(tables, joinInput{customers, key, nil, ms})
+		case 1, 2, 3, 4:
+			tables = append(tables, joinInput{customers, key, fmt.Appendf(nil, "name%d", i), ms})
+		default:
+			v, _ := serde.Int64.Encode(int64(rng.IntN(1000)))
+			tables = append(tables, joinInput{limits, key, v, ms})
+		}
+	}
+	for i := range 300 {
+		ms++
+		stream = append(stream, joinInput{orders, fmt.Sprintf("c%02d", rng.IntN(45)), fmt.Appendf(nil, "o%d", i), ms})
+	}
+
+	// The driver.
+	d := enginetest.New(t, top)
+	for _, in := range append(slices.Clone(tables), stream...) {
+		if err := d.PipeBytes(in.topic, []byte(in.key), in.value, enginetest.At(in.ms)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantOffers := enginetest.ReadTable(enginetest.NewOutput(d, offers, serde.String, serde.String))
+	var wantEnriched []string
+	for _, kv := range enginetest.NewOutput(d, enriched, serde.String, serde.String).ReadKeyValues() {
+		wantEnriched = append(wantEnriched, kv.Key+"="+kv.Value)
+	}
+	slices.Sort(wantEnriched)
+
+	// Three instances on the broker.
+	cfg := func(id string) engine.Config { return engine.Config{InstanceID: id, Guarantee: engine.ExactlyOnce} }
+	apps := []*app{k.start(top, cfg("a")), k.start(top, cfg("b")), k.start(top, cfg("c"))}
+	wait(t, 60*time.Second, "the three instances to share the tasks", func() bool {
+		k.checkApps()
+		n := 0
+		for _, a := range apps {
+			if a.State() != engine.AppRunning || len(a.Tasks()) == 0 {
+				return false
+			}
+			n += len(a.Tasks())
+		}
+		return n == 3
+	})
+	produce := func(ins []joinInput) {
+		t.Helper()
+		var recs []*kgo.Record
+		for _, in := range ins {
+			recs = append(recs, &kgo.Record{Topic: in.topic, Key: []byte(in.key), Value: in.value, Timestamp: enginetest.At(in.ms)})
+		}
+		for _, r := range recs {
+			r.Partition = kafkaPartition(r.Key, 3)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := k.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(tables)
+	gotOffers := readCommitted(t, k, offers, func(m map[string]string, _ []string) bool { return maps.Equal(m, wantOffers) })
+	if !maps.Equal(gotOffers, wantOffers) {
+		t.Fatalf("table-table join: got %v, want %v", gotOffers, wantOffers)
+	}
+	produce(stream)
+	var gotEnriched []string
+	readCommitted(t, k, enriched, func(_ map[string]string, all []string) bool {
+		gotEnriched = slices.Sorted(slices.Values(all))
+		return len(all) >= len(wantEnriched)
+	})
+	if !slices.Equal(gotEnriched, wantEnriched) {
+		t.Fatalf("stream-table join: got %d results %v, want %d %v", len(gotEnriched), gotEnriched, len(wantEnriched), wantEnriched)
+	}
+	for _, a := range apps {
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readCommitted reads a topic of string keys and values, read-committed,
+// until done holds of its table (latest value per key, tombstones
+// deleting) and its records ("key=value", tombstones "key=~"), and returns
+// the table.
+func readCommitted(t *testing.T, k *kt, topic string, done func(map[string]string, []string) bool) map[string]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	table := map[string]string{}
+	var all []string
+	deadline := time.Now().Add(60 * time.Second)
+	for !done(table, all) {
+		k.checkApps()
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: not complete after 60s: %d records, table %v", topic, len(all), table)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Value == nil {
+				delete(table, string(r.Key))
+				all = append(all, string(r.Key)+"=~")
+				return
+			}
+			table[string(r.Key)] = string(r.Value)
+			all = append(all, string(r.Key)+"="+string(r.Value))
+		})
+	}
+	return table
+}
