@@ -675,7 +675,9 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	"table-table-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
-		engine.OuterJoinTables(l, r, func(_ string, lv string, lok bool, rv string, rok bool) string { return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok) }, engine.Named("join")).ToStream().To("out")
+		engine.OuterJoinTables(l, r, func(_ string, lv string, lok bool, rv string, rok bool) string {
+			return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
+		}, engine.Named("join")).ToStream().To("out")
 	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
