@@ -539,6 +539,11 @@ type (
 	}
 )
 
+func dslCustomer(_ string, v string) string {
+	c, _, _ := strings.Cut(v, ":")
+	return c
+}
+
 func dslOrNull(v string, ok bool) string {
 	if !ok {
 		return "null"
@@ -678,6 +683,16 @@ var dslTopologies = map[string]dslTopologyDef{
 		engine.OuterJoinTables(l, r, func(_ string, lv string, lok bool, rv string, rok bool) string {
 			return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
 		}, engine.Named("join")).ToStream().To("out")
+	}},
+	// Joins with a global table: "left" values are "<customer>:<item>",
+	// looked up by customer in the global table "right".
+	"global-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.NewGlobalTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.JoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To("out")
+	}},
+	"global-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.NewGlobalTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.LeftJoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To("out")
 	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {

@@ -73,6 +73,8 @@
 // every update of either side and deleted when the join no longer holds.
 // Both sides must be co-partitioned; a re-keyed stream is repartitioned
 // first, and a table kept in no store is materialized for the join.
+// [JoinGlobal] and [LeftJoinGlobal] look a key taken from the stream
+// record up in a [GlobalTable], which every instance holds whole.
 //
 // # Low-level processors
 //

@@ -215,3 +215,66 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 	b.add(n, errors.Join(err, nilSerdes(l.ks == nil || r.ks == nil, l.vs == nil || r.vs == nil)))
 	return &Table[K, V]{b: b, node: n, ks: l.ks, vs: defaultSerde[V]()}
 }
+
+// JoinGlobal joins each record of the stream with the global table's value
+// for the key that keyOf picks from the record (its key, a field of its
+// value): a record whose lookup key the table lacks gives nothing. A global
+// table holds every partition on every instance, so the stream needs no
+// repartitioning, whatever its key. Only stream records trigger the join.
+// A result has the stream record's key, timestamp and headers. Records with
+// a tombstone are dropped (counted as skipped).
+func JoinGlobal[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV], keyOf func(key K, value V) GK, fn func(key K, value V, tableValue GV) VR, opts ...Option) *Stream[K, VR] {
+	return globalJoin[K, V, GK, GV, VR](s, g, "global-join", opts, keyOf, func(k, v, gv any, found bool) (any, bool) {
+		if !found {
+			return nil, false
+		}
+		return fn(as[K](k), v.(V), gv.(GV)), true
+	}, errors.Join(nilFuncErr(keyOf == nil, "key"), nilFuncErr(fn == nil, "join")))
+}
+
+// LeftJoinGlobal is JoinGlobal that keeps every stream record: one whose
+// lookup key the table lacks is joined with found false and the zero value.
+func LeftJoinGlobal[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV], keyOf func(key K, value V) GK, fn func(key K, value V, tableValue GV, found bool) VR, opts ...Option) *Stream[K, VR] {
+	return globalJoin[K, V, GK, GV, VR](s, g, "global-left-join", opts, keyOf, func(k, v, gv any, found bool) (any, bool) {
+		return fn(as[K](k), v.(V), as[GV](gv), found), true
+	}, errors.Join(nilFuncErr(keyOf == nil, "key"), nilFuncErr(fn == nil, "join")))
+}
+
+func globalJoin[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV], op string, opts []Option, keyOf func(K, V) GK, join streamJoinFunc, nilErr error) *Stream[K, VR] {
+	b := s.b
+	o, err := b.opts(op, opts)
+	err = errors.Join(err, b.same(g.b), nilErr)
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{s.node}, GlobalStores: []string{g.store}}
+	n.Name = b.name(op, o, n.Parents, g.store)
+	kc, vc := codecOf(g.ks), codecOf(g.vs)
+	store := g.store
+	n.New = func() topo.Processor {
+		var st kvAccess
+		return &fproc{
+			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, false) },
+			fn: func(c *topo.Context, r topo.Record) error {
+				if r.Value == nil {
+					c.Skip("tombstone in a global table join")
+					return nil
+				}
+				gk := keyOf(as[K](r.Key), r.Value.(V))
+				kb, err := kc.Encode(gk)
+				if err != nil {
+					return st.err("key", nil, true, err)
+				}
+				gv, _, found, err := st.getEncoded(kb)
+				if err != nil {
+					return err
+				}
+				res, ok := join(r.Key, r.Value, gv, found)
+				if !ok {
+					return nil
+				}
+				r.Value = res
+				return c.Forward(r)
+			},
+		}
+	}
+	b.add(n, errors.Join(err, nilSerdes(g.ks == nil, g.vs == nil)))
+	return &Stream[K, VR]{b: b, node: n, ks: s.ks, vs: defaultSerde[VR](), rekeyed: s.rekeyed}
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +18,26 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
-// joinTopology enriches orders (keyed by customer) with the customer's
-// name (a stream-table left join), and joins customers with their credit
-// limits (a table-table join).
-func joinTopology(orders, customers, limits, enriched, offers string) *engine.Topology {
+// joinTopology enriches orders (keyed by customer, values
+// "<order>:<product>") with the customer's name (a stream-table left join)
+// and the product's price (a join with a global table), and joins customers
+// with their credit limits (a table-table join).
+func joinTopology(orders, customers, limits, products, enriched, offers string) *engine.Topology {
 	b := engine.NewBuilder()
+	prices := engine.NewGlobalTable(b, products, serde.String, serde.Int64, engine.Materialized("prices"))
 	cust := engine.NewTable(b, customers, serde.String, serde.String, engine.Materialized("customers"))
 	lim := engine.NewTable(b, limits, serde.String, serde.Int64, engine.Materialized("limits"))
-	engine.LeftJoin(engine.NewStream(b, orders, serde.String, serde.String), cust, func(_ string, order, name string, found bool) string {
+	withName := engine.LeftJoin(engine.NewStream(b, orders, serde.String, serde.String), cust, func(_ string, order, name string, found bool) string {
 		if !found {
 			name = "?"
 		}
 		return order + "@" + name
+	})
+	engine.JoinGlobal(withName, prices, func(_ string, v string) string {
+		_, product, _ := strings.Cut(strings.Split(v, "@")[0], ":")
+		return product
+	}, func(_ string, v string, price int64) string {
+		return v + "$" + strconv.FormatInt(price, 10)
 	}).To(enriched)
 	engine.JoinTables(cust, lim, func(_ string, name string, limit int64) string {
 		return name + ":" + strconv.FormatInt(limit, 10)
@@ -52,9 +61,10 @@ type joinInput struct {
 // The tables are loaded first, then the orders arrive.
 func TestAppJoinsMatchDriver(t *testing.T) {
 	k := newKT(t)
-	orders, customers, limits, enriched, offers := k.topic("orders"), k.topic("customers"), k.topic("limits"), k.topic("enriched"), k.topic("offers")
+	orders, customers, limits, products, enriched, offers := k.topic("orders"), k.topic("customers"), k.topic("limits"), k.topic("products"), k.topic("enriched"), k.topic("offers")
 	k.create(3, orders, customers, limits, enriched, offers)
-	top := joinTopology(orders, customers, limits, enriched, offers)
+	k.create(2, products)
+	top := joinTopology(orders, customers, limits, products, enriched, offers)
 
 	rng := rand.New(rand.NewPCG(11, 12))
 	var tables, stream []joinInput
@@ -72,9 +82,14 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 			tables = append(tables, joinInput{limits, key, v, ms})
 		}
 	}
+	for i := range 20 {
+		ms++
+		v, _ := serde.Int64.Encode(int64(100 + i))
+		tables = append(tables, joinInput{products, fmt.Sprintf("p%d", i), v, ms})
+	}
 	for i := range 300 {
 		ms++
-		stream = append(stream, joinInput{orders, fmt.Sprintf("c%02d", rng.IntN(45)), fmt.Appendf(nil, "o%d", i), ms})
+		stream = append(stream, joinInput{orders, fmt.Sprintf("c%02d", rng.IntN(45)), fmt.Appendf(nil, "o%d:p%d", i, rng.IntN(24)), ms})
 	}
 
 	// The driver.
@@ -112,7 +127,11 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 			recs = append(recs, &kgo.Record{Topic: in.topic, Key: []byte(in.key), Value: in.value, Timestamp: enginetest.At(in.ms)})
 		}
 		for _, r := range recs {
-			r.Partition = kafkaPartition(r.Key, 3)
+			n := int32(3)
+			if r.Topic == products {
+				n = 2
+			}
+			r.Partition = kafkaPartition(r.Key, n)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -124,6 +143,23 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 	gotOffers := readCommitted(t, k, offers, func(m map[string]string, _ []string) bool { return maps.Equal(m, wantOffers) })
 	if !maps.Equal(gotOffers, wantOffers) {
 		t.Fatalf("table-table join: got %v, want %v", gotOffers, wantOffers)
+	}
+	// Every instance has every price before the orders come.
+	for _, a := range apps {
+		wait(t, 30*time.Second, "instance "+a.ID()+" to hold every price", func() bool {
+			st, err := engine.QueryKeyValueStore(a.App, "prices", serde.String, serde.Int64)
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, err := range st.All() {
+				if err != nil {
+					return false
+				}
+				n++
+			}
+			return n == 20
+		})
 	}
 	produce(stream)
 	var gotEnriched []string

@@ -103,6 +103,7 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 	for _, o := range opts {
 		o(d)
 	}
+	global := map[string]*topo.MemStore{} // shared by the global table and the tasks reading it
 	for _, sub := range tp.Subs {
 		task, err := topo.NewTask(topo.TaskConfig{
 			ID:        topo.TaskID{Sub: sub.ID},
@@ -110,7 +111,13 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 			Sub:       sub,
 			TopicName: d.topicName,
 			OpenStore: func(spec *topo.StoreSpec, _ topo.TaskID) (topo.KVStore, error) {
-				return topo.NewMemStore(spec.Name), nil
+				if !spec.Global {
+					return topo.NewMemStore(spec.Name), nil
+				}
+				if global[spec.Name] == nil {
+					global[spec.Name] = topo.NewMemStore(spec.Name)
+				}
+				return global[spec.Name], nil
 			},
 			Collector:  d,
 			Now:        func() time.Time { return d.now },

@@ -393,6 +393,12 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		Sub:       sub,
 		TopicName: r.plan.name,
 		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+			if spec.Global {
+				// A global table's store, to read: the global task keeps it
+				// (in pebble whatever its options) and commits each update
+				// before the tasks process anything.
+				return t.st.OpenStore(spec, topo.TaskID{Sub: id.Sub, Partition: globalPartition})
+			}
 			if spec.InMemory {
 				m := topo.NewMemStore(spec.Name)
 				mem[spec.Name] = m

@@ -33,6 +33,8 @@ type SubTopology struct {
 	Nodes   []*Node // in creation order
 	Sources map[TopicRef]*Node
 	Stores  []*StoreSpec
+	// GlobalStores are the global stores its nodes read.
+	GlobalStores []*StoreSpec
 }
 
 // SourceTopics lists the sub-topology's input topics, sorted.
@@ -155,6 +157,19 @@ func Build(g *Graph) (*Topology, error) {
 		for _, s := range n.Stores {
 			if spec := stores[s]; spec != nil && !slices.Contains(sub.Stores, spec) {
 				sub.Stores = append(sub.Stores, spec)
+			}
+		}
+		for _, s := range n.GlobalStores {
+			spec := stores[s]
+			switch {
+			case spec == nil:
+				nodeErr(n, "reads global store %q, which is not declared", s)
+			case !spec.Global:
+				nodeErr(n, "reads store %q as a global store, but it is not one", s)
+			case n.Global:
+				nodeErr(n, "a global table's node cannot read another global store (%q)", s)
+			case !slices.Contains(sub.GlobalStores, spec):
+				sub.GlobalStores = append(sub.GlobalStores, spec)
 			}
 		}
 		if n.Kind == SourceNode {

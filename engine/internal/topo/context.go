@@ -37,6 +37,11 @@ func (c *Context) Store(name string) (KVStore, error) {
 			return c.inst.task.stores[name], nil
 		}
 	}
+	for _, s := range c.inst.node.GlobalStores {
+		if s == name {
+			return c.inst.task.stores[name], nil
+		}
+	}
 	return nil, fmt.Errorf("engine: node %q did not declare store %q; attach it to the node where the topology is built", c.inst.node.Name, name)
 }
 

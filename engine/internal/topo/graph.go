@@ -131,6 +131,9 @@ type Node struct {
 	// WallClockTimestamps (sources): a record's event time is the wall
 	// clock's when it is processed.
 	WallClockTimestamps bool
+	// GlobalStores (processors) are global stores the node reads (a join
+	// with a global table): every task opens them read-only.
+	GlobalStores []string
 	// ValueBlind (processors): the node reads only whether a record has a
 	// value, never the value (a count).
 	ValueBlind bool

@@ -130,6 +130,14 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		skipped:    map[string]int64{},
 		cache:      NewCache(cfg.CacheBytes),
 	}
+	for _, spec := range cfg.Sub.GlobalStores {
+		s, err := cfg.OpenStore(spec, cfg.ID)
+		if err != nil {
+			t.closeStores()
+			return nil, fmt.Errorf("engine: task %s: open global store %q: %w", cfg.ID, spec.Name, err)
+		}
+		t.stores[spec.Name] = readOnlyStore{s}
+	}
 	for _, spec := range cfg.Sub.Stores {
 		s, err := cfg.OpenStore(spec, cfg.ID)
 		if err != nil {
@@ -587,3 +595,19 @@ func (t *Task) punctuate(typ PunctuationType, now int64) error {
 	}
 	return nil
 }
+
+// readOnlyStore is a global store as the tasks that read it see it: only
+// its global table writes it.
+type readOnlyStore struct{ KVStore }
+
+func (s readOnlyStore) Put([]byte, []byte, int64) error {
+	return fmt.Errorf("engine: global store %q is written by its global table only", s.Name())
+}
+
+func (s readOnlyStore) Delete([]byte, int64) error {
+	return fmt.Errorf("engine: global store %q is written by its global table only", s.Name())
+}
+
+// Close leaves the store open: it is the global table's (the runtime closes
+// a task's handle on it with the rest of the task's state).
+func (s readOnlyStore) Close() error { return nil }
