@@ -694,6 +694,21 @@ var dslTopologies = map[string]dslTopologyDef{
 		right := engine.NewGlobalTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
 		engine.LeftJoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To("out")
 	}},
+	// Stream-stream joins of records at most 10ms apart, without grace.
+	"stream-stream-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
+			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To("out")
+	}},
+	"stream-stream-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To("out")
+	}},
+	"stream-stream-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.OuterJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
+			func(_ string, lv string, lok bool, rv string, rok bool) string {
+				return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
+			}, engine.Named("join")).To("out")
+	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)

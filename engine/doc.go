@@ -75,6 +75,9 @@
 // first, and a table kept in no store is materialized for the join.
 // [JoinGlobal] and [LeftJoinGlobal] look a key taken from the stream
 // record up in a [GlobalTable], which every instance holds whole.
+// [JoinStreams], [LeftJoinStreams] and [OuterJoinStreams] pair records of
+// two streams whose times are within [JoinWindows]; a record that meets no
+// partner gives its left or outer result only once its window has closed.
 //
 // # Low-level processors
 //

@@ -20,14 +20,18 @@ import (
 
 // joinTopology enriches orders (keyed by customer, values
 // "<order>:<product>") with the customer's name (a stream-table left join)
-// and the product's price (a join with a global table), and joins customers
-// with their credit limits (a table-table join).
-func joinTopology(orders, customers, limits, products, enriched, offers string) *engine.Topology {
+// and the product's price (a join with a global table), pairs orders with
+// payments of the same customer at most 5ms apart (a stream-stream join),
+// and joins customers with their credit limits (a table-table join).
+func joinTopology(orders, payments, customers, limits, products, enriched, offers, paid string) *engine.Topology {
 	b := engine.NewBuilder()
 	prices := engine.NewGlobalTable(b, products, serde.String, serde.Int64, engine.Materialized("prices"))
 	cust := engine.NewTable(b, customers, serde.String, serde.String, engine.Materialized("customers"))
 	lim := engine.NewTable(b, limits, serde.String, serde.Int64, engine.Materialized("limits"))
-	withName := engine.LeftJoin(engine.NewStream(b, orders, serde.String, serde.String), cust, func(_ string, order, name string, found bool) string {
+	orderStream := engine.NewStream(b, orders, serde.String, serde.String)
+	engine.JoinStreams(orderStream, engine.NewStream(b, payments, serde.String, serde.String), engine.JoinTimeDifference(5*time.Millisecond).Grace(time.Hour),
+		func(_ string, order, payment string) string { return order + "&" + payment }).To(paid)
+	withName := engine.LeftJoin(orderStream, cust, func(_ string, order, name string, found bool) string {
 		if !found {
 			name = "?"
 		}
@@ -61,10 +65,11 @@ type joinInput struct {
 // The tables are loaded first, then the orders arrive.
 func TestAppJoinsMatchDriver(t *testing.T) {
 	k := newKT(t)
-	orders, customers, limits, products, enriched, offers := k.topic("orders"), k.topic("customers"), k.topic("limits"), k.topic("products"), k.topic("enriched"), k.topic("offers")
-	k.create(3, orders, customers, limits, enriched, offers)
+	orders, payments, customers, limits, products := k.topic("orders"), k.topic("payments"), k.topic("customers"), k.topic("limits"), k.topic("products")
+	enriched, offers, paid := k.topic("enriched"), k.topic("offers"), k.topic("paid")
+	k.create(3, orders, payments, customers, limits, enriched, offers, paid)
 	k.create(2, products)
-	top := joinTopology(orders, customers, limits, products, enriched, offers)
+	top := joinTopology(orders, payments, customers, limits, products, enriched, offers, paid)
 
 	rng := rand.New(rand.NewPCG(11, 12))
 	var tables, stream []joinInput
@@ -90,6 +95,9 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 	for i := range 300 {
 		ms++
 		stream = append(stream, joinInput{orders, fmt.Sprintf("c%02d", rng.IntN(45)), fmt.Appendf(nil, "o%d:p%d", i, rng.IntN(24)), ms})
+		if rng.IntN(2) == 0 {
+			stream = append(stream, joinInput{payments, fmt.Sprintf("c%02d", rng.IntN(45)), fmt.Appendf(nil, "pay%d", i), ms - int64(rng.IntN(8))})
+		}
 	}
 
 	// The driver.
@@ -100,11 +108,15 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 		}
 	}
 	wantOffers := enginetest.ReadTable(enginetest.NewOutput(d, offers, serde.String, serde.String))
-	var wantEnriched []string
-	for _, kv := range enginetest.NewOutput(d, enriched, serde.String, serde.String).ReadKeyValues() {
-		wantEnriched = append(wantEnriched, kv.Key+"="+kv.Value)
+	outputs := func(topic string) []string {
+		var out []string
+		for _, kv := range enginetest.NewOutput(d, topic, serde.String, serde.String).ReadKeyValues() {
+			out = append(out, kv.Key+"="+kv.Value)
+		}
+		slices.Sort(out)
+		return out
 	}
-	slices.Sort(wantEnriched)
+	wantEnriched, wantPaid := outputs(enriched), outputs(paid)
 
 	// Three instances on the broker.
 	cfg := func(id string) engine.Config { return engine.Config{InstanceID: id, Guarantee: engine.ExactlyOnce} }
@@ -169,6 +181,14 @@ func TestAppJoinsMatchDriver(t *testing.T) {
 	})
 	if !slices.Equal(gotEnriched, wantEnriched) {
 		t.Fatalf("stream-table join: got %d results %v, want %d %v", len(gotEnriched), gotEnriched, len(wantEnriched), wantEnriched)
+	}
+	var gotPaid []string
+	readCommitted(t, k, paid, func(_ map[string]string, all []string) bool {
+		gotPaid = slices.Sorted(slices.Values(all))
+		return len(all) >= len(wantPaid)
+	})
+	if len(wantPaid) == 0 || !slices.Equal(gotPaid, wantPaid) {
+		t.Fatalf("stream-stream join: got %d results %v, want %d %v", len(gotPaid), gotPaid, len(wantPaid), wantPaid)
 	}
 	for _, a := range apps {
 		if err := a.stop(); err != nil {
