@@ -709,6 +709,16 @@ var dslTopologies = map[string]dslTopologyDef{
 				return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
 			}, engine.Named("join")).To("out")
 	}},
+	// Foreign-key joins: "left" rows are orders "<customer>:<item>", joined
+	// with the customer's row in "right".
+	"fk-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		engine.JoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
+	}},
+	"fk-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		l, r := dslTextTables(b)
+		engine.LeftJoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To("out")
+	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)

@@ -78,6 +78,8 @@
 // [JoinStreams], [LeftJoinStreams] and [OuterJoinStreams] pair records of
 // two streams whose times are within [JoinWindows]; a record that meets no
 // partner gives its left or outer result only once its window has closed.
+// [JoinForeignKey] and [LeftJoinForeignKey] join each row of a table with
+// the row of another whose key it names, whatever their partitioning.
 //
 // # Low-level processors
 //

@@ -94,9 +94,14 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 	// A sub-topology has as many tasks as its largest input. Iterate to a
 	// fixed point, since repartition topics chain.
 	fixed := map[string]int32{}
+	likeReader := map[string]*topo.SubTopology{} // topic -> the sub-topology reading it
 	for _, it := range t.InternalTopics {
+		ref := topo.TopicRef{Name: it.Name, Internal: true}
 		if it.Kind == topo.RepartitionTopic && it.Partitions > 0 {
-			fixed[p.name(topo.TopicRef{Name: it.Name, Internal: true})] = int32(it.Partitions)
+			fixed[p.name(ref)] = int32(it.Partitions)
+		}
+		if it.LikeReader {
+			likeReader[p.name(ref)] = t.SubFor(ref)
 		}
 	}
 	for range len(t.Subs) + 1 {
@@ -105,6 +110,9 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 			var n int32
 			for ref := range sub.Sources {
 				name := p.name(ref)
+				if likeReader[name] != nil {
+					continue // it takes this sub-topology's count
+				}
 				c, ok := p.partitions[name]
 				if !ok {
 					c, ok = fixed[name]
@@ -123,6 +131,10 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 		for name, w := range writer {
 			if c, ok := fixed[name]; ok {
 				p.partitions[name] = c
+			} else if r := likeReader[name]; r != nil {
+				if p.tasks[r.ID] > 0 {
+					p.partitions[name] = p.tasks[r.ID]
+				}
 			} else if p.tasks[w.ID] > 0 {
 				p.partitions[name] = p.tasks[w.ID]
 			}

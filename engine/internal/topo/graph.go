@@ -239,6 +239,11 @@ type InternalTopic struct {
 	Name       string // base name; the runtime prefixes it with the application id
 	Kind       InternalTopicKind
 	Partitions int // 0: as many as the sub-topology's other inputs
+	// LikeReader: the topic has as many partitions as the sub-topology
+	// reading it has tasks from its other inputs (a foreign-key join's
+	// subscription and response topics, co-partitioned with the table
+	// on the other side), rather than as the one writing it.
+	LikeReader bool
 }
 
 // Graph is what the DSL records: nodes in creation order and stores.
