@@ -719,6 +719,15 @@ var dslTopologies = map[string]dslTopologyDef{
 		l, r := dslTextTables(b)
 		engine.LeftJoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To("out")
 	}},
+	// Stream-stream joins whose window holds all of a case's records.
+	"stream-stream-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
+			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To("out")
+	}},
+	"stream-stream-left-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To("out")
+	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
