@@ -552,8 +552,8 @@ func dslOrNull(v string, ok bool) string {
 }
 
 func dslTextTables(b *engine.Builder) (*engine.Table[string, string], *engine.Table[string, string]) {
-	return engine.NewTable(b, "left", serde.String, serde.String, engine.Materialized("left-store")),
-		engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
+	return engine.NewTable(b, dslTopicPrefix+"left", serde.String, serde.String, engine.Materialized("left-store")),
+		engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
 }
 
 // dslTopicPrefix is put before the topic names of dslInts and dslWindowed:
@@ -565,7 +565,7 @@ func dslInts(b *engine.Builder, topic string) *engine.Stream[string, int64] {
 }
 
 func dslTexts(b *engine.Builder, topic string) *engine.Stream[string, string] {
-	return engine.NewStream(b, topic, serde.String, serde.String)
+	return engine.NewStream(b, dslTopicPrefix+topic, serde.String, serde.String)
 }
 
 func dslIntTable(b *engine.Builder, topic string, opts ...engine.Option) *engine.Table[string, int64] {
@@ -663,76 +663,76 @@ var dslTopologies = map[string]dslTopologyDef{
 	// Joins: a stream or table "left" with a table "right", text values,
 	// the results written "<left>+<right>" ("null" for a side not there).
 	"stream-table-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		right := engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
-		engine.Join(dslTexts(b, "left"), right, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To("out")
+		right := engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.Join(dslTexts(b, "left"), right, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-table-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		right := engine.NewTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
-		engine.LeftJoin(dslTexts(b, "left"), right, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To("out")
+		right := engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.LeftJoin(dslTexts(b, "left"), right, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"table-table-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
-		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
+		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-table-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
-		engine.LeftJoinTables(l, r, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To("out")
+		engine.LeftJoinTables(l, r, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-table-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
 		engine.OuterJoinTables(l, r, func(_ string, lv string, lok bool, rv string, rok bool) string {
 			return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
-		}, engine.Named("join")).ToStream().To("out")
+		}, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// Joins with a global table: "left" values are "<customer>:<item>",
 	// looked up by customer in the global table "right".
 	"global-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		right := engine.NewGlobalTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
-		engine.JoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To("out")
+		right := engine.NewGlobalTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.JoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"global-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		right := engine.NewGlobalTable(b, "right", serde.String, serde.String, engine.Materialized("right-store"))
-		engine.LeftJoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To("out")
+		right := engine.NewGlobalTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
+		engine.LeftJoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	// Stream-stream joins of records at most 10ms apart, without grace.
 	"stream-stream-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
-			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To("out")
+			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To("out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.OuterJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
 			func(_ string, lv string, lok bool, rv string, rok bool) string {
 				return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
-			}, engine.Named("join")).To("out")
+			}, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	// Foreign-key joins: "left" rows are orders "<customer>:<item>", joined
 	// with the customer's row in "right".
 	"fk-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
-		engine.JoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
+		engine.JoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"fk-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
-		engine.LeftJoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To("out")
+		engine.LeftJoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// Stream-stream joins whose window holds all of a case's records.
 	"stream-stream-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
-			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To("out")
+			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-left-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To("out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
 		r = r.Filter(func(_ string, v string) bool { return v != "skip" }, engine.Named("filter"))
-		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To("out")
+		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// Stateless stream operations.
 	"filter": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
