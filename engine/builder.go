@@ -95,6 +95,7 @@ type options struct {
 	maxRecords       int
 	maxBytes         int64
 	shutDownWhenFull bool
+	resultHeaders    func([]Header) []Header
 	set              []string // which options were given, for the "not used here" check
 }
 
@@ -161,6 +162,28 @@ func sourceTimes[K, V any](n *topo.Node, o *options) error {
 // [Materialized] says otherwise.
 func Named(name string) Option {
 	return func(o *options) { o.name = name; o.set = append(o.set, "Named") }
+}
+
+// ResultHeaders chooses the headers of the results of a join on keys, with
+// a global table, or of streams: fn gets the headers of the record that
+// made the result (the stream record or the table update; none for a
+// stream join's result emitted when a window closes, since the join keeps
+// values only) and returns what the result carries. Without it a result
+// carries that record's headers.
+func ResultHeaders(fn func(headers []Header) []Header) Option {
+	return func(o *options) { o.resultHeaders = fn; o.set = append(o.set, "ResultHeaders") }
+}
+
+// forwardWith returns the forward of a join's results with the headers
+// fn chooses (c.Forward itself when fn is nil).
+func forwardWith(fn func([]Header) []Header) func(c *topo.Context, r topo.Record) error {
+	if fn == nil {
+		return (*topo.Context).Forward
+	}
+	return func(c *topo.Context, r topo.Record) error {
+		r.Headers = fn(r.Headers)
+		return c.Forward(r)
+	}
 }
 
 // Materialized names the store an operation writes (an aggregation, a table)

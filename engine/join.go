@@ -41,9 +41,10 @@ type streamJoinFunc func(k, v, tv any, found bool) (result any, ok bool)
 
 func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op string, opts []Option, join streamJoinFunc, nilErr error) *Stream[K, VR] {
 	b := s.b
-	o, err := b.opts(op, opts)
+	o, err := b.opts(op, opts, "ResultHeaders")
 	err = errors.Join(err, b.same(t.b), nilErr)
 	t = t.materialized()
+	forward := forwardWith(o.resultHeaders)
 	in := s
 	if s.rekeyed {
 		in = s.repartition(b.name(op+"-repartition", o, []*topo.Node{s.node}, ""), 0, nil)
@@ -77,7 +78,7 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op stri
 					return nil
 				}
 				r.Value = res
-				return c.Forward(r)
+				return forward(c, r)
 			},
 		}
 	}
@@ -162,10 +163,11 @@ type tableJoinFunc func(k, lv, rv any) any
 
 func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op string, opts []Option, join tableJoinFunc, nilErr error) *Table[K, V] {
 	b := l.b
-	o, err := b.opts(op, opts)
+	o, err := b.opts(op, opts, "ResultHeaders")
 	err = errors.Join(err, b.same(r.b), nilErr)
 	l, r = l.materialized(), r.materialized()
 	name := b.name(op, o, []*topo.Node{l.node, r.node}, "")
+	forward := forwardWith(o.resultHeaders)
 	lkc, lvc := codecOf(l.ks), codecOf(l.vs)
 	rkc, rvc := codecOf(r.ks), codecOf(r.vs)
 	side := func(suffix string, parent *topo.Node, otherStore string, okc, ovc topo.Codec, leftSide bool) *topo.Node {
@@ -201,7 +203,7 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 					if found && ots.After(rec.Timestamp) {
 						rec.Timestamp = ots
 					}
-					return c.Forward(rec)
+					return forward(c, rec)
 				},
 			}
 		}
@@ -242,8 +244,9 @@ func LeftJoinGlobal[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV
 
 func globalJoin[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV], op string, opts []Option, keyOf func(K, V) GK, join streamJoinFunc, nilErr error) *Stream[K, VR] {
 	b := s.b
-	o, err := b.opts(op, opts)
+	o, err := b.opts(op, opts, "ResultHeaders")
 	err = errors.Join(err, b.same(g.b), nilErr)
+	forward := forwardWith(o.resultHeaders)
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{s.node}, GlobalStores: []string{g.store}}
 	n.Name = b.name(op, o, n.Parents, g.store)
 	kc, vc := codecOf(g.ks), codecOf(g.vs)
@@ -271,7 +274,7 @@ func globalJoin[K, V, GK, GV, VR any](s *Stream[K, V], g *GlobalTable[GK, GV], o
 					return nil
 				}
 				r.Value = res
-				return c.Forward(r)
+				return forward(c, r)
 			},
 		}
 	}

@@ -97,7 +97,7 @@ const (
 
 func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w JoinWindows, op string, leftOuter, rightOuter bool, opts []Option, join func(k, lv, rv any) any, nilErr error) *Stream[K, V] {
 	b := l.b
-	o, err := b.opts(op, opts, "Named", "InMemory", "WithoutChangelog")
+	o, err := b.opts(op, opts, "InMemory", "WithoutChangelog", "ResultHeaders")
 	err = errors.Join(err, b.same(r.b), nilErr)
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("%s: %w", op, werr))
@@ -125,7 +125,7 @@ func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 	side := func(s int, parent *topo.Node) *topo.Node {
 		n := &topo.Node{Name: name + [2]string{"-left", "-right"}[s], Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{parent}, Stores: stores}
 		n.New = func() topo.Processor {
-			p := &ssJoin{side: s, kc: kc, vcs: vcs, before: before[s], after: after[s], span: span, grace: grace, outer: outer, join: join, stores: stores}
+			p := &ssJoin{forward: forwardWith(o.resultHeaders), side: s, kc: kc, vcs: vcs, before: before[s], after: after[s], span: span, grace: grace, outer: outer, join: join, stores: stores}
 			return &fproc{init: p.init, fn: p.process}
 		}
 		return b.add(n, nil)
@@ -140,6 +140,7 @@ func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 
 // ssJoin is one side's processor of a stream-stream join.
 type ssJoin struct {
+	forward       func(*topo.Context, topo.Record) error
 	side          int
 	kc            topo.Codec
 	vcs           [2]topo.Codec
@@ -262,7 +263,7 @@ func (p *ssJoin) process(c *topo.Context, r topo.Record) error {
 		if h.ts > t {
 			out.Timestamp = topo.TimeOf(h.ts)
 		}
-		if err := c.Forward(out); err != nil {
+		if err := p.forward(c, out); err != nil {
 			return err
 		}
 	}
@@ -298,7 +299,7 @@ func (p *ssJoin) advance(c *topo.Context, now int64) error {
 		} else {
 			res = p.join(k, nil, v)
 		}
-		return c.Forward(topo.Record{Key: k, Value: res, Timestamp: topo.TimeOf(e.Timestamp)})
+		return p.forward(c, topo.Record{Key: k, Value: res, Timestamp: topo.TimeOf(e.Timestamp)})
 	}); err != nil {
 		return err
 	}

@@ -248,3 +248,44 @@ func readCommitted(t *testing.T, k *kt, topic string, done func(map[string]strin
 	}
 	return table
 }
+
+// ResultHeaders chooses what a join result carries; without it, the
+// triggering record's headers.
+func TestJoinResultHeaders(t *testing.T) {
+	for _, withOption := range []bool{false, true} {
+		b := engine.NewBuilder()
+		table := engine.NewTable(b, "customers", serde.String, serde.String)
+		var opts []engine.Option
+		if withOption {
+			opts = append(opts, engine.ResultHeaders(func(hs []engine.Header) []engine.Header {
+				return append(slices.Clone(hs), engine.Header{Key: "joined", Value: []byte("yes")})
+			}))
+		}
+		engine.Join(engine.NewStream(b, "orders", serde.String, serde.String), table, func(_ string, o, c string) string { return o + "@" + c }, opts...).To("out")
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := enginetest.New(t, top)
+		enginetest.NewInput(d, "customers", serde.String, serde.String).Pipe("c1", "Ann", enginetest.At(1))
+		enginetest.NewInput(d, "orders", serde.String, serde.String).Pipe("c1", "o1", enginetest.At(2), engine.Header{Key: "trace", Value: []byte("t1")})
+		recs := enginetest.NewOutput(d, "out", serde.String, serde.String).ReadRecords()
+		if len(recs) != 1 {
+			t.Fatalf("results %v", recs)
+		}
+		got := fmt.Sprint(recs[0].Headers)
+		want := "[{trace [116 49]}]"
+		if withOption {
+			want = "[{trace [116 49]} {joined [121 101 115]}]"
+		}
+		if got != want {
+			t.Errorf("option %v: headers %s, want %s", withOption, got, want)
+		}
+	}
+	// Not an option of the other operations.
+	b := engine.NewBuilder()
+	engine.NewStream(b, "in", serde.String, serde.String).Filter(func(string, string) bool { return true }, engine.ResultHeaders(nil)).To("out")
+	if _, err := b.Build(); err == nil {
+		t.Error("ResultHeaders on a filter was accepted")
+	}
+}
