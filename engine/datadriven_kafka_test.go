@@ -28,33 +28,15 @@ import (
 // its end. skipped, store and log are the driver's business and not checked
 // here.
 func TestDSLWindowsOnKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an instance per case; not with -short")
-	}
-	files, err := filepath.Glob("testdata/dsl/windows*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no window cases: %v", err)
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
+	runDSLFilesOnKafka(t, "testdata/dsl/windows*.txt", false, func(c dslCase) []engine.Guarantee {
+		// At least once too, where a case shows a late record after the
+		// restart: stream time comes back through the plain offset
+		// commit's metadata as well as the transaction's.
+		if c.topology == "tumbling-count" {
+			return []engine.Guarantee{engine.ExactlyOnce, engine.AtLeastOnce}
 		}
-		cases, err := parseDSLCases(file, string(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cases {
-			name := fmt.Sprintf("%s/%d_%s", strings.TrimSuffix(filepath.Base(file), ".txt"), c.line, c.topology)
-			t.Run(name, func(t *testing.T) { runDSLCaseOnKafka(t, file, c, engine.ExactlyOnce, false) })
-			// At least once too, where a case shows a late record after the
-			// restart: stream time comes back through the plain offset
-			// commit's metadata as well as the transaction's.
-			if c.topology == "tumbling-count" {
-				t.Run(name+"/at-least-once", func(t *testing.T) { runDSLCaseOnKafka(t, file, c, engine.AtLeastOnce, false) })
-			}
-		}
-	}
+		return []engine.Guarantee{engine.ExactlyOnce}
+	})
 }
 
 // TestDSLJoinsOnKafka is TestDSLWindowsOnKafka for the join cases
@@ -62,12 +44,20 @@ func TestDSLWindowsOnKafka(t *testing.T) {
 // records of its two inputs, which a broker does not keep across topics, so
 // each piped record is produced alone and committed before the next.
 func TestDSLJoinsOnKafka(t *testing.T) {
+	runDSLFilesOnKafka(t, "testdata/dsl/joins*.txt", true, func(dslCase) []engine.Guarantee {
+		return []engine.Guarantee{engine.ExactlyOnce}
+	})
+}
+
+// runDSLFilesOnKafka runs the cases of the files matching pattern on the
+// test's broker, each under the guarantees given for it.
+func runDSLFilesOnKafka(t *testing.T, pattern string, perPipe bool, guarantees func(dslCase) []engine.Guarantee) {
 	if testing.Short() {
 		t.Skip("starts an instance per case; not with -short")
 	}
-	files, err := filepath.Glob("testdata/dsl/joins*.txt")
+	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no join cases: %v", err)
+		t.Fatalf("no cases match %s: %v", pattern, err)
 	}
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -80,7 +70,12 @@ func TestDSLJoinsOnKafka(t *testing.T) {
 		}
 		for _, c := range cases {
 			name := fmt.Sprintf("%s/%d_%s", strings.TrimSuffix(filepath.Base(file), ".txt"), c.line, c.topology)
-			t.Run(name, func(t *testing.T) { runDSLCaseOnKafka(t, file, c, engine.ExactlyOnce, true) })
+			for i, g := range guarantees(c) {
+				if i > 0 {
+					name += "/" + map[engine.Guarantee]string{engine.AtLeastOnce: "at-least-once", engine.ExactlyOnce: "exactly-once"}[g]
+				}
+				t.Run(name, func(t *testing.T) { runDSLCaseOnKafka(t, file, c, g, perPipe) })
+			}
 		}
 	}
 }
