@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,15 +59,7 @@ func runDSLFilesOnKafka(t *testing.T, pattern string, perPipe bool, guarantees f
 		t.Fatalf("no cases match %s: %v", pattern, err)
 	}
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cases, err := parseDSLCases(file, string(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cases {
+		for _, c := range loadDSLCases(t, file) {
 			name := fmt.Sprintf("%s/%d_%s", strings.TrimSuffix(filepath.Base(file), ".txt"), c.line, c.topology)
 			for i, g := range guarantees(c) {
 				if i > 0 {

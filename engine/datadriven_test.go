@@ -69,19 +69,25 @@ func TestDSL(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cases, err := parseDSLCases(file, string(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range cases {
+			for _, c := range loadDSLCases(t, file) {
 				t.Run(fmt.Sprintf("%d_%s", c.line, c.topology), func(t *testing.T) { runDSLCase(t, file, c) })
 			}
 		})
 	}
+}
+
+// loadDSLCases reads and parses a file of cases.
+func loadDSLCases(t *testing.T, file string) []dslCase {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := parseDSLCases(file, string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
 }
 
 // dslKind is how a topic's or store's values are written in a case.

@@ -223,7 +223,6 @@ func (p *ssJoin) process(c *topo.Context, r topo.Record) error {
 	// The other side's records it meets.
 	lo := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(max(t-p.before, 0)))
 	hi := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(t+p.after+1))
-	matched := false
 	type hit struct {
 		key []byte
 		ts  int64
@@ -244,7 +243,6 @@ func (p *ssJoin) process(c *topo.Context, r topo.Record) error {
 		hits = append(hits, hit{bytes.Clone(e.Key), int64(binary.BigEndian.Uint64(e.Key[len(kb) : len(kb)+8])), ov})
 	}
 	for _, h := range hits {
-		matched = true
 		if p.outer[other] {
 			// It has met a record: no result of its own when its window
 			// closes.
@@ -267,7 +265,7 @@ func (p *ssJoin) process(c *topo.Context, r topo.Record) error {
 			return err
 		}
 	}
-	if !matched && p.outer[p.side] {
+	if len(hits) == 0 && p.outer[p.side] {
 		if err := p.pending.add(t+p.span+p.grace, ik, t); err != nil {
 			return err
 		}
