@@ -3,6 +3,7 @@ package engine_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
@@ -270,6 +271,28 @@ func TestBuildErrors(t *testing.T) {
 			want: []problem{
 				{`node "late"`, `branch "late" comes after the default branch`},
 				{`node "rest2"`, `branch "rest2" comes after the default branch`},
+			},
+		},
+		{
+			name: "a versioned table without history; join grace without a versioned table, or longer than its history",
+			build: func(b *engine.Builder) {
+				s := engine.NewStream(b, "in", serde.String, serde.String)
+				join := func(_ string, v, tv string) string { return v + tv }
+				zero := engine.NewTable(b, "t0", serde.String, serde.String, engine.Named("zero"), engine.Versioned(0))
+				engine.Join(s, zero, join).To("out0")
+				plain := engine.NewTable(b, "t1", serde.String, serde.String, engine.Named("plain"))
+				engine.Join(s, plain, join, engine.Named("j1"), engine.JoinGrace(time.Second)).To("out1")
+				short := engine.NewTable(b, "t2", serde.String, serde.String, engine.Named("short"), engine.Versioned(time.Second))
+				engine.Join(s, short, join, engine.Named("j2"), engine.JoinGrace(time.Minute)).To("out2")
+				engine.Join(s, short, join, engine.Named("j3"), engine.JoinGrace(-time.Second)).To("out3")
+				engine.JoinTables(plain, short, join, engine.Named("j4"), engine.Versioned(time.Second)).ToStream().To("out4")
+			},
+			want: []problem{
+				{`node "zero-table"`, "Versioned history 0s must be at least a millisecond"},
+				{`node "j1"`, "JoinGrace needs a versioned table", `"plain-table"`, "Versioned"},
+				{`node "j2"`, "JoinGrace 1m0s is longer than the history 1s", `"short-table"`},
+				{`node "j3"`, "JoinGrace -1s is negative"},
+				{`node "j4"`, "Versioned"},
 			},
 		},
 	}

@@ -96,6 +96,8 @@ type options struct {
 	maxBytes         int64
 	shutDownWhenFull bool
 	resultHeaders    func([]Header) []Header
+	versioned        time.Duration // Versioned: the history kept
+	joinGrace        time.Duration
 	set              []string // which options were given, for the "not used here" check
 }
 
@@ -164,12 +166,12 @@ func Named(name string) Option {
 	return func(o *options) { o.name = name; o.set = append(o.set, "Named") }
 }
 
-// ResultHeaders chooses the headers of the results of a join on keys, with
-// a global table, or of streams: fn gets the headers of the record that
-// made the result (the stream record or the table update; none for a
-// stream join's result emitted when a window closes, since the join keeps
-// values only) and returns what the result carries. Without it a result
-// carries that record's headers.
+// ResultHeaders chooses the headers of the results of a join: fn gets the
+// headers of the record that made the result (the stream record, the table
+// update, or for a foreign-key join the left row's or the right row's
+// update; none for a stream join's result emitted when a window closes,
+// since the join keeps values only) and returns what the result carries.
+// Without it a result carries that record's headers.
 func ResultHeaders(fn func(headers []Header) []Header) Option {
 	return func(o *options) { o.resultHeaders = fn; o.set = append(o.set, "ResultHeaders") }
 }

@@ -676,6 +676,21 @@ var dslTopologies = map[string]dslTopologyDef{
 		right := engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
 		engine.LeftJoin(dslTexts(b, "left"), right, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
+	// Versioned tables keep 20ms of history; the grace join waits 5ms.
+	"versioned-table": {in: "right:text", out: "out:text", stores: "right-store:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"), engine.Versioned(20*time.Millisecond), engine.Named("right")).
+			ToStream().To(dslTopicPrefix + "out")
+	}},
+	"stream-table-join-versioned": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"), engine.Versioned(20*time.Millisecond), engine.Named("right"))
+		engine.Join(dslTexts(b, "left"), right, func(_ string, v, tv string) string { return v + "+" + tv }, engine.Named("join")).To(dslTopicPrefix + "out")
+	}},
+	"stream-table-left-join-grace": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		right := engine.Map(dslTexts(b, "right"), func(k, v string) (string, string) { return k, v }, engine.Named("rekey")).
+			ToTable(engine.Materialized("right-store"), engine.Versioned(20*time.Millisecond), engine.Named("right"))
+		engine.LeftJoin(dslTexts(b, "left"), right, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) },
+			engine.Named("join"), engine.JoinGrace(5*time.Millisecond)).To(dslTopicPrefix + "out")
+	}},
 	"table-table-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		l, r := dslTextTables(b)
 		engine.JoinTables(l, r, func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")

@@ -80,6 +80,10 @@
 // partner gives its left or outer result only once its window has closed.
 // [JoinForeignKey] and [LeftJoinForeignKey] join each row of a table with
 // the row of another whose key it names, whatever their partitioning.
+// A table made [Versioned] keeps its past values for a while, so that a
+// stream record joins it as it was at the record's time, and [JoinGrace]
+// lets stream records wait for late table updates; [QueryVersionedStore]
+// reads a key's value as of any time in the history.
 //
 // # Low-level processors
 //

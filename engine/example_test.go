@@ -216,3 +216,44 @@ func ExampleLeftJoin() {
 	// order 2 for Ann
 	// order 3 for Ann Lee
 }
+
+// Trades priced as of their own time, though they arrive late: the price
+// table is versioned, so a trade meets the price that held when it was made,
+// and JoinGrace holds each trade until stream time is a minute past it, so
+// a price update that comes in late still counts.
+func ExampleVersioned() {
+	b := engine.NewBuilder()
+	prices := engine.NewTable(b, "prices", serde.String, serde.Float64, engine.Versioned(time.Hour))
+	trades := engine.NewStream(b, "trades", serde.String, serde.Int64)
+	engine.Join(trades, prices, func(symbol string, qty int64, price float64) string {
+		return fmt.Sprintf("%d %s at %.2f", qty, symbol, price)
+	}, engine.JoinGrace(time.Minute)).To("priced-trades")
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	minute := func(m int) time.Time { return enginetest.Epoch.Add(time.Duration(m) * time.Minute) }
+	price := enginetest.NewInput(d, "prices", serde.String, serde.Float64)
+	trade := enginetest.NewInput(d, "trades", serde.String, serde.Int64)
+	price.Pipe("ACME", 10.00, minute(0))
+	price.Pipe("ACME", 12.50, minute(10))
+	trade.Pipe("ACME", 100, minute(5))   // waits for the grace
+	price.Pipe("ACME", 11.00, minute(4)) // late, but in time for it
+	trade.Pipe("ACME", 7, minute(2))     // out of order
+	trade.Pipe("ACME", 50, minute(20))   // lets the others go
+
+	for _, kv := range enginetest.NewOutput(d, "priced-trades", serde.String, serde.String).ReadKeyValues() {
+		fmt.Println(kv.Value)
+	}
+	// Output:
+	// 7 ACME at 10.00
+	// 100 ACME at 11.00
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
@@ -17,6 +18,10 @@ import (
 // records trigger the join; table updates change what later records meet.
 // A result has the stream record's key, timestamp and headers. Records
 // without a key or with a tombstone are dropped (counted as skipped).
+// When the table is [Versioned], a record meets the value the table had at
+// the record's time (none when that is older than the table's history),
+// and with [JoinGrace] records wait for late table updates. Options:
+// [Named], [ResultHeaders], [JoinGrace].
 func Join[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], fn func(key K, value V, tableValue VT) VR, opts ...Option) *Stream[K, VR] {
 	return streamTableJoin[K, V, VT, VR](s, t, "stream-table-join", opts, func(k, v, tv any, found bool) (any, bool) {
 		if !found {
@@ -41,7 +46,7 @@ type streamJoinFunc func(k, v, tv any, found bool) (result any, ok bool)
 
 func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op string, opts []Option, join streamJoinFunc, nilErr error) *Stream[K, VR] {
 	b := s.b
-	o, err := b.opts(op, opts, "ResultHeaders")
+	o, err := b.opts(op, opts, "ResultHeaders", "JoinGrace")
 	err = errors.Join(err, b.same(t.b), nilErr)
 	t = t.materialized()
 	forward := forwardWith(o.resultHeaders)
@@ -52,33 +57,92 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op stri
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}, Stores: []string{t.store}}
 	n.Name = b.name(op, o, n.Parents, t.node.Name)
 	kc, vc := codecOf(t.ks), codecOf(t.vs)
-	store, left := t.store, op == "stream-table-left-join"
+	store, left, keep, grace := t.store, op == "stream-table-left-join", t.versioned, o.joinGrace
+	if keep > 0 {
+		history, index := versionedStores(store)
+		n.Stores = append(n.Stores, history, index)
+	}
+	var buffer string
+	switch {
+	case grace < 0:
+		err = errors.Join(err, fmt.Errorf("JoinGrace %v is negative", grace))
+	case grace > 0 && keep == 0:
+		err = errors.Join(err, fmt.Errorf("JoinGrace needs a versioned table (the table %q is not: give it the option Versioned)", t.node.Name))
+	case grace > keep:
+		err = errors.Join(err, fmt.Errorf("JoinGrace %v is longer than the history %v the table %q keeps: records would be joined after its versions are gone", grace, keep, t.node.Name))
+	case grace > 0:
+		buffer = n.Name + "-buffer"
+		b.addStore(o, buffer)
+		n.Stores = append(n.Stores, buffer)
+	}
 	n.New = func() topo.Processor {
 		var st kvAccess
+		var va versionedAccess
+		var buf *joinBuffer
+		// lookup returns the table's value for r's key: as of r's time
+		// when the table is versioned.
+		lookup := func(c *topo.Context, r topo.Record) (any, bool, error) {
+			if keep == 0 {
+				_, tv, _, found, err := st.getKey(r)
+				return tv, found, err
+			}
+			kb, ok := topo.RawKey(r, kc)
+			if !ok {
+				var err error
+				if kb, err = kc.Encode(r.Key); err != nil {
+					return nil, false, st.err("key", nil, true, err)
+				}
+			}
+			return va.asOf(c, kb, r.Timestamp.UnixMilli())
+		}
+		joinOne := func(c *topo.Context, r topo.Record) error {
+			var tv any
+			found := false
+			if r.Key != nil {
+				var err error
+				if tv, found, err = lookup(c, r); err != nil {
+					return err
+				}
+			}
+			res, ok := join(r.Key, r.Value, tv, found)
+			if !ok {
+				return nil
+			}
+			r.Value = res
+			return forward(c, r)
+		}
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			init: func(c *topo.Context) error {
+				if keep > 0 {
+					if err := va.open(c, store, kc, vc, keep); err != nil {
+						return err
+					}
+					st = va.latest
+				} else if err := st.open(c, store, kc, vc, true); err != nil {
+					return err
+				}
+				if buffer != "" {
+					bs, err := c.Store(buffer)
+					if err != nil {
+						return err
+					}
+					buf = &joinBuffer{st: bs, kc: codecOf(in.ks), vc: codecOf(in.vs), grace: grace.Milliseconds()}
+				}
+				return nil
+			},
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Value == nil {
 					c.Skip("tombstone in a stream-table join")
 					return nil
 				}
-				var tv any
-				found := false
-				if r.Key != nil {
-					var err error
-					if _, tv, _, found, err = st.getKey(r); err != nil {
-						return err
-					}
-				} else if !left {
+				if r.Key == nil && !left {
 					c.Skip("record without a key in a stream-table join")
 					return nil
 				}
-				res, ok := join(r.Key, r.Value, tv, found)
-				if !ok {
-					return nil
+				if buf == nil {
+					return joinOne(c, r)
 				}
-				r.Value = res
-				return forward(c, r)
+				return buf.process(c, r, joinOne)
 			},
 		}
 	}

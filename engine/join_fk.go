@@ -64,7 +64,11 @@ func fkSubKey(fkb, kb []byte) []byte {
 
 func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, fk func(K, V) KO, join func(k, v, vo any, found bool) any, opts []Option, nilErr error) *Table[K, VR] {
 	b := l.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "ResultHeaders")
+	headers := o.resultHeaders
+	if headers == nil {
+		headers = func(hs []Header) []Header { return hs }
+	}
 	vas, serr := valueSerdeOpt(o, defaultSerde[VR]())
 	err = errors.Join(err, serr, b.same(r.b), nilErr)
 	l, r = l.materialized(), r.materialized()
@@ -146,6 +150,7 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				if err != nil || !ok {
 					return err
 				}
+				rec.Headers = headers(rec.Headers)
 				return res.updateKey(kb, rec, old, nil, rec.Timestamp)
 			},
 		}
@@ -293,6 +298,7 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				if out == nil && !had {
 					return nil
 				}
+				rec.Headers = headers(rec.Headers)
 				return res.updateKey(kb, rec, old, out, rec.Timestamp)
 			},
 		}

@@ -302,7 +302,7 @@ func (s *Stream[K, V]) repartition(name string, partitions int, err error) *Stre
 // ToTable turns the stream into a table: each record upserts its key, a
 // tombstone deletes it. The table is kept in a store.
 func (s *Stream[K, V]) ToTable(opts ...Option) *Table[K, V] {
-	o, err := s.b.opts("ToTable", opts, "Materialized", "InMemory", "WithoutChangelog")
+	o, err := s.b.opts("ToTable", opts, "Materialized", "InMemory", "WithoutChangelog", "Versioned")
 	in := s
 	if s.rekeyed {
 		in = s.repartition(s.b.name("to-table", o, []*topo.Node{s.node}, "repartition"), 0, nil)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -23,12 +25,14 @@ type Table[K, V any] struct {
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 	store string // the store holding the table, "" if none
+	// versioned is the history a versioned table keeps (0: not versioned).
+	versioned time.Duration
 }
 
 // NewTable reads a topic as a table, kept in a store (queryable under the
 // name given with [Materialized]).
 func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
-	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog", "WithTimestamps", "WithWallClockTimestamps")
+	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog", "WithTimestamps", "WithWallClockTimestamps", "Versioned")
 	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
 	src.Name = b.name("table-source", o, nil, topic)
 	b.add(src, errors.Join(err, nilSerdes(keySerde == nil, valueSerde == nil), sourceTimes[K, V](src, o)))
@@ -44,6 +48,21 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 	b.addStore(o, store)
 	n.Stores = []string{store}
 	kc, vc := codecOf(ks), codecOf(vs)
+	if slices.Contains(o.set, "Versioned") {
+		b.addVersioned(o, store)
+		history, index := versionedStores(store)
+		n.Stores = append(n.Stores, history, index)
+		keep := o.versioned
+		n.New = func() topo.Processor {
+			var a versionedAccess
+			return &fproc{
+				init: func(c *topo.Context) error { return a.open(c, store, kc, vc, keep) },
+				fn:   a.process,
+			}
+		}
+		b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil), checkVersioned(keep)))
+		return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, versioned: keep}
+	}
 	n.New = func() topo.Processor {
 		var st kvAccess
 		return &fproc{

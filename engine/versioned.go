@@ -1,0 +1,585 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Versioned tables (Kafka Streams' versioned stores, KIP-889 and KIP-914).
+//
+// A versioned table keeps, besides each key's latest value, the values it
+// had over the last history (in stream time), so that a stream record can
+// be joined with the table as it was at the record's time rather than as it
+// is when the record happens to be processed. The latest value of a key is
+// the one with the greatest timestamp, not the last one read: an update
+// older than the key's latest (out of order) is kept as a past version and
+// changes nothing downstream, and an update older than the history is
+// dropped (counted as skipped).
+//
+// Three stores hold a versioned table: the table's own key-value store with
+// the latest values (queried and joined like any table's), "<store>-history"
+// with the past versions, and "<store>-history-index", which orders the past
+// versions by when they stop being needed. A history key is the record key
+// and the version's start (8 bytes, the window store's layout, so the key
+// alone says which partition holds it); its value is a byte saying whether
+// the version is a value (1) or a deletion (0), the time the version ends
+// (8 bytes; an update out of order may end it earlier without rewriting
+// it), then the value. A version is needed while some time in the history
+// may fall inside it: it goes once stream time has passed its end by the
+// history. An index entry whose version has been written again since, with
+// a later end, is passed over: the newer entry removes it.
+const (
+	versionValue     = 1
+	versionTombstone = 0
+	versionHeader    = 9 // the kind and the end
+)
+
+// Versioned keeps the table's past values for history (in stream time) so
+// that [Join] and [LeftJoin] can read the table as of a stream record's
+// time, and [JoinGrace] can wait for the table to catch up. For NewTable
+// and Stream.ToTable. The history must be at least a millisecond.
+func Versioned(history time.Duration) Option {
+	return func(o *options) { o.versioned = history; o.set = append(o.set, "Versioned") }
+}
+
+// JoinGrace delays each record of a stream–table join until the stream's
+// time (the greatest timestamp of its records so far) is d past it, then
+// joins it with the table as of the record's time, so that table updates up
+// to d late are still seen; records leave in timestamp order, and one that
+// is already that late joins at once. The records waiting are kept in a
+// store ("<join>-buffer", with a changelog).
+// The table must be [Versioned] with a history of at least d. Kafka Streams'
+// Joined.withGracePeriod.
+func JoinGrace(d time.Duration) Option {
+	return func(o *options) { o.joinGrace = d; o.set = append(o.set, "JoinGrace") }
+}
+
+// versionedStores names the stores of a versioned table whose latest values
+// are in store.
+func versionedStores(store string) (history, index string) {
+	return store + "-history", store + "-history-index"
+}
+
+// addVersioned declares the history stores of a versioned table.
+func (b *Builder) addVersioned(o *options, store string) {
+	history, index := versionedStores(store)
+	b.addStore(o, history).Kind = topo.WindowStore
+	b.addStore(o, index)
+}
+
+func historyKey(kb []byte, from int64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(from))
+}
+
+// versionedAccess reads and writes a versioned table in a task.
+type versionedAccess struct {
+	latest  kvAccess
+	history topo.KVStore
+	index   *timeIndex
+	keep    int64 // the history, in ms
+}
+
+func (a *versionedAccess) open(c *topo.Context, store string, kc, vc topo.Codec, keep time.Duration) error {
+	if err := a.latest.open(c, store, kc, vc, true); err != nil {
+		return err
+	}
+	history, index := versionedStores(store)
+	var err error
+	if a.history, err = c.Store(history); err != nil {
+		return err
+	}
+	ix, err := c.Store(index)
+	if err != nil {
+		return err
+	}
+	a.index = newTimeIndex(ix)
+	a.keep = keep.Milliseconds()
+	return nil
+}
+
+// horizon is the earliest time the history still answers for.
+func (a *versionedAccess) horizon(c *topo.Context, ts int64) int64 {
+	now := c.StreamTime()
+	if now.IsZero() {
+		return ts - a.keep
+	}
+	return max(now.UnixMilli(), ts) - a.keep
+}
+
+// versions returns the key's past versions, earliest first.
+func (a *versionedAccess) versions(kb []byte, to int64) ([]topo.Entry, error) {
+	var out []topo.Entry
+	for e, err := range a.history.Range(historyKey(kb, 0), historyKey(kb, to)) {
+		if err != nil {
+			return nil, err
+		}
+		if len(e.Key) != len(kb)+8 || len(e.Value) < versionHeader {
+			continue // a longer key that starts with this one's bytes
+		}
+		out = append(out, topo.Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value), Timestamp: int64(binary.BigEndian.Uint64(e.Key[len(kb):]))})
+	}
+	return out, nil
+}
+
+// keepVersion writes a past version (value nil: a deletion) starting at
+// from and valid until until, and schedules its removal.
+func (a *versionedAccess) keepVersion(kb []byte, from, until int64, vb []byte, deleted bool) error {
+	v := make([]byte, 0, versionHeader+len(vb))
+	if deleted {
+		v = binary.BigEndian.AppendUint64(append(v, versionTombstone), uint64(until))
+	} else {
+		v = append(binary.BigEndian.AppendUint64(append(v, versionValue), uint64(until)), vb...)
+	}
+	hk := historyKey(kb, from)
+	if err := a.history.Put(hk, v, from); err != nil {
+		return err
+	}
+	return a.index.add(until+a.keep, hk, from)
+}
+
+// expire removes the versions no time in the history falls inside.
+func (a *versionedAccess) expire(c *topo.Context) error {
+	now := c.StreamTime()
+	if now.IsZero() {
+		return nil
+	}
+	ms := now.UnixMilli()
+	return a.index.each(ms, ms, func(hk []byte) error {
+		e, ok, err := a.history.Get(hk)
+		if err != nil || !ok || len(e.Value) < versionHeader {
+			return err
+		}
+		if until := int64(binary.BigEndian.Uint64(e.Value[1:versionHeader])); until+a.keep > ms {
+			return nil // written again since, to end later
+		}
+		return a.history.Delete(hk, ms)
+	})
+}
+
+// process folds one update of the table's source into the versions.
+func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
+	if r.Key == nil {
+		c.Skip("record without a key for a table")
+		return nil
+	}
+	if err := a.expire(c); err != nil {
+		return err
+	}
+	ts := r.Timestamp.UnixMilli()
+	if ts < a.horizon(c, ts) {
+		c.Skip("update older than the versioned table's history")
+		return nil
+	}
+	kb, old, oldTime, ok, err := a.latest.getKey(r)
+	if err != nil {
+		return err
+	}
+	if ok && ts >= oldTime.UnixMilli() {
+		// The new latest value; the old one becomes a past version, unless
+		// it has the same time.
+		if from := oldTime.UnixMilli(); from < ts {
+			vb, err := a.latest.vc.Encode(old)
+			if err != nil {
+				return a.latest.err("value", nil, true, err)
+			}
+			if err := a.keepVersion(kb, from, ts, vb, false); err != nil {
+				return err
+			}
+		}
+		if r.Value == nil {
+			if err := a.keepVersion(kb, ts, ts, nil, true); err != nil {
+				return err
+			}
+		}
+		return a.latest.updateKey(kb, r, old, r.Value, r.Timestamp)
+	}
+	// No latest value, or a newer one: where does ts fall among the past
+	// versions?
+	past, err := a.versions(kb, 1<<63-1)
+	if err != nil {
+		return err
+	}
+	until := int64(1<<63 - 1) // when the version starting at ts ends
+	if ok {
+		until = oldTime.UnixMilli()
+	}
+	var last *topo.Entry
+	for i := range past {
+		if past[i].Timestamp > ts {
+			until = min(until, past[i].Timestamp)
+			break
+		}
+		last = &past[i]
+	}
+	if !ok && until == 1<<63-1 {
+		// Later than every version, and the key is deleted (or new): a
+		// value becomes the latest; a deletion changes nothing downstream,
+		// but ends the versions before it (an update older than it is
+		// out of order).
+		if r.Value != nil {
+			return a.latest.updateKey(kb, r, nil, r.Value, r.Timestamp)
+		}
+		if last != nil && last.Value[0] == versionTombstone {
+			return nil // deleted already
+		}
+		return a.keepVersion(kb, ts, ts, nil, true)
+	}
+	// Out of order: a past version, nothing downstream. A version that
+	// ends before the history begins would never be read.
+	if until < a.horizon(c, ts) {
+		c.Skip("update older than the versioned table's history")
+		return nil
+	}
+	if r.Value == nil {
+		if last != nil && last.Value[0] == versionTombstone && last.Timestamp < ts {
+			return nil // already deleted then
+		}
+		return a.keepVersion(kb, ts, until, nil, true)
+	}
+	vb, err := a.latest.vc.Encode(r.Value)
+	if err != nil {
+		return a.latest.err("value", nil, true, err)
+	}
+	return a.keepVersion(kb, ts, until, vb, false)
+}
+
+// asOf returns the key's value at time t (nil, false when it had none, or
+// when t is older than the history).
+func (a *versionedAccess) asOf(c *topo.Context, kb []byte, t int64) (any, bool, error) {
+	if t < a.horizon(c, t) {
+		return nil, false, nil
+	}
+	e, ok, err := a.latest.tbl.Get(kb)
+	if err != nil {
+		return nil, false, err
+	}
+	if ok && e.Timestamp <= t {
+		return a.decode(e.Value)
+	}
+	past, err := a.versions(kb, t+1)
+	if err != nil || len(past) == 0 {
+		return nil, false, err
+	}
+	v := past[len(past)-1].Value
+	if v[0] == versionTombstone {
+		return nil, false, nil
+	}
+	return a.decode(v[versionHeader:])
+}
+
+func (a *versionedAccess) decode(vb []byte) (any, bool, error) {
+	v, err := a.latest.vc.Decode(vb)
+	if err != nil {
+		return nil, false, a.latest.err("value", vb, false, err)
+	}
+	return v, true, nil
+}
+
+// ReadOnlyVersionedStore reads a versioned table (see [Versioned]).
+type ReadOnlyVersionedStore[K, V any] interface {
+	// Get returns the key's latest value and the time it was set.
+	Get(key K) (value V, from time.Time, ok bool, err error)
+	// GetAsOf returns the value the key had at time t and the time it was
+	// set. Versions that ended more than the history before stream time may
+	// be gone.
+	GetAsOf(key K, t time.Time) (value V, from time.Time, ok bool, err error)
+}
+
+// QueryVersionedStore opens a versioned table of a running topology (its
+// Materialized name) for reading.
+func QueryVersionedStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlyVersionedStore[K, V], error) {
+	latest, err := QueryKeyValueStore(q, store, keySerde, valueSerde, opts...)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := versionedStores(store)
+	history, err := QueryKeyValueStore(q, name, serde.Bytes, serde.Bytes, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &versionedStore[K, V]{latest: latest.(*kvStore[K, V]), history: history.(*kvStore[[]byte, []byte])}, nil
+}
+
+type versionedStore[K, V any] struct {
+	latest  *kvStore[K, V]
+	history *kvStore[[]byte, []byte]
+}
+
+func (s *versionedStore[K, V]) Get(key K) (V, time.Time, bool, error) {
+	var zero V
+	kb, err := s.latest.ks.Encode(key)
+	if err != nil {
+		return zero, time.Time{}, false, s.latest.serdeErr("key", nil, true, err)
+	}
+	e, ok, err := s.latest.raw.Get(kb)
+	if err != nil || !ok {
+		return zero, time.Time{}, false, err
+	}
+	v, err := s.latest.vs.Decode(e.Value)
+	if err != nil {
+		return zero, time.Time{}, false, s.latest.serdeErr("value", e.Value, false, err)
+	}
+	return v, topo.TimeOf(e.Timestamp), true, nil
+}
+
+func (s *versionedStore[K, V]) GetAsOf(key K, t time.Time) (V, time.Time, bool, error) {
+	var zero V
+	v, from, ok, err := s.Get(key)
+	if err != nil || (ok && !from.After(t)) {
+		return v, from, ok, err
+	}
+	kb, err := s.latest.ks.Encode(key)
+	if err != nil {
+		return zero, time.Time{}, false, s.latest.serdeErr("key", nil, true, err)
+	}
+	// The owner and readiness checks of a point read.
+	if _, _, err := s.history.raw.Get(historyKey(kb, 0)); err != nil {
+		return zero, time.Time{}, false, err
+	}
+	var last topo.Entry
+	found := false
+	for e, err := range s.history.raw.Range(historyKey(kb, 0), historyKey(kb, t.UnixMilli()+1)) {
+		if err != nil {
+			return zero, time.Time{}, false, err
+		}
+		if len(e.Key) == len(kb)+8 && len(e.Value) >= versionHeader {
+			last, found = e, true
+		}
+	}
+	if !found || last.Value[0] == versionTombstone {
+		return zero, time.Time{}, false, nil
+	}
+	if v, err = s.latest.vs.Decode(last.Value[versionHeader:]); err != nil {
+		return zero, time.Time{}, false, s.latest.serdeErr("value", last.Value[versionHeader:], false, err)
+	}
+	return v, topo.TimeOf(last.Timestamp), true, nil
+}
+
+// checkVersioned is the error of a versioned table's history.
+func checkVersioned(d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("Versioned history %v must be at least a millisecond", d)
+	}
+	return nil
+}
+
+// joinBuffer holds the records of a stream–table join for its grace. A key
+// is the record's timestamp (8 bytes) and a sequence number (8 bytes); a
+// value is a flag byte (1: the record has a key), then the key, the value
+// and the headers, each length-prefixed (a header value's length plus one,
+// 0 for none). The buffer's stream time, the greatest timestamp of the
+// stream's records (as in Kafka Streams: the table's updates do not make
+// the stream's records leave), is kept under the key timeKey.
+type joinBuffer struct {
+	st      topo.KVStore
+	kc, vc  topo.Codec
+	grace   int64
+	seq     uint64
+	nextDue int64 // the earliest timestamp waiting; MaxInt64: none
+	now     int64 // the buffer's stream time; MinInt64: none yet
+	loaded  bool  // seq, nextDue and now are known
+}
+
+// timeKey is the key of the buffer's stream time: one byte, sorting after
+// every record's key (a timestamp's first byte is below 0x80).
+var timeKey = []byte{0xff}
+
+// load finds the next sequence number, the earliest timestamp and the
+// stream time in the buffer, on the first record (processors start before
+// their stores are restored).
+func (j *joinBuffer) load() error {
+	j.nextDue, j.now, j.loaded = 1<<63-1, -1<<63, true
+	for e, err := range j.st.Range(nil, nil) {
+		if err != nil {
+			return err
+		}
+		switch len(e.Key) {
+		case 16:
+			j.nextDue = min(j.nextDue, int64(binary.BigEndian.Uint64(e.Key)))
+			j.seq = max(j.seq, binary.BigEndian.Uint64(e.Key[8:])+1)
+		case len(timeKey):
+			if len(e.Value) == 8 {
+				j.now = int64(binary.BigEndian.Uint64(e.Value))
+			}
+		}
+	}
+	return nil
+}
+
+func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Context, topo.Record) error) error {
+	if !j.loaded {
+		if err := j.load(); err != nil {
+			return err
+		}
+	}
+	ts := r.Timestamp.UnixMilli()
+	if ts > j.now {
+		j.now = ts
+		if err := j.st.Put(timeKey, binary.BigEndian.AppendUint64(nil, uint64(ts)), ts); err != nil {
+			return err
+		}
+	}
+	due := j.now - j.grace
+	if ts <= due && ts < j.nextDue {
+		// Late already, and earlier than all that waits: no need to wait.
+		if err := join(c, r); err != nil {
+			return err
+		}
+	} else {
+		b, err := j.encode(r)
+		if err != nil {
+			return err
+		}
+		k := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(ts)), j.seq)
+		j.seq++
+		if err := j.st.Put(k, b, ts); err != nil {
+			return err
+		}
+		j.nextDue = min(j.nextDue, ts)
+	}
+	if due < j.nextDue {
+		return nil
+	}
+	var waiting []topo.Entry
+	for e, err := range j.st.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(due+1))) {
+		if err != nil {
+			return err
+		}
+		if len(e.Key) == 16 {
+			waiting = append(waiting, topo.Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+		}
+	}
+	for _, e := range waiting {
+		if err := j.st.Delete(e.Key, j.now); err != nil {
+			return err
+		}
+		rec, err := j.decode(e.Value)
+		if err != nil {
+			return err
+		}
+		rec.Timestamp = topo.TimeOf(int64(binary.BigEndian.Uint64(e.Key)))
+		if err := join(c, rec); err != nil {
+			return err
+		}
+	}
+	j.nextDue = 1<<63 - 1
+	for e, err := range j.st.Range(nil, timeKey) {
+		if err != nil {
+			return err
+		}
+		if len(e.Key) == 16 {
+			j.nextDue = int64(binary.BigEndian.Uint64(e.Key))
+			break
+		}
+	}
+	return nil
+}
+
+func (j *joinBuffer) encode(r topo.Record) ([]byte, error) {
+	b := []byte{0}
+	if r.Key != nil {
+		kb, ok := topo.RawKey(r, j.kc)
+		if !ok {
+			var err error
+			if kb, err = j.kc.Encode(r.Key); err != nil {
+				return nil, joinSerdeErr(j.st.Name(), "key", nil, true, err)
+			}
+		}
+		b[0] = 1
+		b = binary.AppendUvarint(b, uint64(len(kb)))
+		b = append(b, kb...)
+	}
+	vb, err := j.vc.Encode(r.Value)
+	if err != nil {
+		return nil, joinSerdeErr(j.st.Name(), "value", nil, true, err)
+	}
+	b = binary.AppendUvarint(b, uint64(len(vb)))
+	b = append(b, vb...)
+	b = binary.AppendUvarint(b, uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = binary.AppendUvarint(b, uint64(len(h.Key)))
+		b = append(b, h.Key...)
+		if h.Value == nil {
+			b = binary.AppendUvarint(b, 0)
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(h.Value))+1)
+		b = append(b, h.Value...)
+	}
+	return b, nil
+}
+
+func (j *joinBuffer) decode(b []byte) (topo.Record, error) {
+	var r topo.Record
+	bad := func() (topo.Record, error) {
+		return topo.Record{}, joinSerdeErr(j.st.Name(), "value", b, false, fmt.Errorf("malformed buffered record"))
+	}
+	if len(b) < 1 {
+		return bad()
+	}
+	rest := b[1:]
+	next := func(plusOne bool) ([]byte, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 {
+			return nil, false
+		}
+		rest = rest[w:]
+		if plusOne {
+			if n == 0 {
+				return nil, true
+			}
+			n--
+		}
+		if uint64(len(rest)) < n {
+			return nil, false
+		}
+		out := rest[:n:n]
+		rest = rest[n:]
+		if out == nil {
+			out = []byte{}
+		}
+		return out, true
+	}
+	if b[0] == 1 {
+		kb, ok := next(false)
+		if !ok {
+			return bad()
+		}
+		k, err := j.kc.Decode(kb)
+		if err != nil {
+			return topo.Record{}, joinSerdeErr(j.st.Name(), "key", kb, false, err)
+		}
+		r.Key = k
+	}
+	vb, ok := next(false)
+	if !ok {
+		return bad()
+	}
+	v, err := j.vc.Decode(vb)
+	if err != nil {
+		return topo.Record{}, joinSerdeErr(j.st.Name(), "value", vb, false, err)
+	}
+	r.Value = v
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n > uint64(len(rest)) {
+		return bad()
+	}
+	rest = rest[w:]
+	for range n {
+		hk, ok := next(false)
+		if !ok {
+			return bad()
+		}
+		hv, ok := next(true)
+		if !ok {
+			return bad()
+		}
+		r.Headers = append(r.Headers, topo.Header{Key: string(hk), Value: hv})
+	}
+	return r, nil
+}
