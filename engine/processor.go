@@ -97,6 +97,26 @@ func (p *ProcessorContext[K, V]) ForwardTo(child string, rec Record[K, V]) error
 	return p.c.ForwardTo(child, untype(rec))
 }
 
+// ForwardToProduced is ForwardTo that also learns where the record went:
+// once Kafka has acknowledged the record a sink below child wrote for it
+// (and before the commit that includes it), fn is called, from any
+// goroutine, with its partition and offset. The nodes between must pass
+// the record on as they got it (a filter does; a map makes a new one). In
+// the test driver fn is called at once. Read the positions in a
+// [ProcessorContext.BeforeCommit] hook.
+func (p *ProcessorContext[K, V]) ForwardToProduced(child string, rec Record[K, V], fn func(partition int32, offset int64)) error {
+	return p.c.ForwardTo(child, topo.WithProduced(untype(rec), fn))
+}
+
+// BeforeCommit registers fn to run in the processor's task before each
+// commit, once Kafka has acknowledged every record the task sent (so the
+// callbacks of [ProcessorContext.ForwardToProduced] have run). What fn
+// forwards and writes to stores commits with what the task processed: under
+// exactly-once, in the same transaction. The positions of records fn itself
+// forwards are known at the next commit. The test driver runs the hooks
+// after each piped record and at Commit.
+func (p *ProcessorContext[K, V]) BeforeCommit(fn func() error) { p.c.BeforeCommit(fn) }
+
 // Schedule calls fn every interval of the given clock, with that clock's
 // time, until cancel is called or the task closes. Records forwarded from fn
 // go to the node's children like any other.

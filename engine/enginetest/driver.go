@@ -158,6 +158,9 @@ func (d *Driver) Send(out topo.Output) error {
 	msgs := d.topics[out.Topic]
 	m := Message{Key: out.Key, Value: out.Value, Timestamp: topo.TimeOf(out.Timestamp), Headers: out.Headers, Offset: int64(len(msgs))}
 	d.topics[out.Topic] = append(msgs, m)
+	if out.Produced != nil {
+		out.Produced(0, m.Offset)
+	}
 	if d.readers[out.Topic] != nil {
 		d.queue = append(d.queue, topo.Input{Topic: out.Topic, Offset: m.Offset, Key: out.Key, Value: out.Value, Timestamp: out.Timestamp, Headers: out.Headers})
 	}
@@ -177,7 +180,28 @@ func (d *Driver) PipeBytes(topic string, key, value []byte, ts time.Time, header
 	if err := d.Send(topo.Output{Topic: topic, Key: key, Value: value, Timestamp: ts.UnixMilli(), Headers: headers}); err != nil {
 		return err
 	}
-	return d.drain()
+	if err := d.drain(); err != nil {
+		return err
+	}
+	return d.beforeCommit()
+}
+
+// beforeCommit runs the processors' before-commit hooks, as the runtime
+// does before each commit: the driver has every record acknowledged at
+// once, and runs them after each piped record and at Commit.
+func (d *Driver) beforeCommit() error {
+	for _, t := range d.tasks {
+		if !t.HasCommitHooks() {
+			continue
+		}
+		if err := t.BeforeCommit(); err != nil {
+			return err
+		}
+		if err := d.drain(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // drain processes the queue to the end. A record that fails is dropped, as
@@ -218,7 +242,8 @@ func (d *Driver) TryAdvanceWallClock(by time.Duration) error {
 }
 
 // Commit does what the runtime does before committing: it flushes every
-// task's record cache (see [CacheBytes]) and processes what that causes.
+// task's record cache (see [CacheBytes]) and processes what that causes,
+// then runs the processors' before-commit hooks.
 func (d *Driver) Commit() {
 	if err := d.TryCommit(); err != nil {
 		d.fail(err)
@@ -242,7 +267,7 @@ func (d *Driver) TryCommit() error {
 			pending = pending || t.Pending() > 0
 		}
 	}
-	return nil
+	return d.beforeCommit()
 }
 
 // Now is the simulated wall clock.

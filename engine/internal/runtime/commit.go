@@ -24,44 +24,59 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 	}
 	start := time.Now()
 	r.lastCommit, r.uncommitted = r.cfg.Now(), false
-	var flush []*rtask
-	for _, t := range r.tasks {
-		if !t.restoring && t.t.Pending() > 0 {
-			flush = append(flush, t)
-		}
-	}
-	// A failed flush leaves updates neither written nor forwarded: no
-	// policy can skip that and commit.
-	if err := r.onWorkers(flush, func(t *rtask) error {
-		if err := t.t.Flush(); err != nil {
-			return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
-		}
-		return nil
-	}); err != nil {
-		r.discardAll()
-		return err
-	}
-	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-	err := r.cl.Flush(fctx)
-	cancel()
-	if err != nil {
-		r.discardAll()
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("engine: Kafka did not acknowledge the produced records within %v", flushTimeout)
-		}
-		return fmt.Errorf("engine: flush produced records: %w", err)
-	}
-	for _, t := range r.tasks {
-		t.out.inflight.Wait()
-		if err, internal := t.out.takeErr(); err != nil {
-			if r.cfg.OnProduceError != Skip || internal {
-				// Nothing of this interval is committed: the inputs are
-				// processed again after the restart.
+	// Round 0 sends what the tasks processed; round 1, if a processor has
+	// a before-commit hook, what the hooks send once round 0's records
+	// have their offsets.
+	for round := 0; round < 2; round++ {
+		if round == 1 {
+			hooked := r.hookedTasks()
+			if len(hooked) == 0 {
+				break
+			}
+			if err := r.onWorkers(hooked, func(t *rtask) error { return t.t.BeforeCommit() }); err != nil {
 				r.discardAll()
 				return err
 			}
-			r.log.Warn("skipped records that could not be produced", "task", t.id.String(), "err", err)
-			r.m.dropped(ctx, "produce")
+		}
+		var flush []*rtask
+		for _, t := range r.tasks {
+			if !t.restoring && t.t.Pending() > 0 {
+				flush = append(flush, t)
+			}
+		}
+		// A failed flush leaves updates neither written nor forwarded: no
+		// policy can skip that and commit.
+		if err := r.onWorkers(flush, func(t *rtask) error {
+			if err := t.t.Flush(); err != nil {
+				return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
+			}
+			return nil
+		}); err != nil {
+			r.discardAll()
+			return err
+		}
+		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		err := r.cl.Flush(fctx)
+		cancel()
+		if err != nil {
+			r.discardAll()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("engine: Kafka did not acknowledge the produced records within %v", flushTimeout)
+			}
+			return fmt.Errorf("engine: flush produced records: %w", err)
+		}
+		for _, t := range r.tasks {
+			t.out.inflight.Wait()
+			if err, internal := t.out.takeErr(); err != nil {
+				if r.cfg.OnProduceError != Skip || internal {
+					// Nothing of this interval is committed: the inputs are
+					// processed again after the restart.
+					r.discardAll()
+					return err
+				}
+				r.log.Warn("skipped records that could not be produced", "task", t.id.String(), "err", err)
+				r.m.dropped(ctx, "produce")
+			}
 		}
 	}
 
@@ -120,6 +135,17 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 // flushTimeout bounds the wait for Kafka to acknowledge what a commit
 // produced (Kafka Streams' delivery.timeout.ms).
 const flushTimeout = 2 * time.Minute
+
+// hookedTasks are the active tasks with before-commit hooks.
+func (r *Runtime) hookedTasks() []*rtask {
+	var out []*rtask
+	for _, t := range r.tasks {
+		if !t.restoring && t.t.HasCommitHooks() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 func (r *Runtime) discardAll() {
 	for _, t := range r.tasks {

@@ -201,36 +201,50 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 	if !r.inTxn {
 		return nil // nothing was processed since the last commit
 	}
-	var flush []*rtask
-	for _, t := range r.tasks {
-		if !t.restoring && t.t.Pending() > 0 {
-			flush = append(flush, t)
-		}
-	}
 	fail := func(err error) error {
 		if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
 			r.log.Warn("abort after a failed commit", "err", aerr)
 		}
 		return r.fenced(err)
 	}
-	if err := r.onWorkers(flush, func(t *rtask) error {
-		if err := t.t.Flush(); err != nil {
-			return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
+	// Round 0 sends what the tasks processed; round 1, if a processor has
+	// a before-commit hook, what the hooks send once round 0's records
+	// have their offsets.
+	for round := 0; round < 2; round++ {
+		if round == 1 {
+			hooked := r.hookedTasks()
+			if len(hooked) == 0 {
+				break
+			}
+			if err := r.onWorkers(hooked, func(t *rtask) error { return t.t.BeforeCommit() }); err != nil {
+				return fail(err)
+			}
 		}
-		return nil
-	}); err != nil {
-		return fail(err)
-	}
-	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-	err := r.cl.Flush(fctx)
-	cancel()
-	if err != nil {
-		return fail(fmt.Errorf("engine: flush produced records: %w", err))
-	}
-	for _, t := range r.tasks {
-		t.out.inflight.Wait()
-		if err, _ := t.out.takeErr(); err != nil {
+		var flush []*rtask
+		for _, t := range r.tasks {
+			if !t.restoring && t.t.Pending() > 0 {
+				flush = append(flush, t)
+			}
+		}
+		if err := r.onWorkers(flush, func(t *rtask) error {
+			if err := t.t.Flush(); err != nil {
+				return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
+			}
+			return nil
+		}); err != nil {
 			return fail(err)
+		}
+		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		err := r.cl.Flush(fctx)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("engine: flush produced records: %w", err))
+		}
+		for _, t := range r.tasks {
+			t.out.inflight.Wait()
+			if err, _ := t.out.takeErr(); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	// Rewind what was polled but not processed, so that the transaction

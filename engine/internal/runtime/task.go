@@ -600,6 +600,9 @@ func (c *collector) Send(out topo.Output) error {
 	rec := &c.slab[0]
 	c.slab = c.slab[1:]
 	*rec = kgo.Record{Topic: out.Topic, Partition: p, Key: out.Key, Value: out.Value, Timestamp: topo.TimeOf(out.Timestamp)}
+	if out.Produced != nil {
+		rec.Context = context.WithValue(context.Background(), producedKey{}, out.Produced)
+	}
 	if len(out.Headers) > 0 || c.span.IsValid() {
 		hs := slices.Clone(out.Headers)
 		if c.span.IsValid() {
@@ -621,10 +624,18 @@ func (c *collector) Send(out topo.Output) error {
 
 const recordSlab = 256
 
+// producedKey keys a record's topo.Output.Produced in its context.
+type producedKey struct{}
+
 // produced is the promise of every record the collector sends (made once,
 // as c.promise, so that producing does not allocate a closure per record).
 func (c *collector) produced(rec *kgo.Record, err error) {
 	defer c.inflight.Done()
+	if err == nil && rec.Context != nil {
+		if fn, ok := rec.Context.Value(producedKey{}).(func(int32, int64)); ok {
+			fn(rec.Partition, rec.Offset)
+		}
+	}
 	if err == nil && !c.isChangelog(rec.Topic) {
 		return
 	}

@@ -91,3 +91,11 @@ func (c *Context) Schedule(interval time.Duration, typ PunctuationType, fn func(
 // Timestamp is the timestamp of the record the node is processing, or the
 // time of the punctuation being run.
 func (c *Context) Timestamp() time.Time { return TimeOf(c.inst.task.recordTime) }
+
+// BeforeCommit registers fn to run in the task before each commit, once
+// every record the task sent so far has been acknowledged by Kafka (so the
+// callbacks given to WithProduced have run). What fn forwards and writes
+// is part of the same commit.
+func (c *Context) BeforeCommit(fn func() error) {
+	c.inst.task.hooks = append(c.inst.task.hooks, commitHook{inst: c.inst, fn: fn})
+}

@@ -32,6 +32,19 @@ type Record struct {
 	src    *nodeInst
 	srcKey any
 	rawKey []byte
+
+	// produced, if set, is called once Kafka has acknowledged the record a
+	// sink wrote for this one (see WithProduced).
+	produced func(partition int32, offset int64)
+}
+
+// WithProduced returns r with fn to be called, from any goroutine, with the
+// partition and offset of the record a sink writes for it, once Kafka has
+// acknowledged it (before the commit that includes it). A processor that
+// makes a new record rather than forwarding this one loses it.
+func WithProduced(r Record, fn func(partition int32, offset int64)) Record {
+	r.produced = fn
+	return r
 }
 
 // SameCodec is implemented by codecs that can tell that another codec

@@ -38,6 +38,9 @@ type Output struct {
 	Value     []byte
 	Timestamp int64
 	Headers   []Header
+	// Produced, if set, is called with the record's partition and offset
+	// once Kafka has acknowledged it.
+	Produced func(partition int32, offset int64)
 }
 
 // AnyPartition lets the collector choose the partition from the key.
@@ -95,6 +98,12 @@ type Task struct {
 	puncts     []*punctuator
 	skipped    map[string]int64
 	cache      *Cache
+	hooks      []commitHook
+}
+
+type commitHook struct {
+	inst *nodeInst
+	fn   func() error
 }
 
 // NoTime is the stream time of a task that has processed nothing.
@@ -305,6 +314,25 @@ func (t *Task) advance(ts int64) {
 	}
 }
 
+// HasCommitHooks reports whether a processor asked to run before commits
+// (Context.BeforeCommit).
+func (t *Task) HasCommitHooks() bool { return len(t.hooks) > 0 }
+
+// BeforeCommit runs the processors' commit hooks. The runner calls it once
+// every record the task sent has been acknowledged, and before committing
+// what the task processed; what the hooks forward and write commits with
+// it.
+func (t *Task) BeforeCommit() error {
+	for _, h := range t.hooks {
+		t.origin = Origin{Partition: t.cfg.ID.Partition, Offset: -1}
+		t.recordTime = t.streamTime
+		if err := h.fn(); err != nil {
+			return fmt.Errorf("engine: before-commit hook of %q: %w", h.inst.node.Name, err)
+		}
+	}
+	return nil
+}
+
 // Punctuate runs the wall-clock punctuators that are due.
 func (t *Task) Punctuate(now time.Time) error {
 	return t.punctuate(WallClockTime, now.UnixMilli())
@@ -458,7 +486,7 @@ func (ni *nodeInst) forwardAll(r Record) error {
 }
 
 func (ni *nodeInst) sink(r Record) error {
-	out := Output{Topic: ni.topic, Partition: AnyPartition, Timestamp: r.Timestamp.UnixMilli(), Headers: r.Headers}
+	out := Output{Topic: ni.topic, Partition: AnyPartition, Timestamp: r.Timestamp.UnixMilli(), Headers: r.Headers, Produced: r.produced}
 	where := func(part string, err error) error {
 		return &serde.Error{Topic: ni.topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
 	}
