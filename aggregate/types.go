@@ -1,0 +1,194 @@
+package aggregate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Types is a registry of the concrete types of a sum type T (the commands,
+// or the events, of an aggregate: usually an interface that each command
+// or event struct implements), by name. A value travels as self-describing
+// JSON: an envelope with the type's name, its schema version and the value
+// itself, {"type":"ShoeSold","version":2,"data":{…}}, so that any reader —
+// a projection, another service, a person with a console consumer — can
+// tell what it is. The name also goes in a header (oxbow-type).
+//
+// Event schemas evolve with upcasters: register the type at its current
+// version with [RegisterVersion] and, for each older version still in the
+// topic, an [Types.Upcast] that turns its JSON into the next version's. A
+// value is upcast when it is read, never rewritten in its topic.
+type Types[T any] struct {
+	byName   map[string]*typeEntry[T]
+	byType   map[reflect.Type]*typeEntry[T]
+	upcast   map[string]map[int]Upcaster // by type name, then from version
+	problems []error
+}
+
+// Upcaster turns the JSON of a value of one schema version into the JSON of
+// the next version, possibly of another type name (a renamed event).
+type Upcaster func(data json.RawMessage) (name string, next json.RawMessage, err error)
+
+type typeEntry[T any] struct {
+	name    string
+	version int
+	decode  func(json.RawMessage) (T, error)
+}
+
+// NewTypes returns an empty registry for the sum type T.
+func NewTypes[T any]() *Types[T] {
+	return &Types[T]{byName: map[string]*typeEntry[T]{}, byType: map[reflect.Type]*typeEntry[T]{}, upcast: map[string]map[int]Upcaster{}}
+}
+
+// Register adds V, a concrete type of T, under name at schema version 1.
+// Problems (V is not a T, a name or type registered twice) are reported by
+// [New].
+func Register[V, T any](ts *Types[T], name string) { RegisterVersion[V](ts, name, 1) }
+
+// RegisterVersion is Register at a schema version above 1: values of older
+// versions are upcast to it when read (see [Types.Upcast]).
+func RegisterVersion[V, T any](ts *Types[T], name string, version int) {
+	var zero V
+	if _, ok := any(zero).(T); !ok {
+		ts.problems = append(ts.problems, fmt.Errorf("type %q: %v cannot be used as %v", name, reflect.TypeFor[V](), reflect.TypeFor[T]()))
+		return
+	}
+	switch {
+	case name == "" || strings.TrimSpace(name) != name:
+		ts.problems = append(ts.problems, fmt.Errorf("type name %q: must be non-empty, without surrounding spaces", name))
+		return
+	case version < 1:
+		ts.problems = append(ts.problems, fmt.Errorf("type %q: schema version %d must be at least 1", name, version))
+		return
+	case ts.byName[name] != nil:
+		ts.problems = append(ts.problems, fmt.Errorf("type name %q is registered twice", name))
+		return
+	case ts.byType[reflect.TypeFor[V]()] != nil:
+		ts.problems = append(ts.problems, fmt.Errorf("%v is registered twice (as %q and %q)", reflect.TypeFor[V](), ts.byType[reflect.TypeFor[V]()].name, name))
+		return
+	}
+	e := &typeEntry[T]{name: name, version: version, decode: func(raw json.RawMessage) (T, error) {
+		var v V
+		if err := json.Unmarshal(raw, &v); err != nil {
+			var zero T
+			return zero, err
+		}
+		return any(v).(T), nil
+	}}
+	ts.byName[name] = e
+	ts.byType[reflect.TypeFor[V]()] = e
+}
+
+// Upcast registers how a value of type name at schema version from becomes
+// one of version from+1 (of the name fn returns).
+func (ts *Types[T]) Upcast(name string, from int, fn Upcaster) {
+	if fn == nil || from < 1 {
+		ts.problems = append(ts.problems, fmt.Errorf("upcaster of %q from version %d: needs a function and a version of at least 1", name, from))
+		return
+	}
+	if ts.upcast[name] == nil {
+		ts.upcast[name] = map[int]Upcaster{}
+	}
+	if ts.upcast[name][from] != nil {
+		ts.problems = append(ts.problems, fmt.Errorf("upcaster of %q from version %d is registered twice", name, from))
+		return
+	}
+	ts.upcast[name][from] = fn
+}
+
+// Names are the registered type names, sorted.
+func (ts *Types[T]) Names() []string {
+	var out []string
+	for n := range ts.byName {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (ts *Types[T]) check(what string) error {
+	errs := slices.Clone(ts.problems)
+	if len(ts.byName) == 0 {
+		errs = append(errs, errors.New("no type is registered"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, errors.Join(errs...))
+}
+
+// envelope is how a value travels.
+type envelope struct {
+	Type    string          `json:"type"`
+	Version int             `json:"version"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// NameOf returns the registered name of v's type.
+func (ts *Types[T]) NameOf(v T) (string, error) {
+	if e := ts.byType[reflect.TypeOf(v)]; e != nil {
+		return e.name, nil
+	}
+	return "", fmt.Errorf("aggregate: %T is not a registered type (registered: %s)", v, strings.Join(ts.Names(), ", "))
+}
+
+// Encode writes v in its envelope.
+func (ts *Types[T]) Encode(v T) ([]byte, error) {
+	e := ts.byType[reflect.TypeOf(v)]
+	if e == nil {
+		return nil, fmt.Errorf("aggregate: %T is not a registered type (registered: %s)", v, strings.Join(ts.Names(), ", "))
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate: encode %s: %w", e.name, err)
+	}
+	return json.Marshal(envelope{Type: e.name, Version: e.version, Data: data})
+}
+
+// Decode reads a value from its envelope, upcasting it to the registered
+// schema version.
+func (ts *Types[T]) Decode(b []byte) (T, error) {
+	var zero T
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return zero, fmt.Errorf("aggregate: not a type envelope ({\"type\":…,\"version\":…,\"data\":…}): %w", err)
+	}
+	if env.Type == "" {
+		return zero, errors.New(`aggregate: the envelope has no "type"`)
+	}
+	if env.Version == 0 {
+		env.Version = 1
+	}
+	name, version, data := env.Type, env.Version, env.Data
+	for {
+		e := ts.byName[name]
+		if e != nil && version == e.version {
+			v, err := e.decode(data)
+			if err != nil {
+				return zero, fmt.Errorf("aggregate: decode %s (version %d): %w", name, version, err)
+			}
+			return v, nil
+		}
+		if e != nil && version > e.version {
+			return zero, fmt.Errorf("aggregate: %s has schema version %d, newer than this program's %d", name, version, e.version)
+		}
+		up := ts.upcast[name][version]
+		if up == nil {
+			if e == nil && len(ts.upcast[name]) == 0 {
+				return zero, fmt.Errorf("aggregate: unknown type %q (registered: %s)", name, strings.Join(ts.Names(), ", "))
+			}
+			return zero, fmt.Errorf("aggregate: no upcaster for %s from version %d", name, version)
+		}
+		next, out, err := up(data)
+		if err != nil {
+			return zero, fmt.Errorf("aggregate: upcast %s from version %d: %w", name, version, err)
+		}
+		if next == "" {
+			next = name
+		}
+		name, version, data = next, version+1, out
+	}
+}
