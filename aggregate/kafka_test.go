@@ -1,0 +1,196 @@
+package aggregate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+)
+
+// startInventory creates the inventory aggregate's topics on the test's
+// broker and runs an exactly-once instance of it; it returns the
+// aggregate and a client.
+func startInventory(t *testing.T, partitions int32) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
+	t.Helper()
+	env := kafkaenv.ForTest(t)
+	name := fmt.Sprintf("inv-%d", time.Now().UnixNano())
+	a, err := inv.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	commands, events, replies := a.Topics()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, commands, events, replies); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	a.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
+		CommitInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the instance: %v", err)
+		}
+	})
+	select {
+	case <-app.Ready():
+	case err := <-done:
+		t.Fatalf("the instance stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the instance is not ready after a minute")
+	}
+	c, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return a, c, env
+}
+
+// Commands submitted through a Client to an instance on Kafka: outcomes
+// come back, accepted ones say where their events are, and the events
+// there are the command's, with its versions.
+func TestSubmitOnKafka(t *testing.T) {
+	a, c, env := startInventory(t, 3)
+	ctx := context.Background()
+	submit := func(id string, cmd inv.Command, opts ...aggregate.SubmitOption) aggregate.Outcome {
+		t.Helper()
+		o, err := c.Submit(ctx, id, cmd, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	first := submit("blue", inv.ReceiveShipment{Quantity: 2, UnitCost: 2500}, aggregate.CommandID("ship-1"))
+	if first.Status != aggregate.Accepted || first.Version != 1 || len(first.Events) != 1 {
+		t.Fatalf("shipment: %+v", first)
+	}
+	if o := submit("blue", inv.ReceiveShipment{Quantity: 2, UnitCost: 2500}, aggregate.CommandID("ship-1")); !o.Duplicate || o.Version != 1 || o.Events[0] != first.Events[0] {
+		t.Errorf("the repeated shipment: %+v, want the first outcome %+v as a duplicate", o, first)
+	}
+	if o := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(0)); o.Status != aggregate.Conflict || o.Version != 1 {
+		t.Errorf("a sale expecting version 0: %+v", o)
+	}
+	sold := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(1))
+	if sold.Status != aggregate.Accepted || sold.Version != 2 {
+		t.Errorf("a sale expecting version 1: %+v", sold)
+	}
+	if o := submit("red", inv.SellPair{Price: 6000}); o.Status != aggregate.Rejected || o.Rejection.Code != inv.OutOfStock {
+		t.Errorf("a sale of a shoe not in stock: %+v", o)
+	}
+
+	// The same command id twice at once: decided once (the next command
+	// makes version 2), both get its outcome.
+	var wg sync.WaitGroup
+	outs := make([]aggregate.Outcome, 2)
+	for i := range outs {
+		wg.Go(func() { outs[i] = submit("green", inv.ReceiveShipment{Quantity: 1}, aggregate.CommandID("ship-green")) })
+	}
+	wg.Wait()
+	if outs[0].Version != 1 || outs[1].Version != 1 || len(outs[0].Events) != 1 || len(outs[1].Events) != 1 || outs[0].Events[0] != outs[1].Events[0] {
+		t.Errorf("the same command twice at once: %+v and %+v", outs[0], outs[1])
+	}
+	if o := submit("green", inv.ReceiveShipment{Quantity: 1}); o.Version != 2 {
+		t.Errorf("after the command sent twice at once, the next makes version %d, want 2", o.Version)
+	}
+
+	// The events are where the outcomes say.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, o := range []aggregate.Outcome{first, sold} {
+		p := o.Events[0]
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{p.Topic: {p.Partition: kgo.NewOffset().At(p.Offset)}})
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollRecords(fctx, 1)
+		cancel()
+		cl.RemoveConsumePartitions(map[string][]int32{p.Topic: {p.Partition}})
+		if len(fs.Records()) == 0 {
+			t.Fatalf("no event at %+v: %v", p, fs.Err())
+		}
+		r := fs.Records()[0]
+		e, err := a.EventSerde().Decode(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmdID, version string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case aggregate.HeaderCommandID:
+				cmdID = string(h.Value)
+			case aggregate.HeaderAggregateVersion:
+				version = string(h.Value)
+			}
+		}
+		if r.Offset != p.Offset || string(r.Key) != "blue" || cmdID != o.CommandID || version != strconv.FormatInt(o.Version, 10) {
+			t.Errorf("at %+v: %T %s (command %s, version %s), want the event of %+v", p, e, r.Key, cmdID, version, o)
+		}
+	}
+}
+
+// A command to an aggregate that no instance decides ends with
+// ErrNoOutcome at the deadline, saying what to do.
+func TestSubmitWithoutOutcome(t *testing.T) {
+	a, _, env := startInventory(t, 1)
+	commands, _, _ := a.Topics()
+	// An aggregate with topics but no instance running it: as if its
+	// owner were down.
+	other, err := inv.New(commands + "-idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	oc, oe, or := other.Topics()
+	if _, err := kadm.NewClient(cl).CreateTopics(context.Background(), 1, -1, nil, oc, oe, or); err != nil {
+		t.Fatal(err)
+	}
+	c, err := other.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}, aggregate.CommandID("lost"))
+	if !errors.Is(err, aggregate.ErrNoOutcome) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Submit without an instance: %v", err)
+	}
+	// A client of an aggregate whose topics do not exist is refused.
+	missing, _ := inv.New(commands + "-missing")
+	if _, err := missing.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers}); err == nil {
+		t.Error("a client without its reply topic was made")
+	}
+}
