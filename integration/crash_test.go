@@ -77,6 +77,9 @@ type crashConfig struct {
 	standbys int
 	id       string        // InstanceID; default crash-0
 	commit   time.Duration // CommitInterval; default 100ms
+	// aggregate: the child runs the shoe store's inventory aggregate of
+	// this name (aggregateTopology) instead.
+	aggregate string
 }
 
 func (c crashConfig) env() []string {
@@ -92,6 +95,7 @@ func (c crashConfig) env() []string {
 		"OXBOW_CRASH_STANDBYS="+strconv.Itoa(c.standbys),
 		"OXBOW_CRASH_ID="+c.id,
 		"OXBOW_CRASH_COMMIT="+c.commit.String(),
+		"OXBOW_CRASH_AGGREGATE="+c.aggregate,
 	)
 }
 
@@ -123,14 +127,15 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("the crash campaigns' child process; run by TestCrash*")
 	}
 	c := crashConfig{
-		brokers:  strings.Split(os.Getenv("OXBOW_CRASH_BROKERS"), ","),
-		appID:    os.Getenv("OXBOW_CRASH_APP"),
-		in:       os.Getenv("OXBOW_CRASH_IN"),
-		out:      os.Getenv("OXBOW_CRASH_OUT"),
-		stateDir: os.Getenv("OXBOW_CRASH_STATE"),
-		eos:      os.Getenv("OXBOW_CRASH_EOS") == "true",
-		table:    os.Getenv("OXBOW_CRASH_TABLE") == "true",
-		id:       os.Getenv("OXBOW_CRASH_ID"),
+		brokers:   strings.Split(os.Getenv("OXBOW_CRASH_BROKERS"), ","),
+		appID:     os.Getenv("OXBOW_CRASH_APP"),
+		in:        os.Getenv("OXBOW_CRASH_IN"),
+		out:       os.Getenv("OXBOW_CRASH_OUT"),
+		stateDir:  os.Getenv("OXBOW_CRASH_STATE"),
+		eos:       os.Getenv("OXBOW_CRASH_EOS") == "true",
+		table:     os.Getenv("OXBOW_CRASH_TABLE") == "true",
+		id:        os.Getenv("OXBOW_CRASH_ID"),
+		aggregate: os.Getenv("OXBOW_CRASH_AGGREGATE"),
 	}
 	c.standbys, _ = strconv.Atoi(os.Getenv("OXBOW_CRASH_STANDBYS"))
 	c.commit, _ = time.ParseDuration(os.Getenv("OXBOW_CRASH_COMMIT"))
@@ -140,9 +145,14 @@ func TestCrashChild(t *testing.T) {
 		// Diagnosing a campaign: franz-go's own log too.
 		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
 	}
-	top := crashTopology(c.in, c.out)
-	if c.table {
+	var top *engine.Topology
+	switch {
+	case c.aggregate != "":
+		top = aggregateTopology(c.aggregate)
+	case c.table:
 		top = failoverTopology(c.in)
+	default:
+		top = crashTopology(c.in, c.out)
 	}
 	app, err := engine.NewApp(top, cfg)
 	if err != nil {

@@ -1,0 +1,420 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+)
+
+// aggregateTopology runs the shoe store's inventory aggregate of the given
+// name.
+func aggregateTopology(name string) *engine.Topology {
+	a, err := inv.New(name)
+	if err != nil {
+		panic(err)
+	}
+	b := engine.NewBuilder()
+	a.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+// The aggregate campaign: two instances of the inventory aggregate run in
+// child processes with exactly-once; four goroutines submit 1,000
+// commands each to 50 aggregates through a Client in this process, some
+// with expected versions, some repeating an earlier command's id, while one
+// instance is killed with SIGKILL and restarted, a few times. Afterwards,
+// from the event topic read committed: every aggregate's events have the
+// versions 1, 2, 3, … with no gap and no repeat; each accepted command's
+// events are exactly at the positions its outcome gave, and no other
+// command's events name it; rejected commands and conflicts wrote nothing;
+// every repeated command id got its first outcome back; every command with
+// an expected version was accepted at that version or reported as a
+// conflict with another.
+func TestAggregateCampaign(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("a campaign of SIGKILLs under load; not with -short")
+	}
+	seed := campaignSeed(t)
+	const (
+		workers    = 4
+		perWorker  = 1000
+		window     = 8 // commands in flight per worker
+		aggregates = 50
+		kills      = 3
+	)
+	prefix := fmt.Sprintf("oxbow-it-agg-%x", rand.Uint32())
+	a, err := inv.New(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createAggregateTopics(t, env, a, prefix, 6)
+	base := crashConfig{brokers: env.Brokers, appID: prefix, eos: true, aggregate: prefix, commit: 50 * time.Millisecond}
+	cfgA, cfgB := base, base
+	cfgA.id, cfgA.stateDir = "agg-a", t.TempDir()
+	cfgB.id, cfgB.stateDir = "agg-b", t.TempDir()
+	var mu sync.Mutex
+	children := []*crashChild{startCrashChild(t, cfgA), startCrashChild(t, cfgB)}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ch := range children {
+			ch.kill(t)
+		}
+	})
+	for i, ch := range children {
+		waitReady(t, ch, fmt.Sprintf("instance %d", i))
+	}
+	ctx := context.Background()
+	client, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	// What was submitted and what came back.
+	type command struct {
+		id, agg  string
+		cmd      inv.Command
+		expected *int64
+		first    aggregate.Outcome // the first outcome got for the id
+	}
+	var (
+		resMu     sync.Mutex
+		commands  = map[string]*command{} // by id
+		versions  = map[string]int64{}    // the latest version seen per aggregate
+		repeats   []aggregate.Outcome     // outcomes of repeated ids, to compare with the firsts
+		retries   atomic.Int64
+		failures  atomic.Int64
+		submitted atomic.Int64
+	)
+	submit := func(c *command) (aggregate.Outcome, error) {
+		var opts []aggregate.SubmitOption
+		opts = append(opts, aggregate.CommandID(c.id))
+		if c.expected != nil {
+			opts = append(opts, aggregate.ExpectedVersion(*c.expected))
+		}
+		for attempt := 0; ; attempt++ {
+			o, err := client.Submit(ctx, c.agg, c.cmd, opts...)
+			if errors.Is(err, aggregate.ErrNoOutcome) && attempt < 20 {
+				// The owner was down: the command may or may not have been
+				// decided. Its id makes asking again safe.
+				retries.Add(1)
+				continue
+			}
+			return o, err
+		}
+	}
+
+	// The killer: one instance at a time, while the workers run.
+	stopKiller := make(chan struct{})
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		rng := rand.New(rand.NewPCG(seed, 99))
+		for k := 0; k < kills; k++ {
+			select {
+			case <-stopKiller:
+				return
+			case <-time.After(time.Duration(2000+rng.IntN(3000)) * time.Millisecond):
+			}
+			i := rng.IntN(2)
+			mu.Lock()
+			children[i].kill(t)
+			mu.Unlock()
+			t.Logf("killed instance %d after %d commands", i, submitted.Load())
+			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+			cfg := cfgA
+			if i == 1 {
+				cfg = cfgB
+			}
+			ch := startCrashChild(t, cfg)
+			mu.Lock()
+			children[i] = ch
+			mu.Unlock()
+			waitReady(t, ch, fmt.Sprintf("instance %d, restarted", i))
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			sem := make(chan struct{}, window)
+			var inner sync.WaitGroup
+			var mine []*command // this worker's commands with an outcome
+			var mineMu sync.Mutex
+			for i := range perWorker {
+				sem <- struct{}{}
+				c := &command{id: fmt.Sprintf("w%d-%d", w, i), agg: fmt.Sprintf("shoe-%02d", rng.IntN(aggregates))}
+				switch k := rng.IntN(10); {
+				case k < 5:
+					c.cmd = inv.ReceiveShipment{Quantity: 1, UnitCost: 100}
+				case k < 9:
+					c.cmd = inv.SellPair{Price: 200}
+				default:
+					c.cmd = inv.AcceptReturn{Price: 200, Reason: "campaign"}
+				}
+				repeat := false
+				switch k := rng.IntN(10); {
+				case k < 2:
+					mineMu.Lock()
+					if len(mine) > 0 {
+						prev := mine[rng.IntN(len(mine))]
+						c = &command{id: prev.id, agg: prev.agg, cmd: prev.cmd, expected: prev.expected}
+						repeat = true
+					}
+					mineMu.Unlock()
+				case k < 4:
+					resMu.Lock()
+					v := versions[c.agg]
+					resMu.Unlock()
+					c.expected = &v
+				}
+				inner.Go(func() {
+					defer func() { <-sem }()
+					o, err := submit(c)
+					submitted.Add(1)
+					if err != nil {
+						failures.Add(1)
+						t.Errorf("command %s: %v", c.id, err)
+						return
+					}
+					resMu.Lock()
+					versions[c.agg] = max(versions[c.agg], o.Version)
+					if repeat {
+						repeats = append(repeats, o)
+					} else if commands[c.id] == nil {
+						c.first = o
+						commands[c.id] = c
+					}
+					resMu.Unlock()
+					if !repeat {
+						mineMu.Lock()
+						mine = append(mine, c)
+						mineMu.Unlock()
+					}
+				})
+			}
+			inner.Wait()
+		})
+	}
+	wg.Wait()
+	close(stopKiller)
+	<-killerDone
+	t.Logf("%d commands (%d repeated ids), %d resubmitted after no outcome", submitted.Load(), len(repeats), retries.Load())
+	if failures.Load() > 0 {
+		t.FailNow()
+	}
+
+	// The event log, read committed, until every aggregate's last version
+	// is in it.
+	final := map[string]int64{}
+	for _, c := range commands {
+		if c.first.Status == aggregate.Accepted {
+			final[c.agg] = max(final[c.agg], c.first.Version)
+		}
+	}
+	log := readEventLog(t, env, a, final)
+	byCommand := map[string][]loggedEvent{}
+	for agg, events := range log {
+		for i, e := range events {
+			if e.version != int64(i+1) {
+				t.Errorf("aggregate %s: event %d at %+v has version %d: versions %v", agg, i, e.pos, e.version, versionsOf(events))
+				break
+			}
+			byCommand[e.command] = append(byCommand[e.command], e)
+		}
+	}
+	conflicts, rejections, accepted := 0, 0, 0
+	for id, c := range commands {
+		o := c.first
+		got := byCommand[id]
+		switch o.Status {
+		case aggregate.Accepted:
+			accepted++
+			if len(got) != len(o.Events) {
+				t.Errorf("command %s: accepted with %d events, the log has %d", id, len(o.Events), len(got))
+				continue
+			}
+			for i, p := range o.Events {
+				if got[i].pos != p || got[i].version != o.Version-int64(len(o.Events))+int64(i)+1 {
+					t.Errorf("command %s: event %d at %+v version %d in the log, the outcome says %+v version %d", id, i, got[i].pos, got[i].version, p, o.Version-int64(len(o.Events))+int64(i)+1)
+				}
+			}
+			if c.expected != nil && o.Version-int64(len(o.Events)) != *c.expected {
+				t.Errorf("command %s expected version %d and was accepted at %d", id, *c.expected, o.Version-int64(len(o.Events)))
+			}
+		case aggregate.Conflict:
+			conflicts++
+			if c.expected == nil || o.ExpectedVersion == nil || *o.ExpectedVersion != *c.expected || o.Version == *c.expected {
+				t.Errorf("command %s: a conflict %+v for an expected version %v", id, o, c.expected)
+			}
+			if len(got) > 0 {
+				t.Errorf("command %s: a conflict, but the log has %d events of it", id, len(got))
+			}
+		case aggregate.Rejected:
+			rejections++
+			if len(got) > 0 {
+				t.Errorf("command %s: rejected, but the log has %d events of it", id, len(got))
+			}
+		}
+	}
+	for _, r := range repeats {
+		first := commands[r.CommandID]
+		if first == nil {
+			t.Errorf("a repeated id %s without a first outcome", r.CommandID)
+			continue
+		}
+		f := first.first
+		if r.Status != f.Status || r.Version != f.Version || !slices.Equal(r.Events, f.Events) || (r.Rejection == nil) != (f.Rejection == nil) ||
+			(r.Rejection != nil && r.Rejection.Code != f.Rejection.Code) {
+			t.Errorf("command %s repeated: %+v, the first outcome %+v", r.CommandID, r, f)
+		}
+	}
+	t.Logf("%d accepted, %d rejected, %d conflicts; %d events in %d aggregates", accepted, rejections, conflicts, countEvents(log), len(log))
+	if conflicts == 0 || accepted == 0 {
+		t.Errorf("the campaign exercised too little: %d accepted, %d conflicts", accepted, conflicts)
+	}
+}
+
+type loggedEvent struct {
+	pos     aggregate.Position
+	version int64
+	command string
+}
+
+func versionsOf(es []loggedEvent) []int64 {
+	var out []int64
+	for _, e := range es {
+		out = append(out, e.version)
+	}
+	return out
+}
+
+func countEvents(log map[string][]loggedEvent) int {
+	n := 0
+	for _, es := range log {
+		n += len(es)
+	}
+	return n
+}
+
+// readEventLog reads the aggregate's event topic from the start, read
+// committed, until each aggregate of final has reached its version there,
+// and returns each aggregate's events in order.
+func readEventLog(t *testing.T, env *kafkaenv.Env, a interface {
+	Topics() (string, string, string)
+}, final map[string]int64) map[string][]loggedEvent {
+	t.Helper()
+	_, events, _ := a.Topics()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(events),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	log := map[string][]loggedEvent{}
+	done := func() bool {
+		for agg, v := range final {
+			if int64(len(log[agg])) < v {
+				return false
+			}
+		}
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the event log is short after 2 minutes")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			e := loggedEvent{pos: aggregate.Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}}
+			for _, h := range r.Headers {
+				switch h.Key {
+				case aggregate.HeaderAggregateVersion:
+					e.version, _ = strconv.ParseInt(string(h.Value), 10, 64)
+				case aggregate.HeaderCommandID:
+					e.command = string(h.Value)
+				}
+			}
+			log[string(r.Key)] = append(log[string(r.Key)], e)
+		})
+	}
+	return log
+}
+
+func waitReady(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	select {
+	case <-ch.ready:
+	case <-ch.exited:
+		t.Fatalf("%s exited before it was ready:\n%s", what, ch.output())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%s is not ready after 90s:\n%s", what, ch.output())
+	}
+}
+
+// createAggregateTopics creates an aggregate's topics, deleted with its
+// group when the test ends.
+func createAggregateTopics(t *testing.T, env *kafkaenv.Env, a interface {
+	Topics() (string, string, string)
+}, prefix string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, e, r := a.Topics()
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, c, e, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ts, err := adm.ListTopics(ctx)
+		if err != nil {
+			return
+		}
+		var del []string
+		for _, n := range ts.Names() {
+			if strings.HasPrefix(n, prefix+"-") {
+				del = append(del, n)
+			}
+		}
+		_, _ = adm.DeleteTopics(ctx, del...)
+		_, _ = adm.DeleteGroups(ctx, prefix)
+	})
+}
