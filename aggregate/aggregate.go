@@ -231,6 +231,9 @@ func header(hs []engine.Header, key string) (string, bool) {
 }
 
 func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte], rec engine.Record[string, []byte]) error {
+	// Whoever sent the command waits for its outcome, which goes out with
+	// the commit: commit once the commands polled are decided.
+	ctx.RequestCommit()
 	if err := p.expire(ctx); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 // startInventory creates the inventory aggregate's topics on the test's
 // broker and runs an exactly-once instance of it; it returns the
 // aggregate and a client.
-func startInventory(t *testing.T, partitions int32) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
+func startInventory(t testing.TB, partitions int32) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
 	t.Helper()
 	env := kafkaenv.ForTest(t)
 	name := fmt.Sprintf("inv-%d", time.Now().UnixNano())

@@ -117,6 +117,12 @@ func (p *ProcessorContext[K, V]) ForwardToProduced(child string, rec Record[K, V
 // after each piped record and at Commit.
 func (p *ProcessorContext[K, V]) BeforeCommit(fn func() error) { p.c.BeforeCommit(fn) }
 
+// RequestCommit asks for a commit as soon as the instance has processed
+// what it polled, instead of at the next CommitInterval: for a processor
+// whose results someone waits for (Kafka Streams' ProcessorContext.commit).
+// Under load the commits then follow the polls.
+func (p *ProcessorContext[K, V]) RequestCommit() { p.c.RequestCommit() }
+
 // Schedule calls fn every interval of the given clock, with that clock's
 // time, until cancel is called or the task closes. Records forwarded from fn
 // go to the node's children like any other.

@@ -99,3 +99,7 @@ func (c *Context) Timestamp() time.Time { return TimeOf(c.inst.task.recordTime) 
 func (c *Context) BeforeCommit(fn func() error) {
 	c.inst.task.hooks = append(c.inst.task.hooks, commitHook{inst: c.inst, fn: fn})
 }
+
+// RequestCommit asks the runner to commit as soon as it has processed what
+// it polled, rather than at the next commit interval.
+func (c *Context) RequestCommit() { c.inst.task.commitSoon = true }

@@ -99,6 +99,8 @@ type Task struct {
 	skipped    map[string]int64
 	cache      *Cache
 	hooks      []commitHook
+	// commitSoon: a processor asked for a commit (Context.RequestCommit).
+	commitSoon bool
 }
 
 type commitHook struct {
@@ -312,6 +314,14 @@ func (t *Task) advance(ts int64) {
 	if ts > t.streamTime {
 		t.streamTime = ts
 	}
+}
+
+// TakeCommitRequest reports whether a processor asked for a commit since
+// the last call.
+func (t *Task) TakeCommitRequest() bool {
+	r := t.commitSoon
+	t.commitSoon = false
+	return r
 }
 
 // HasCommitHooks reports whether a processor asked to run before commits
