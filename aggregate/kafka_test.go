@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
@@ -22,7 +25,7 @@ import (
 // startInventory creates the inventory aggregate's topics on the test's
 // broker and runs an exactly-once instance of it; it returns the
 // aggregate and a client.
-func startInventory(t testing.TB, partitions int32) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
+func startInventory(t testing.TB, partitions int32, configure ...func(*engine.Config)) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
 	t.Helper()
 	env := kafkaenv.ForTest(t)
 	name := fmt.Sprintf("inv-%d", time.Now().UnixNano())
@@ -47,8 +50,12 @@ func startInventory(t testing.TB, partitions int32) (*aggregate.Aggregate[inv.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
-		CommitInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	cfg := engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
+		CommitInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	app, err := engine.NewApp(top, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,22 +131,9 @@ func TestSubmitOnKafka(t *testing.T) {
 	}
 
 	// The events are where the outcomes say.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	for _, o := range []aggregate.Outcome{first, sold} {
 		p := o.Events[0]
-		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{p.Topic: {p.Partition: kgo.NewOffset().At(p.Offset)}})
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		fs := cl.PollRecords(fctx, 1)
-		cancel()
-		cl.RemoveConsumePartitions(map[string][]int32{p.Topic: {p.Partition}})
-		if len(fs.Records()) == 0 {
-			t.Fatalf("no event at %+v: %v", p, fs.Err())
-		}
-		r := fs.Records()[0]
+		r := eventAt(t, env, p)
 		e, err := a.EventSerde().Decode(r.Value)
 		if err != nil {
 			t.Fatal(err)
@@ -192,5 +186,47 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	missing, _ := inv.New(commands + "-missing")
 	if _, err := missing.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers}); err == nil {
 		t.Error("a client without its reply topic was made")
+	}
+}
+
+// eventAt reads the event record at a position, read committed.
+func eventAt(t *testing.T, env *kafkaenv.Env, p aggregate.Position) *kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.Topic: {p.Partition: kgo.NewOffset().At(p.Offset)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fs := cl.PollRecords(ctx, 1)
+	if len(fs.Records()) == 0 {
+		t.Fatalf("no event at %+v: %v", p, fs.Err())
+	}
+	return fs.Records()[0]
+}
+
+// A command submitted in a trace is decided in it: its events carry a
+// traceparent of the submitter's trace.
+func TestSubmitTraceReachesEvents(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	_, c, env := startInventory(t, 1, func(cfg *engine.Config) { cfg.TracerProvider = tp })
+	ctx, span := tp.Tracer("test").Start(context.Background(), "checkout")
+	defer span.End()
+	o, err := c.Submit(ctx, "blue", inv.ReceiveShipment{Quantity: 1})
+	if err != nil || o.Status != aggregate.Accepted {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	r := eventAt(t, env, o.Events[0])
+	var traceparent string
+	for _, h := range r.Headers {
+		if h.Key == "traceparent" {
+			traceparent = string(h.Value)
+		}
+	}
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || parts[1] != span.SpanContext().TraceID().String() {
+		t.Errorf("the event's traceparent %q, want one of trace %s", traceparent, span.SpanContext().TraceID())
 	}
 }
