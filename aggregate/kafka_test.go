@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
 	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 )
 
@@ -228,5 +229,95 @@ func TestSubmitTraceReachesEvents(t *testing.T) {
 	parts := strings.Split(traceparent, "-")
 	if len(parts) != 4 || parts[1] != span.SpanContext().TraceID().String() {
 		t.Errorf("the event's traceparent %q, want one of trace %s", traceparent, span.SpanContext().TraceID())
+	}
+}
+
+// An instance that lost its local state restores each aggregate's state
+// from the state store's changelog, and goes on from the version it had:
+// no event is decided twice, none is lost.
+func TestStateLostAndRestored(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	name := fmt.Sprintf("inv-restore-%d", time.Now().UnixNano())
+	a, err := inv.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	commands, events, replies := a.Topics()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 2, -1, nil, commands, events, replies); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	a.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() (*engine.App, chan error) {
+		app, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		select {
+		case <-app.Ready():
+		case err := <-done:
+			t.Fatalf("the instance stopped: %v", err)
+		}
+		return app, done
+	}
+	c, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first, done := run()
+	for i := range 30 {
+		if o, err := c.Submit(ctx, "blue", inv.ReceiveShipment{Quantity: 1}); err != nil || o.Version != int64(i+1) {
+			t.Fatalf("command %d: %+v, %v", i, o, err)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	second, done := run() // a new, empty state directory
+	defer func() {
+		_ = second.Close()
+		<-done
+	}()
+	o, err := c.Submit(ctx, "blue", inv.SellPair{Price: 1})
+	if err != nil || o.Status != aggregate.Accepted || o.Version != 31 {
+		t.Fatalf("after the restore: %+v, %v", o, err)
+	}
+	if second.RestoredRecords() == 0 {
+		t.Error("the second instance restored nothing")
+	}
+	// The store, once the commit that answered is applied locally.
+	st, err := engine.QueryKeyValueStore(second, a.StateStore(), serde.String, serde.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b2, ok, err := st.Get("blue")
+		if err != nil || !ok {
+			t.Fatalf("the restored state: %v, %v", ok, err)
+		}
+		v, s, err := a.DecodeState(b2)
+		if err == nil && v == 31 && s == (inv.State{InStock: 29, Sold: 1}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the state: version %d, %+v, %v; want 31, 29 in stock, 1 sold", v, s, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
