@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
@@ -232,15 +233,41 @@ func waitInternalCommitted(t *testing.T, k *kt, inputs []string) {
 	wait(t, 30*time.Second, "the internal topics consumed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		lag, err := k.adm.Lag(ctx, k.prefix)
-		if err != nil || lag.Error() != nil {
+		// Every record of the internal topics the instance reads is
+		// committed as consumed (all but a transaction marker): a partition
+		// the group has not committed yet counts as not consumed.
+		topics, err := k.adm.ListTopics(ctx)
+		if err != nil {
 			return false
 		}
-		for _, l := range lag[k.prefix].Lag.Sorted() {
-			if !slices.Contains(inputs, l.Topic) && l.Lag > 1 {
-				return false
+		var internal []string
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, k.prefix) && !slices.Contains(inputs, name) &&
+				(strings.HasSuffix(name, "-repartition") || strings.HasSuffix(name, "-subscription") || strings.HasSuffix(name, "-response")) {
+				internal = append(internal, name)
 			}
 		}
-		return true
+		if len(internal) == 0 {
+			return true
+		}
+		ends, err := k.adm.ListEndOffsets(ctx, internal...)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		commits, err := k.adm.FetchOffsets(ctx, k.prefix)
+		if err != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset == 0 {
+				return
+			}
+			c, ok := commits.Lookup(o.Topic, o.Partition)
+			if !ok || o.Offset-c.At > 1 {
+				done = false
+			}
+		})
+		return done
 	})
 }
