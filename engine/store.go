@@ -271,7 +271,9 @@ func (a *kvAccess) open(c *topo.Context, name string, kc, vc topo.Codec, table b
 	a.kc, a.vc = kc, vc
 	var err error
 	if table {
-		a.tbl, err = c.TableStore(name)
+		if a.tbl, err = c.TableStore(name); err == nil {
+			a.tbl.SetCodecs(kc, vc)
+		}
 	} else {
 		a.st, err = c.Store(name)
 	}

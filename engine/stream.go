@@ -267,7 +267,8 @@ func FlatMapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) []V2, opts ...Op
 // written as a record with a null value.
 func (s *Stream[K, V]) To(topic string, opts ...Option) {
 	o, err := s.b.opts("To", opts)
-	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs), KeyComparable: keyComparable[K]()}
+	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs),
+		KeyComparable: keyComparable[K](), ValueComparable: keyComparable[V]()}
 	n.Name = s.b.name("sink", o, n.Parents, topic)
 	n.Typed = newSinkStep(n, s.ks, s.vs)
 	s.b.add(n, errors.Join(err, nilSerdes(s.ks == nil, s.vs == nil)))

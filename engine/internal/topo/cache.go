@@ -210,7 +210,16 @@ type TableStore struct {
 	cache *Cache
 	ctx   *Context
 	byKey map[string]*cacheEntry // the cache's entries of the store
+	// The codecs of the store's keys and values, if known (SetCodecs), and
+	// the bytes of the last record it forwarded, for a sink to reuse.
+	kc, vc Codec
+	raw    rawBytes
 }
+
+// SetCodecs tells the store the codecs of its keys and values: then a sink
+// downstream with the same codecs writes the bytes the store wrote instead
+// of encoding the key and the new value again.
+func (s *TableStore) SetCodecs(kc, vc Codec) { s.kc, s.vc = kc, vc }
 
 // TableStore opens a store the node declared for table-style writes.
 func (c *Context) TableStore(name string) (*TableStore, error) {
@@ -372,5 +381,16 @@ func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any
 	}
 	rec.Value = Change{Old: old, New: new}
 	rec.Timestamp = TimeOf(ts)
+	if s.kc != nil {
+		// Shared by the records this store forwards: a sink checks that
+		// the key and value are still these before it uses the bytes, so
+		// a later write replacing them (while an earlier record is still
+		// on its way down) costs only the reuse.
+		s.raw = rawBytes{key: key, keyOf: rec.Key, kc: s.kc}
+		if new != nil && value != nil {
+			s.raw.value, s.raw.valueOf, s.raw.vc = value, new, s.vc
+		}
+		rec.raw = &s.raw
+	}
 	return s.ctx.Forward(rec)
 }

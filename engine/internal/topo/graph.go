@@ -36,6 +36,24 @@ type Record struct {
 	// produced, if set, is called once Kafka has acknowledged the record a
 	// sink wrote for this one (see WithProduced).
 	produced func(partition int32, offset int64)
+	// raw, if set, has the bytes a table store wrote for the record's key
+	// and new value: a sink whose codecs are the same writes them rather
+	// than encoding again, if the key and value are still those (see
+	// TableStore.SetCodecs).
+	raw *rawBytes
+}
+
+// rawBytes are a key and a value with their encodings.
+type rawBytes struct {
+	key, value     []byte
+	keyOf, valueOf any
+	kc, vc         Codec
+}
+
+// sameCodec: a encodes every value as b does, and decoding gives it back.
+func sameCodec(a, b Codec) bool {
+	sc, ok := a.(SameCodec)
+	return ok && b != nil && sc.SameAs(b)
 }
 
 // WithProduced returns r with fn to be called, from any goroutine, with the
@@ -159,7 +177,10 @@ type Node struct {
 	// interface, so a key can be checked for being unchanged since its
 	// source (see RawKey).
 	KeyComparable bool
-	InternalTopic *InternalTopic
+	// ValueComparable: the node's value type is comparable and not an
+	// interface (a sink may then compare values with ==).
+	ValueComparable bool
+	InternalTopic   *InternalTopic
 
 	// Processor nodes.
 	New    func() Processor

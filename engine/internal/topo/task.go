@@ -505,6 +505,8 @@ func (ni *nodeInst) sink(r Record) error {
 			// Still the key its source read, with a codec that would give
 			// back the same bytes: write those.
 			out.Key = r.rawKey
+		} else if raw := r.raw; raw != nil && ni.node.KeyComparable && r.Key == raw.keyOf && sameCodec(ni.node.KeyCodec, raw.kc) {
+			out.Key = raw.key // the key a table store wrote
 		} else {
 			k, err := ni.node.KeyCodec.Encode(r.Key)
 			if err != nil {
@@ -520,6 +522,8 @@ func (ni *nodeInst) sink(r Record) error {
 			return where("value", err)
 		}
 		out.Value = v
+	} else if raw := r.raw; raw != nil && raw.value != nil && ni.node.ValueComparable && r.Value == raw.valueOf && sameCodec(ni.node.ValueCodec, raw.vc) {
+		out.Value = raw.value // the value a table store wrote
 	} else if r.Value != nil {
 		v, err := ni.node.ValueCodec.Encode(r.Value)
 		if err != nil {
