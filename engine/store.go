@@ -92,9 +92,18 @@ func (d *KeyValueStoreDef[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], er
 // test driver. Read its stores with [QueryKeyValueStore].
 type Queryable interface {
 	// LocalStore returns the engine's raw view of a store; it is meant for
-	// the engine's own typed wrappers.
-	LocalStore(name string) (topo.KVStore, error)
+	// the engine's own typed wrappers and for layers such as projection.
+	LocalStore(name string) (RawStore, error)
 }
+
+// RawStore is the byte-level view of a store that a Queryable hands out:
+// keys and values as their serdes wrote them, ranges half-open in the
+// order of the key bytes, a nil bound unbounded.
+type RawStore = topo.KVStore
+
+// RawEntry is one key of a RawStore, with the event time of the record
+// that last wrote it (Unix milliseconds).
+type RawEntry = topo.Entry
 
 // QueryOption tunes a query.
 type QueryOption func(*queryOptions)

@@ -1,8 +1,29 @@
-// Package httpapi will be Oxbow's HTTP layer, a plain http.Handler on chi:
-// views by key, range and window, change feeds, commands, health, status,
-// metrics and the topology, with requests for keys owned by another
-// instance forwarded to it.
+// Package httpapi is Oxbow's HTTP layer: a plain http.Handler, on chi,
+// that serves an instance's views ([projection.Registry]).
 //
-// Nothing is here yet: it needs the engine's runtime and package projection
-// (see the repository's DESIGN.md).
+// Routes:
+//
+//	GET /healthz                     the process answers
+//	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
+//	GET /views                       the views and the types of their keys and values
+//	GET /views/{view}                one view's description
+//	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}
+//	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
+//
+// A key of another instance is forwarded to it (the owner comes from the
+// group's assignment, its address from engine.Config.AdvertisedAddr), once:
+// the forwarded request carries [ForwardedHeader], and an instance that
+// gets one for a key it does not hold answers 421 rather than forwarding
+// again (the group moved; the client retries). Scans cover the partitions
+// of the instance asked.
+//
+// Every error is an application/problem+json document (RFC 9457) with a
+// 4xx status for what the request got wrong (an unknown view, a key that
+// does not parse, a bad limit or cursor) and 503 with Retry-After for what
+// may pass (state restoring, an owner unknown while the group rebalances);
+// a panic is a 500 problem, logged. Requests are bounded in time
+// (Config.RequestTimeout) and scans in size (Config.MaxLimit).
+//
+// Still to come (the HTTP issue): commands, read-your-writes, change feeds,
+// windowed fetches, status, metrics, the topology, OpenAPI, authentication.
 package httpapi

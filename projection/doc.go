@@ -1,8 +1,19 @@
-// Package projection will hold named, queryable views: event streams folded
-// into tables with the engine (optionally windowed or joined with CDC-fed
-// tables), registered with their serdes and query capabilities so that
-// package httpapi serves them without custom code.
+// Package projection names the views an application serves: a store of a
+// running topology (a table, an aggregation) with the serdes of its keys
+// and values and how a key is written in a URL, so that package httpapi
+// serves it with no code of its own.
 //
-// Nothing is here yet: it is built on the engine's runtime, windows and
-// joins (see the repository's DESIGN.md).
+//	stock, err := projection.NewKeyValue("stock", "stock-store", serde.String, serde.Int64)
+//	views, err := projection.NewRegistry(stock)
+//
+// A view reads the instance's committed state through engine.Queryable:
+// point reads ([View.Get]: a key of another instance is an
+// *engine.NotLocalError naming it, for the HTTP layer to forward), and
+// ranges and prefix scans of the partitions the instance holds
+// ([View.Range]), in the order of the stored key bytes, resumable after a
+// key (a cursor).
+//
+// Still to come (the HTTP issue): windowed views, the input positions a
+// view reflects (read-your-writes), change feeds, views defined from
+// event streams in one call.
 package projection

@@ -1,0 +1,354 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// Instance is what the API serves: an application instance (*engine.App).
+type Instance interface {
+	engine.Queryable
+	State() engine.AppState
+	ID() string
+}
+
+var _ Instance = (*engine.App)(nil)
+
+// Config configures the API.
+type Config struct {
+	// Instance is the running instance whose views are served.
+	Instance Instance
+	// Views are the views served.
+	Views *projection.Registry
+	// DefaultLimit and MaxLimit bound the entries of one page of a scan
+	// (defaults: 100 and 1,000).
+	DefaultLimit, MaxLimit int
+	// RequestTimeout bounds a request, a forwarded one included (default:
+	// 10 seconds).
+	RequestTimeout time.Duration
+	// Client forwards requests for keys of other instances (default: a
+	// client with RequestTimeout).
+	Client *http.Client
+	// Logger gets the errors behind 5xx answers (default: discarded).
+	Logger *slog.Logger
+}
+
+// ForwardedHeader marks a request forwarded by an instance to the owner of
+// its key, with the forwarder's id: an owner that does not hold the key
+// either answers 421 instead of forwarding again.
+const ForwardedHeader = "Oxbow-Forwarded-By"
+
+// New returns the API's handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Instance == nil || cfg.Views == nil {
+		return nil, errors.New("httpapi: Config.Instance and Config.Views must be set")
+	}
+	if cfg.DefaultLimit <= 0 {
+		cfg.DefaultLimit = 100
+	}
+	if cfg.MaxLimit <= 0 {
+		cfg.MaxLimit = 1000
+	}
+	if cfg.DefaultLimit > cfg.MaxLimit {
+		return nil, fmt.Errorf("httpapi: DefaultLimit %d is above MaxLimit %d", cfg.DefaultLimit, cfg.MaxLimit)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.RequestTimeout}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &api{cfg: cfg}
+	r := chi.NewRouter()
+	r.Use(a.recoverer, a.timeout)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		a.problem(w, r, http.StatusNotFound, "no such route", fmt.Sprintf("%s %s is not a route of this API", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		a.problem(w, r, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Get("/healthz", a.healthz)
+	r.Get("/readyz", a.readyz)
+	r.Get("/views", a.listViews)
+	r.Get("/views/{view}", a.describeView)
+	r.Get("/views/{view}/keys/{key}", a.getKey)
+	r.Get("/views/{view}/entries", a.scan)
+	return r, nil
+}
+
+type api struct {
+	cfg Config
+}
+
+// Problem is an error answer (RFC 9457, application/problem+json).
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}
+
+func (a *api) problem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
+}
+
+func (a *api) json(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// recoverer answers 500 with a problem for a panic, and logs it.
+func (a *api) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.cfg.Logger.Error("httpapi: panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				a.problem(w, r, http.StatusInternalServerError, "internal error", "the request failed; the instance logged why")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *api) timeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	a.json(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: ready while the instance runs (not while it starts, restores
+// state, rebalances or stops).
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	st := a.cfg.Instance.State()
+	if st != engine.AppRunning {
+		w.Header().Set("Retry-After", "1")
+		a.problem(w, r, http.StatusServiceUnavailable, "not ready", fmt.Sprintf("the instance is %s", st))
+		return
+	}
+	a.json(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *api) listViews(w http.ResponseWriter, _ *http.Request) {
+	out := []projection.Schema{}
+	for _, v := range a.cfg.Views.Views() {
+		out = append(out, v.Schema())
+	}
+	a.json(w, http.StatusOK, map[string]any{"views": out})
+}
+
+func (a *api) view(w http.ResponseWriter, r *http.Request) (*projection.View, bool) {
+	name := chi.URLParam(r, "view")
+	if n, err := url.PathUnescape(name); err == nil {
+		name = n
+	}
+	v, ok := a.cfg.Views.View(name)
+	if !ok {
+		a.problem(w, r, http.StatusNotFound, "no such view", fmt.Sprintf("there is no view %q; GET /views lists them", name))
+	}
+	return v, ok
+}
+
+func (a *api) describeView(w http.ResponseWriter, r *http.Request) {
+	if v, ok := a.view(w, r); ok {
+		a.json(w, http.StatusOK, v.Schema())
+	}
+}
+
+// getKey answers a key's entry, or forwards the request to the instance
+// that holds it.
+func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
+	v, ok := a.view(w, r)
+	if !ok {
+		return
+	}
+	key, err := url.PathUnescape(chi.URLParam(r, "key"))
+	if err != nil {
+		a.problem(w, r, http.StatusBadRequest, "bad key", err.Error())
+		return
+	}
+	e, found, err := v.Get(a.cfg.Instance, key)
+	var nl *engine.NotLocalError
+	switch {
+	case errors.As(err, &nl):
+		a.forward(w, r, nl)
+	case err != nil:
+		a.storeError(w, r, err)
+	case !found:
+		a.problem(w, r, http.StatusNotFound, "no such key", fmt.Sprintf("view %s has no key %q", v.Name(), key))
+	default:
+		a.json(w, http.StatusOK, e)
+	}
+}
+
+// storeError answers the error of a read.
+func (a *api) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, projection.ErrBadKey), errors.Is(err, projection.ErrNoPrefix):
+		a.problem(w, r, http.StatusBadRequest, "bad key", err.Error())
+	case errors.Is(err, engine.ErrNotReady):
+		w.Header().Set("Retry-After", "1")
+		a.problem(w, r, http.StatusServiceUnavailable, "not ready", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		a.problem(w, r, http.StatusGatewayTimeout, "timeout", err.Error())
+	default:
+		a.cfg.Logger.Error("httpapi: a read failed", "path", r.URL.Path, "err", err)
+		a.problem(w, r, http.StatusInternalServerError, "read failed", err.Error())
+	}
+}
+
+// forward sends the request to the key's owner and copies its answer.
+func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLocalError) {
+	if from := r.Header.Get(ForwardedHeader); from != "" {
+		// The forwarder thought this instance owns the key; it does not
+		// (the group rebalanced meanwhile): let the client ask again
+		// rather than pass the request around.
+		a.problem(w, r, http.StatusMisdirectedRequest, "not the owner", fmt.Sprintf("instance %s forwarded the request here, but %v; retry", from, nl))
+		return
+	}
+	if nl.Owner.Addr == "" {
+		w.Header().Set("Retry-After", "1")
+		detail := nl.Error()
+		if nl.Owner.MemberID != "" {
+			detail += "; that instance advertises no HTTP address (engine.Config.AdvertisedAddr)"
+		}
+		a.problem(w, r, http.StatusServiceUnavailable, "owner unavailable", detail)
+		return
+	}
+	target := url.URL{Scheme: "http", Host: nl.Owner.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+	if err != nil {
+		a.problem(w, r, http.StatusBadGateway, "forward failed", err.Error())
+		return
+	}
+	req.Header.Set(ForwardedHeader, a.cfg.Instance.ID())
+	req.Header.Set("Accept", r.Header.Get("Accept"))
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.ProcessID, nl.Owner.Addr, err))
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Retry-After", "Cache-Control"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.Header().Set("Oxbow-Served-By", nl.Owner.ProcessID)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// Page is one page of a scan.
+type Page struct {
+	Entries []projection.Entry `json:"entries"`
+	// Next, if set, is the cursor of the next page.
+	Next string `json:"next,omitempty"`
+}
+
+// scan answers a page of a view's entries in this instance's partitions:
+// ?from=&to= (a key range, to excluded), ?prefix= (text keys), ?limit=,
+// ?cursor= (the Next of the page before).
+func (a *api) scan(w http.ResponseWriter, r *http.Request) {
+	v, ok := a.view(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "from", "to", "prefix", "limit", "cursor":
+		default:
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a scan (from, to, prefix, limit, cursor)", k))
+			return
+		}
+	}
+	limit := a.cfg.DefaultLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > a.cfg.MaxLimit {
+			a.problem(w, r, http.StatusBadRequest, "bad limit", fmt.Sprintf("limit %q: want a number from 1 to %d", s, a.cfg.MaxLimit))
+			return
+		}
+		limit = n
+	}
+	s := projection.Scan{Prefix: q.Get("prefix"), From: q.Get("from"), To: q.Get("to"), HasFrom: q.Has("from"), HasTo: q.Has("to")}
+	if c := q.Get("cursor"); c != "" {
+		after, err := decodeCursor(v.Name(), c)
+		if err != nil {
+			a.problem(w, r, http.StatusBadRequest, "bad cursor", err.Error())
+			return
+		}
+		s.After = after
+	}
+	entries, err := v.Range(a.cfg.Instance, s)
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	page := Page{Entries: []projection.Entry{}}
+	for e, err := range entries {
+		if err != nil {
+			a.storeError(w, r, err)
+			return
+		}
+		if len(page.Entries) == limit {
+			page.Next = encodeCursor(v.Name(), page.Entries[len(page.Entries)-1].RawKey())
+			break
+		}
+		page.Entries = append(page.Entries, e)
+		if err := r.Context().Err(); err != nil {
+			a.storeError(w, r, err)
+			return
+		}
+	}
+	a.json(w, http.StatusOK, page)
+}
+
+// A cursor is the view's name and the last key of a page, opaque to
+// clients: base64url of "<view>\x00<key bytes>".
+func encodeCursor(view string, key []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append(append([]byte(view), 0), key...))
+}
+
+func decodeCursor(view, c string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, errors.New("the cursor is not one this API made")
+	}
+	if len(b) <= len(view) || string(b[:len(view)]) != view || b[len(view)] != 0 {
+		return nil, fmt.Errorf("the cursor is not one of view %s", view)
+	}
+	return b[len(view)+1:], nil
+}

@@ -1,0 +1,331 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// instance is the test driver as a running instance.
+type instance struct {
+	*enginetest.Driver
+	state engine.AppState
+	id    string
+}
+
+func (i *instance) State() engine.AppState { return i.state }
+func (i *instance) ID() string             { return i.id }
+
+// shop has two views: "stock" (shoe → pairs, string keys) and "orders"
+// (order number → total, int64 keys).
+func shop(t *testing.T) (*instance, *projection.Registry) {
+	t.Helper()
+	b := engine.NewBuilder()
+	engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+	engine.NewTable(b, "orders", serde.Int64, serde.Int64, engine.Materialized("orders"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	stock := enginetest.NewInput(d, "stock", serde.String, serde.Int64)
+	for i, shoe := range []string{"blue", "green", "red", "red-high", "red-low", "white"} {
+		stock.Pipe(shoe, int64(10+i), enginetest.At(int64(i)))
+	}
+	orders := enginetest.NewInput(d, "orders", serde.Int64, serde.Int64)
+	orders.Pipe(7, 700, enginetest.At(1))
+	sv, err := projection.NewKeyValue("stock", "stock", serde.String, serde.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := projection.NewKeyValue("orders", "orders", serde.Int64, serde.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := projection.NewRegistry(sv, ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &instance{Driver: d, state: engine.AppRunning, id: "i1"}, reg
+}
+
+func serve(t *testing.T, in httpapi.Instance, reg *projection.Registry) *httptest.Server {
+	t.Helper()
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, DefaultLimit: 2, MaxLimit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// get returns a response's status, content type and body.
+func get(t *testing.T, s *httptest.Server, path string) (int, string, string) {
+	t.Helper()
+	resp, err := http.Get(s.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+func TestGetKey(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/views/stock/keys/red", 200, `{"key":"red","value":12}`},
+		{"/views/stock/keys/red%2Fblue", 404, `view stock has no key \"red/blue\"`},
+		{"/views/orders/keys/7", 200, `{"key":7,"value":700}`},
+		{"/views/orders/keys/8", 404, `view orders has no key \"8\"`},
+		{"/views/orders/keys/seven", 400, `\"seven\" is not an integer`},
+		{"/views/nope/keys/x", 404, `there is no view \"nope\"`},
+	} {
+		status, ct, body := get(t, s, c.path)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, status, body, c.status, c.body)
+		}
+		if status >= 400 && ct != "application/problem+json" {
+			t.Errorf("GET %s: an error as %s", c.path, ct)
+		}
+	}
+}
+
+func TestListAndDescribeViews(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	status, _, body := get(t, s, "/views")
+	want := `{"views":[{"name":"orders","kind":"key-value","keyType":"int64","valueType":"int64","prefixScans":false},{"name":"stock","kind":"key-value","keyType":"string","valueType":"int64","prefixScans":true}]}`
+	if status != 200 || strings.TrimSpace(body) != want {
+		t.Errorf("GET /views: %d %s", status, body)
+	}
+	if status, _, body := get(t, s, "/views/stock"); status != 200 || !strings.Contains(body, `"keyType":"string"`) {
+		t.Errorf("GET /views/stock: %d %s", status, body)
+	}
+}
+
+// Scans page through a view with an opaque cursor; prefixes and ranges
+// narrow them.
+func TestScan(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	page := func(path string) httpapi.Page {
+		t.Helper()
+		status, _, body := get(t, s, path)
+		if status != 200 {
+			t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		var p httpapi.Page
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keys := func(p httpapi.Page) string {
+		var out []string
+		for _, e := range p.Entries {
+			out = append(out, fmt.Sprint(e.Key))
+		}
+		return strings.Join(out, ",")
+	}
+	var all []string
+	path := "/views/stock/entries"
+	for {
+		p := page(path)
+		all = append(all, keys(p))
+		if p.Next == "" {
+			break
+		}
+		path = "/views/stock/entries?cursor=" + url.QueryEscape(p.Next)
+	}
+	if got := strings.Join(all, "|"); got != "blue,green|red,red-high|red-low,white" {
+		t.Errorf("pages %s", got)
+	}
+	if got := keys(page("/views/stock/entries?prefix=red&limit=3")); got != "red,red-high,red-low" {
+		t.Errorf("prefix red: %s", got)
+	}
+	if got := keys(page("/views/stock/entries?from=green&to=red-high&limit=3")); got != "green,red" {
+		t.Errorf("from green to red-high: %s", got)
+	}
+	if got := keys(page("/views/stock/entries?prefix=zzz")); got != "" {
+		t.Errorf("prefix zzz: %s", got)
+	}
+}
+
+// Bad requests are 4xx problems that say what is wrong.
+func TestBadRequests(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	other := "/views/orders/entries?cursor=" + url.QueryEscape(strings.TrimSpace(firstCursor(t, s)))
+	for _, c := range []struct {
+		path   string
+		status int
+		detail string
+	}{
+		{"/views/stock/entries?limit=0", 400, "want a number from 1 to 3"},
+		{"/views/stock/entries?limit=4", 400, "want a number from 1 to 3"},
+		{"/views/stock/entries?limit=x", 400, "want a number"},
+		{"/views/stock/entries?cursor=%25%25", 400, "not one this API made"},
+		{other, 400, "not one of view orders"},
+		{"/views/orders/entries?prefix=1", 400, "prefix scans need text keys"},
+		{"/views/orders/entries?from=x", 400, `\"x\" is not an integer`},
+		{"/views/stock/entries?sort=desc", 400, `\"sort\" is not a parameter`},
+		{"/nowhere", 404, "not a route"},
+	} {
+		status, ct, body := get(t, s, c.path)
+		var p httpapi.Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil || status != c.status || p.Status != c.status || !strings.Contains(body, c.detail) || ct != "application/problem+json" {
+			t.Errorf("GET %s: %d %s %s, want %d saying %s", c.path, status, ct, body, c.status, c.detail)
+		}
+	}
+	resp, err := http.Post(s.URL+"/views/stock/keys/red", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("POST a key: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func firstCursor(t *testing.T, s *httptest.Server) string {
+	_, _, body := get(t, s, "/views/stock/entries")
+	var p httpapi.Page
+	if err := json.Unmarshal([]byte(body), &p); err != nil || p.Next == "" {
+		t.Fatalf("no cursor: %s", body)
+	}
+	return p.Next
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	if status, _, _ := get(t, s, "/healthz"); status != 200 {
+		t.Errorf("healthz %d", status)
+	}
+	if status, _, _ := get(t, s, "/readyz"); status != 200 {
+		t.Errorf("readyz while running: %d", status)
+	}
+	in.state = engine.AppRestoring
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "restoring") {
+		t.Errorf("readyz while restoring: %d %s", status, body)
+	}
+}
+
+// remote is an instance that holds none of the keys: every read says
+// which instance does.
+type remote struct {
+	*instance
+	owner string // its address
+}
+
+func (r *remote) LocalStore(name string) (engine.RawStore, error) {
+	st, err := r.instance.LocalStore(name)
+	if err != nil {
+		return nil, err
+	}
+	return notLocal{st, r.owner}, nil
+}
+
+type notLocal struct {
+	engine.RawStore
+	owner string
+}
+
+var _ engine.RawStore = notLocal{}
+
+func (n notLocal) Get([]byte) (engine.RawEntry, bool, error) {
+	e := &engine.NotLocalError{Store: n.Name()}
+	e.Owner.MemberID, e.Owner.ProcessID, e.Owner.Addr = "m2", "i2", n.owner
+	return engine.RawEntry{}, false, e
+}
+
+// A key another instance owns is forwarded to it, once: the owner answers;
+// an instance that gets a forwarded request for a key it does not hold
+// answers 421 instead of forwarding again.
+func TestForwardToOwner(t *testing.T) {
+	in, reg := shop(t)
+	owner := serve(t, in, reg)
+	addr := strings.TrimPrefix(owner.URL, "http://")
+	elsewhere := serve(t, &remote{instance: &instance{Driver: in.Driver, state: engine.AppRunning, id: "i3"}, owner: addr}, reg)
+	resp, err := http.Get(elsewhere.URL + "/views/stock/keys/red")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != `{"key":"red","value":12}` || resp.Header.Get("Oxbow-Served-By") != "i2" {
+		t.Errorf("forwarded: %d %s (served by %q)", resp.StatusCode, b, resp.Header.Get("Oxbow-Served-By"))
+	}
+	// A loop: two instances that each think the other owns the key.
+	loopA := &remote{instance: &instance{Driver: in.Driver, state: engine.AppRunning, id: "a"}}
+	sa := serve(t, loopA, reg)
+	sb := serve(t, &remote{instance: &instance{Driver: in.Driver, state: engine.AppRunning, id: "b"}, owner: strings.TrimPrefix(sa.URL, "http://")}, reg)
+	loopA.owner = strings.TrimPrefix(sb.URL, "http://")
+	status, _, body := get(t, sa, "/views/stock/keys/red")
+	if status != http.StatusMisdirectedRequest || !strings.Contains(body, "forwarded the request here") {
+		t.Errorf("a forwarding loop: %d %s", status, body)
+	}
+	// An owner without an address, or none (rebalancing): 503, retry.
+	noAddr := serve(t, &remote{instance: &instance{Driver: in.Driver, state: engine.AppRunning, id: "c"}}, reg)
+	status, _, body = get(t, noAddr, "/views/stock/keys/red")
+	if status != 503 || !strings.Contains(body, "AdvertisedAddr") {
+		t.Errorf("an owner without an address: %d %s", status, body)
+	}
+}
+
+// Whatever the path and query, the answer is never a 5xx and always JSON.
+func FuzzRequests(f *testing.F) {
+	for _, seed := range []string{
+		"/views/stock/keys/red", "/views/orders/keys/7", "/views/stock/entries?prefix=r&limit=2",
+		"/views/stock/entries?cursor=c3RvY2sAcmVk", "/views/%00/keys/%ff", "/views//keys/", "/views/orders/entries?from=9&to=1",
+		"/views/stock/entries?from=\xff&to=", "/readyz", "/views/stock/keys/" + strings.Repeat("a", 5000),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		in, reg := shop(t)
+		h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil || u.Host != "" || u.Scheme != "" {
+			t.Skip()
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://oxbow.test/", nil)
+		req.URL = u
+		req.RequestURI = target
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Errorf("GET %q: %d %s", target, rec.Code, rec.Body)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" && ct != "application/problem+json" {
+			t.Errorf("GET %q: content type %q", target, ct)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Errorf("GET %q: not JSON: %s", target, rec.Body)
+		}
+	})
+}
