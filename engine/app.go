@@ -306,6 +306,13 @@ func (a *App) Group() string { return a.group }
 // StateDir is where the instance keeps its local state.
 func (a *App) StateDir() string { return a.cfg.StateDir }
 
+// Positions returns, for each input partition this instance processes,
+// the offset after the last record its committed state reflects (from the
+// instance's first commit of the partition's task on): a record at offset o
+// of topic t, partition p — an aggregate's event, say — is reflected in the
+// instance's queryable state once Positions()[t][p] > o.
+func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
+
 // RestoredRecords counts the changelog records this instance has restored
 // into local state since it started.
 func (a *App) RestoredRecords() int64 { return a.rt.Restored() }

@@ -17,6 +17,13 @@
 // again (the group moved; the client retries). Scans cover the partitions
 // of the instance asked.
 //
+// Read your writes: a key read or a scan with ?minPosition=<topic>:<partition>:<offset>
+// (repeatable; the positions of a command's events, as its outcome gives
+// them) waits, at most Config.PositionWait, until the instance's committed
+// state reflects those records (engine.App.Positions), and otherwise
+// answers 503 saying which it does not reflect yet. A key of another
+// instance is forwarded with the positions, and its owner waits.
+//
 // Every error is an application/problem+json document (RFC 9457) with a
 // 4xx status for what the request got wrong (an unknown view, a key that
 // does not parse, a bad limit or cursor) and 503 with Retry-After for what
@@ -24,6 +31,6 @@
 // a panic is a 500 problem, logged. Requests are bounded in time
 // (Config.RequestTimeout) and scans in size (Config.MaxLimit).
 //
-// Still to come (the HTTP issue): commands, read-your-writes, change feeds,
+// Still to come (the HTTP issue): commands, change feeds,
 // windowed fetches, status, metrics, the topology, OpenAPI, authentication.
 package httpapi

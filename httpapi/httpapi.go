@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +26,9 @@ type Instance interface {
 	engine.Queryable
 	State() engine.AppState
 	ID() string
+	// Positions: per input partition, the offset after the last record
+	// the queryable state reflects (engine.App.Positions).
+	Positions() map[string]map[int32]int64
 }
 
 var _ Instance = (*engine.App)(nil)
@@ -46,6 +50,10 @@ type Config struct {
 	Client *http.Client
 	// Logger gets the errors behind 5xx answers (default: discarded).
 	Logger *slog.Logger
+	// PositionWait bounds how long a read with ?minPosition= waits for the
+	// instance to reflect it (default: 5 seconds; never past the
+	// RequestTimeout).
+	PositionWait time.Duration
 }
 
 // ForwardedHeader marks a request forwarded by an instance to the owner of
@@ -75,6 +83,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PositionWait <= 0 {
+		cfg.PositionWait = 5 * time.Second
 	}
 	a := &api{cfg: cfg}
 	r := chi.NewRouter()
@@ -111,13 +122,17 @@ func (a *api) problem(w http.ResponseWriter, r *http.Request, status int, title,
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
 }
 
 func (a *api) json(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // recoverer answers 500 with a problem for a panic, and logs it.
@@ -198,7 +213,21 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusBadRequest, "bad key", err.Error())
 		return
 	}
+	for k := range r.URL.Query() {
+		if k != "minPosition" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a key read (minPosition)", k))
+			return
+		}
+	}
 	e, found, err := v.Get(a.cfg.Instance, key)
+	if err == nil && r.URL.Query().Has("minPosition") {
+		// The key is here: read it once the state reflects the positions
+		// (a key elsewhere is forwarded with them).
+		if !a.awaitPositions(w, r) {
+			return
+		}
+		e, found, err = v.Get(a.cfg.Instance, key)
+	}
 	var nl *engine.NotLocalError
 	switch {
 	case errors.As(err, &nl):
@@ -270,6 +299,73 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 	_, _ = io.Copy(w, resp.Body)
 }
 
+// awaitPositions waits until the instance reflects every position of the
+// request's ?minPosition=<topic>:<partition>:<offset> (repeatable: the
+// positions of a command's events, say); false: it answered why not.
+func (a *api) awaitPositions(w http.ResponseWriter, r *http.Request) bool {
+	specs := r.URL.Query()["minPosition"]
+	if len(specs) == 0 {
+		return true
+	}
+	type position struct {
+		topic     string
+		partition int32
+		offset    int64
+	}
+	var want []position
+	for _, spec := range specs {
+		i := strings.LastIndexByte(spec, ':')
+		j := -1
+		if i > 0 {
+			j = strings.LastIndexByte(spec[:i], ':')
+		}
+		var p position
+		var err1, err2 error
+		var part int64
+		if j > 0 {
+			p.topic = spec[:j]
+			part, err1 = strconv.ParseInt(spec[j+1:i], 10, 32)
+			p.offset, err2 = strconv.ParseInt(spec[i+1:], 10, 64)
+		}
+		if j <= 0 || err1 != nil || err2 != nil || part < 0 || p.offset < 0 {
+			a.problem(w, r, http.StatusBadRequest, "bad position", fmt.Sprintf("minPosition %q: want <topic>:<partition>:<offset>", spec))
+			return false
+		}
+		p.partition = int32(part)
+		want = append(want, p)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.PositionWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		have := a.cfg.Instance.Positions()
+		var missing []string
+		for _, p := range want {
+			if at, ok := have[p.topic][p.partition]; !ok || at <= p.offset {
+				missing = append(missing, fmt.Sprintf("%s:%d:%d (at %s)", p.topic, p.partition, p.offset, positionText(at, ok)))
+			}
+		}
+		if len(missing) == 0 {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			w.Header().Set("Retry-After", "1")
+			a.problem(w, r, http.StatusServiceUnavailable, "position not reached", fmt.Sprintf("after %v the instance does not reflect %s yet", a.cfg.PositionWait, strings.Join(missing, ", ")))
+			return false
+		}
+	}
+}
+
+func positionText(at int64, ok bool) string {
+	if !ok {
+		return "a partition this instance has not committed"
+	}
+	return strconv.FormatInt(at, 10)
+}
+
 // Page is one page of a scan.
 type Page struct {
 	Entries []projection.Entry `json:"entries"`
@@ -288,7 +384,7 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
-		case "from", "to", "prefix", "limit", "cursor":
+		case "from", "to", "prefix", "limit", "cursor", "minPosition":
 		default:
 			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a scan (from, to, prefix, limit, cursor)", k))
 			return
@@ -311,6 +407,9 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.After = after
+	}
+	if !a.awaitPositions(w, r) {
+		return
 	}
 	entries, err := v.Range(a.cfg.Instance, s)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
@@ -62,7 +63,7 @@ func shop(t *testing.T) (*instance, *projection.Registry) {
 
 func serve(t *testing.T, in httpapi.Instance, reg *projection.Registry) *httptest.Server {
 	t.Helper()
-	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, DefaultLimit: 2, MaxLimit: 3})
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, DefaultLimit: 2, MaxLimit: 3, PositionWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,4 +329,29 @@ func FuzzRequests(f *testing.F) {
 			t.Errorf("GET %q: not JSON: %s", target, rec.Body)
 		}
 	})
+}
+
+// A read with ?minPosition= answers once the instance reflects the
+// position, or says that it does not yet.
+func TestMinPosition(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/views/stock/keys/red?minPosition=stock:0:5", 200, `{"key":"red","value":12}`},
+		{"/views/stock/keys/red?minPosition=stock:0:6", 503, "does not reflect stock:0:6 (at 6) yet"},
+		{"/views/stock/keys/red?minPosition=stock:1:0", 503, "stock:1:0 (at a partition this instance has not committed)"},
+		{"/views/stock/entries?limit=1&minPosition=stock:0:2&minPosition=orders:0:0", 200, `"key":"blue"`},
+		{"/views/stock/keys/red?minPosition=stock:0", 400, "want <topic>:<partition>:<offset>"},
+		{"/views/stock/keys/red?minPosition=stock:x:1", 400, "want <topic>:<partition>:<offset>"},
+		{"/views/stock/keys/red?after=1", 400, `\"after\" is not a parameter of a key read`},
+	} {
+		status, _, body := get(t, s, c.path)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, status, body, c.status, c.body)
+		}
+	}
 }

@@ -13,7 +13,9 @@
 // ([View.Range]), in the order of the stored key bytes, resumable after a
 // key (a cursor).
 //
-// Still to come (the HTTP issue): windowed views, the input positions a
-// view reflects (read-your-writes), change feeds, views defined from
-// event streams in one call.
+// The input positions a view reflects are the instance's
+// (engine.App.Positions), which httpapi waits on for read-your-writes.
+//
+// Still to come (the HTTP issue): windowed views, change feeds, views
+// defined from event streams in one call.
 package projection

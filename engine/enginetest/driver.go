@@ -270,6 +270,16 @@ func (d *Driver) TryCommit() error {
 	return d.beforeCommit()
 }
 
+// Positions is App.Positions for the driver: every topic the topology
+// reads (one partition, 0) is processed to its end.
+func (d *Driver) Positions() map[string]map[int32]int64 {
+	out := map[string]map[int32]int64{}
+	for topic := range d.readers {
+		out[topic] = map[int32]int64{0: int64(len(d.topics[topic]))}
+	}
+	return out
+}
+
 // Now is the simulated wall clock.
 func (d *Driver) Now() time.Time { return d.now }
 

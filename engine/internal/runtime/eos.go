@@ -311,11 +311,35 @@ func (r *Runtime) applyStateLocked() error {
 		if err := t.st.Commit(); err != nil {
 			return fmt.Errorf("engine: task %s: apply state: %w", t.id, err)
 		}
-		for _, q := range t.queues {
+		r.posMu.Lock()
+		for tp, q := range t.queues {
+			if q.consumed >= 0 {
+				if r.positions == nil {
+					r.positions = map[topicPartition]int64{}
+				}
+				r.positions[tp] = q.consumed
+			}
 			q.consumed = -1
 		}
+		r.posMu.Unlock()
 	}
 	return nil
+}
+
+// Positions returns, for each input partition of this instance's active
+// tasks, the offset after the last record its committed state reflects
+// (known once the task has committed here).
+func (r *Runtime) Positions() map[string]map[int32]int64 {
+	r.posMu.Lock()
+	defer r.posMu.Unlock()
+	out := map[string]map[int32]int64{}
+	for tp, o := range r.positions {
+		if out[tp.topic] == nil {
+			out[tp.topic] = map[int32]int64{}
+		}
+		out[tp.topic][tp.partition] = o
+	}
+	return out
 }
 
 // fenced explains an error that means another producer with this

@@ -67,6 +67,10 @@ type Runtime struct {
 	byPart     map[topicPartition]*rtask
 	lastCommit time.Time
 	commitSoon bool // a task asked for a commit once it has processed what it polled
+	// positions: per input partition of an active task, the offset after
+	// the last record its committed state reflects (Positions).
+	posMu     sync.Mutex
+	positions map[topicPartition]int64
 	// uncommitted: a task processed a record or ran a punctuator since the
 	// last commit.
 	uncommitted bool

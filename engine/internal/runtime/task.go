@@ -514,9 +514,12 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 			continue
 		}
 		r.restorer.remove(t)
+		r.posMu.Lock()
 		for tp := range t.queues {
 			delete(r.byPart, tp)
+			delete(r.positions, tp)
 		}
+		r.posMu.Unlock()
 		if t.paused {
 			resume := map[string][]int32{}
 			for tp := range t.queues {
