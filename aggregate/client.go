@@ -249,6 +249,23 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 	}
 }
 
+// ErrMalformedCommand wraps the error of a command envelope that SubmitJSON
+// cannot read.
+var ErrMalformedCommand = errors.New("aggregate: malformed command")
+
+// SubmitJSON is Submit of a command in its envelope,
+// {"type":"<registered name>","data":{…}} (as an HTTP request carries it).
+func (c *Client[C]) SubmitJSON(ctx context.Context, aggregateID string, envelope []byte, opts ...SubmitOption) (Outcome, error) {
+	cmd, err := c.types.Decode(envelope)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
+	}
+	return c.Submit(ctx, aggregateID, cmd, opts...)
+}
+
+// Name is the aggregate's name.
+func (c *Client[C]) Name() string { return c.name }
+
 func (c *Client[C]) forget(id string, w chan Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

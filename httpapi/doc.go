@@ -9,6 +9,10 @@
 //	GET /views/{view}                one view's description
 //	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}
 //	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
+//	POST /aggregates/{name}/{id}/commands
+//	                                 a command, {"type":…,"data":…}: 200 accepted, 409 conflict, 422 rejected,
+//	                                 each with the outcome and the aggregate's version as ETag;
+//	                                 Idempotency-Key is the command id, If-Match the version expected
 //
 // A key of another instance is forwarded to it (the owner comes from the
 // group's assignment, its address from engine.Config.AdvertisedAddr), once:
@@ -31,6 +35,6 @@
 // a panic is a 500 problem, logged. Requests are bounded in time
 // (Config.RequestTimeout) and scans in size (Config.MaxLimit).
 //
-// Still to come (the HTTP issue): commands, change feeds,
+// Still to come (the HTTP issue): change feeds,
 // windowed fetches, status, metrics, the topology, OpenAPI, authentication.
 package httpapi

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/projection"
 )
@@ -54,6 +55,17 @@ type Config struct {
 	// instance to reflect it (default: 5 seconds; never past the
 	// RequestTimeout).
 	PositionWait time.Duration
+	// Commands are the aggregates that take commands, by name (an
+	// *aggregate.Client each).
+	Commands map[string]Submitter
+	// MaxBodyBytes bounds a command's body (default: 1 MiB).
+	MaxBodyBytes int64
+}
+
+// Submitter submits a command in its JSON envelope and waits for its
+// outcome: *aggregate.Client.
+type Submitter interface {
+	SubmitJSON(ctx context.Context, aggregateID string, envelope []byte, opts ...aggregate.SubmitOption) (aggregate.Outcome, error)
 }
 
 // ForwardedHeader marks a request forwarded by an instance to the owner of
@@ -87,6 +99,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.PositionWait <= 0 {
 		cfg.PositionWait = 5 * time.Second
 	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
 	a := &api{cfg: cfg}
 	r := chi.NewRouter()
 	r.Use(a.recoverer, a.timeout)
@@ -102,6 +117,7 @@ func New(cfg Config) (http.Handler, error) {
 	r.Get("/views/{view}", a.describeView)
 	r.Get("/views/{view}/keys/{key}", a.getKey)
 	r.Get("/views/{view}/entries", a.scan)
+	r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
 	return r, nil
 }
 
@@ -450,4 +466,77 @@ func decodeCursor(view, c string) ([]byte, error) {
 		return nil, fmt.Errorf("the cursor is not one of view %s", view)
 	}
 	return b[len(view)+1:], nil
+}
+
+// command submits a command to an aggregate and answers its outcome: 200
+// accepted, 409 conflict, 422 rejected, each with the outcome as JSON and
+// the aggregate's version as the ETag. The body is the command's envelope,
+// {"type":…,"data":…}; Idempotency-Key is its command id, If-Match the
+// version it expects.
+func (a *api) command(w http.ResponseWriter, r *http.Request) {
+	name, _ := url.PathUnescape(chi.URLParam(r, "aggregate"))
+	sub, ok := a.cfg.Commands[name]
+	if !ok {
+		a.problem(w, r, http.StatusNotFound, "no such aggregate", fmt.Sprintf("there is no aggregate %q that takes commands here", name))
+		return
+	}
+	id, err := url.PathUnescape(chi.URLParam(r, "id"))
+	if err != nil || id == "" {
+		a.problem(w, r, http.StatusBadRequest, "bad aggregate id", "the aggregate id is empty or badly escaped")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		a.problem(w, r, http.StatusUnsupportedMediaType, "unsupported media type", fmt.Sprintf("a command is application/json, not %s", ct))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		a.problem(w, r, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("a command's body is at most %d bytes", a.cfg.MaxBodyBytes))
+		return
+	case err != nil:
+		a.problem(w, r, http.StatusBadRequest, "unreadable body", err.Error())
+		return
+	case !json.Valid(body):
+		a.problem(w, r, http.StatusBadRequest, "malformed JSON", `the body is not JSON: send the command's envelope, {"type":"<command>","data":{…}}`)
+		return
+	}
+	var opts []aggregate.SubmitOption
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		opts = append(opts, aggregate.CommandID(key))
+	}
+	if m := r.Header.Get("If-Match"); m != "" {
+		v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(m, "W/"), `"`), 10, 64)
+		if err != nil || v < 0 {
+			a.problem(w, r, http.StatusBadRequest, "bad If-Match", fmt.Sprintf("If-Match %q: want the aggregate's version, a number", m))
+			return
+		}
+		opts = append(opts, aggregate.ExpectedVersion(v))
+	}
+	if c := r.Header.Get("Oxbow-Correlation-Id"); c != "" {
+		opts = append(opts, aggregate.CorrelationID(c))
+	}
+	o, err := sub.SubmitJSON(r.Context(), id, body, opts...)
+	switch {
+	case errors.Is(err, aggregate.ErrMalformedCommand):
+		a.problem(w, r, http.StatusBadRequest, "malformed command", err.Error())
+		return
+	case errors.Is(err, aggregate.ErrNoOutcome), errors.Is(err, context.DeadlineExceeded):
+		a.problem(w, r, http.StatusGatewayTimeout, "no outcome", err.Error()+"; retry with the same Idempotency-Key")
+		return
+	case err != nil:
+		a.cfg.Logger.Error("httpapi: a command failed", "aggregate", name, "id", id, "err", err)
+		a.problem(w, r, http.StatusBadGateway, "command not submitted", err.Error())
+		return
+	}
+	status := http.StatusOK
+	switch o.Status {
+	case aggregate.Conflict:
+		status = http.StatusConflict
+	case aggregate.Rejected:
+		status = http.StatusUnprocessableEntity
+	}
+	w.Header().Set("ETag", fmt.Sprintf(`"%d"`, o.Version))
+	a.json(w, status, o)
 }
