@@ -1,0 +1,157 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// member is one instance with its HTTP server.
+type member struct {
+	app  *engine.App
+	srv  *http.Server
+	url  string
+	done chan error
+}
+
+func (m *member) stop(t *testing.T) {
+	t.Helper()
+	_ = m.srv.Close()
+	if err := m.app.Close(); err != nil {
+		t.Errorf("close %s: %v", m.app.ID(), err)
+	}
+	if err := <-m.done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("instance %s: %v", m.app.ID(), err)
+	}
+}
+
+// Three instances share a table's partitions; every key read sent to one
+// of them is answered right, whoever owns the key; after an instance
+// leaves, the same reads succeed again once the group has rebalanced.
+func TestRoutingAcrossInstances(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("three instances and a rebalance; not with -short")
+	}
+	app := fmt.Sprintf("http-routing-%d", time.Now().UnixNano())
+	topic := app + "-kv"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 6, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 300
+	var recs []*kgo.Record
+	for i := range keys {
+		v, _ := serde.Int64.Encode(int64(i))
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%03d", i), Value: v})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := projection.NewRegistry(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members []*member
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := engine.NewApp(top, engine.Config{AppID: app, Brokers: env.Brokers, StateDir: t.TempDir(), InstanceID: fmt.Sprintf("i%d", i),
+			AdvertisedAddr: ln.Addr().String(), SessionTimeout: 6 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := httpapi.New(httpapi.Config{Instance: a, Views: views})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &member{app: a, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+		go func() { _ = m.srv.Serve(ln) }()
+		go func() { m.done <- a.Run(ctx) }()
+		members = append(members, m)
+	}
+	defer func() {
+		for _, m := range members {
+			if m != nil {
+				m.stop(t)
+			}
+		}
+	}()
+
+	// readAll reads every key through the first instance until one pass
+	// answers them all right; it returns how many answers came from
+	// another instance.
+	readAll := func(what string) int {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			forwarded, bad := 0, ""
+			for i := range keys {
+				resp, err := http.Get(fmt.Sprintf("%s/views/kv/keys/k%03d", members[0].url, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				want := `{"key":"k` + fmt.Sprintf("%03d", i) + `","value":` + strconv.Itoa(i) + `}`
+				if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != want {
+					bad = fmt.Sprintf("k%03d: %d %s", i, resp.StatusCode, body)
+					break
+				}
+				if by := resp.Header.Get("Oxbow-Served-By"); by != "" && by != members[0].app.ID() {
+					forwarded++
+				}
+			}
+			if bad == "" {
+				return forwarded
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: after 90s, still %s", what, bad)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if n := readAll("three instances"); n == 0 {
+		t.Error("no read was forwarded: the first instance owns every partition?")
+	} else {
+		t.Logf("three instances: %d of %d reads forwarded", n, keys)
+	}
+	members[2].stop(t)
+	members[2] = nil
+	n := readAll("after an instance left")
+	t.Logf("two instances: %d of %d reads forwarded", n, keys)
+}
