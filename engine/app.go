@@ -167,6 +167,7 @@ type App struct {
 	rt    *runtime.Runtime
 	group string
 	cfg   Config
+	top   *Topology
 }
 
 var _ Queryable = (*App)(nil)
@@ -275,7 +276,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{rt: rt, group: group, cfg: cfg}, nil
+	return &App{rt: rt, group: group, cfg: cfg, top: t}, nil
 }
 
 // Run runs the instance until ctx is cancelled or Close is called (then it
@@ -312,6 +313,22 @@ func (a *App) StateDir() string { return a.cfg.StateDir }
 // of topic t, partition p — an aggregate's event, say — is reflected in the
 // instance's queryable state once Positions()[t][p] > o.
 func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
+
+// ChangelogTopic returns the changelog topic of a store of the topology
+// (for a global table's store, the topic it reads): every change of the
+// store, keyed and encoded as in the store, which a change feed can follow.
+func (a *App) ChangelogTopic(store string) (string, error) {
+	spec, ok := a.top.t.Stores[store]
+	switch {
+	case !ok:
+		return "", fmt.Errorf("engine: no store %q", store)
+	case spec.Global:
+		return spec.Topic, nil
+	case !spec.Logged:
+		return "", fmt.Errorf("engine: store %q has no changelog (WithoutChangelog)", store)
+	}
+	return a.cfg.AppID + "-" + topo.ChangelogTopic(store), nil
+}
 
 // RestoredRecords counts the changelog records this instance has restored
 // into local state since it started.

@@ -9,6 +9,8 @@
 //	GET /views/{view}                one view's description
 //	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}
 //	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
+//	GET /views/{view}/changes        the view's changes as server-sent events (?key= for one key), resumable
+//	                                 with the last event's id (Last-Event-ID, or ?from=)
 //	POST /aggregates/{name}/{id}/commands
 //	                                 a command, {"type":…,"data":…}: 200 accepted, 409 conflict, 422 rejected,
 //	                                 each with the outcome and the aggregate's version as ETag;
@@ -35,6 +37,13 @@
 // a panic is a 500 problem, logged. Requests are bounded in time
 // (Config.RequestTimeout) and scans in size (Config.MaxLimit).
 //
-// Still to come (the HTTP issue): change feeds,
-// windowed fetches, status, metrics, the topology, OpenAPI, authentication.
+// A change feed reads the view's store changelog (every partition, read
+// committed, so it follows the commits, after the record cache merged the
+// changes a commit made to a key), from its end or a position; it sends a
+// comment every Config.Heartbeat when idle, and ends when the client goes
+// or Handler.Close is called (call it before http.Server.Shutdown, so that
+// the server's shutdown does not wait for feeds).
+//
+// Still to come (the HTTP issue): windowed fetches, status, metrics, the
+// topology, OpenAPI, authentication, standby reads.
 package httpapi

@@ -13,9 +13,11 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
@@ -60,6 +62,13 @@ type Config struct {
 	Commands map[string]Submitter
 	// MaxBodyBytes bounds a command's body (default: 1 MiB).
 	MaxBodyBytes int64
+	// Brokers and KafkaOptions let change feeds read the views' changelogs
+	// (without Brokers, a feed is answered 501).
+	Brokers      []string
+	KafkaOptions []kgo.Opt
+	// Heartbeat is how often an idle change feed sends a comment, so that
+	// proxies keep it open (default: 15 seconds).
+	Heartbeat time.Duration
 }
 
 // Submitter submits a command in its JSON envelope and waits for its
@@ -73,8 +82,20 @@ type Submitter interface {
 // either answers 421 instead of forwarding again.
 const ForwardedHeader = "Oxbow-Forwarded-By"
 
+// Handler is the API: an http.Handler. Close it before the server shuts
+// down, so that change feeds end (the requests in flight finish).
+type Handler struct {
+	http.Handler
+	a *api
+}
+
+// Close ends the change feeds; later ones are refused with 503.
+func (h *Handler) Close() {
+	h.a.closeOnce.Do(func() { close(h.a.done) })
+}
+
 // New returns the API's handler.
-func New(cfg Config) (http.Handler, error) {
+func New(cfg Config) (*Handler, error) {
 	if cfg.Instance == nil || cfg.Views == nil {
 		return nil, errors.New("httpapi: Config.Instance and Config.Views must be set")
 	}
@@ -102,27 +123,36 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	a := &api{cfg: cfg}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	a := &api{cfg: cfg, done: make(chan struct{})}
 	r := chi.NewRouter()
-	r.Use(a.recoverer, a.timeout)
+	r.Use(a.recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusNotFound, "no such route", fmt.Sprintf("%s %s is not a route of this API", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
 	})
-	r.Get("/healthz", a.healthz)
-	r.Get("/readyz", a.readyz)
-	r.Get("/views", a.listViews)
-	r.Get("/views/{view}", a.describeView)
-	r.Get("/views/{view}/keys/{key}", a.getKey)
-	r.Get("/views/{view}/entries", a.scan)
-	r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
-	return r, nil
+	r.Group(func(r chi.Router) {
+		r.Use(a.timeout)
+		r.Get("/healthz", a.healthz)
+		r.Get("/readyz", a.readyz)
+		r.Get("/views", a.listViews)
+		r.Get("/views/{view}", a.describeView)
+		r.Get("/views/{view}/keys/{key}", a.getKey)
+		r.Get("/views/{view}/entries", a.scan)
+		r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
+	})
+	r.Get("/views/{view}/changes", a.changes) // long-lived: no request timeout
+	return &Handler{Handler: r, a: a}, nil
 }
 
 type api struct {
-	cfg Config
+	cfg       Config
+	done      chan struct{} // closed by Handler.Close: feeds end
+	closeOnce sync.Once
 }
 
 // Problem is an error answer (RFC 9457, application/problem+json).

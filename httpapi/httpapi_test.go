@@ -300,7 +300,7 @@ func FuzzRequests(f *testing.F) {
 	for _, seed := range []string{
 		"/views/stock/keys/red", "/views/orders/keys/7", "/views/stock/entries?prefix=r&limit=2",
 		"/views/stock/entries?cursor=c3RvY2sAcmVk", "/views/%00/keys/%ff", "/views//keys/", "/views/orders/entries?from=9&to=1",
-		"/views/stock/entries?from=\xff&to=", "/readyz", "/views/stock/keys/" + strings.Repeat("a", 5000),
+		"/views/stock/entries?from=\xff&to=", "/readyz", "/views/stock/changes?key=red", "/views/stock/keys/" + strings.Repeat("a", 5000),
 	} {
 		f.Add(seed)
 	}

@@ -213,6 +213,20 @@ func (v *View) Get(q engine.Queryable, key string) (Entry, bool, error) {
 	return v.decode(e.Key, e.Value)
 }
 
+// Decode reads a stored key and value (a nil value: a deleted key, the
+// entry's Value nil).
+func (v *View) Decode(kb, vb []byte) (Entry, error) {
+	if vb == nil {
+		k, err := v.key(kb)
+		if err != nil {
+			return Entry{}, fmt.Errorf("projection: view %s: a stored key: %w", v.name, err)
+		}
+		return Entry{Key: k, raw: bytes.Clone(kb)}, nil
+	}
+	e, _, err := v.decode(kb, vb)
+	return e, err
+}
+
 func (v *View) decode(kb, vb []byte) (Entry, bool, error) {
 	k, err := v.key(kb)
 	if err != nil {

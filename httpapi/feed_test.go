@@ -1,0 +1,191 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// sse reads server-sent events.
+type sse struct {
+	resp *http.Response
+	sc   *bufio.Scanner
+}
+
+func openFeed(t *testing.T, url, lastID string) *sse {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("feed: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &sse{resp: resp, sc: bufio.NewScanner(resp.Body)}
+}
+
+// next returns the next event's type, id and data (comments skipped); ok
+// false at the end of the stream.
+func (s *sse) next() (event, id, data string, ok bool) {
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if event != "" || data != "" {
+				return event, id, data, true
+			}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event: "):
+			event = line[len("event: "):]
+		case strings.HasPrefix(line, "id: "):
+			id = line[len("id: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = line[len("data: "):]
+		}
+	}
+	return "", "", "", false
+}
+
+// A view's change feed: every change, or one key's, in order; a client
+// that reconnects with the last event's id gets what followed; Close ends
+// the feeds.
+func TestChangeFeed(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	app := fmt.Sprintf("http-feed-%d", time.Now().UnixNano())
+	topic := app + "-in"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := engine.NewApp(top, engine.Config{AppID: app, Brokers: env.Brokers, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	<-a.Ready()
+	view, _ := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
+	views, _ := projection.NewRegistry(view)
+	h, err := httpapi.New(httpapi.Config{Instance: a, Views: views, Brokers: env.Brokers, Heartbeat: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+
+	all := openFeed(t, s.URL+"/views/kv/changes", "")
+	one := openFeed(t, s.URL+"/views/kv/changes?key=b", "")
+	put := func(k string, v int64, del bool) {
+		t.Helper()
+		r := &kgo.Record{Key: []byte(k)}
+		if !del {
+			r.Value, _ = serde.Int64.Encode(v)
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each change, once it is committed (the record cache would merge
+	// changes committed together into the latest, as Kafka Streams' does).
+	var ids []string
+	for _, c := range []struct {
+		k    string
+		v    int64
+		del  bool
+		want string
+	}{
+		{"a", 1, false, `{"key":"a","value":1}`},
+		{"b", 2, false, `{"key":"b","value":2}`},
+		{"a", 3, false, `{"key":"a","value":3}`},
+		{"b", 0, true, `{"key":"b","deleted":true}`},
+	} {
+		put(c.k, c.v, c.del)
+		ev, id, data, ok := all.next()
+		if !ok || ev != "change" || data != c.want {
+			t.Fatalf("the feed: %q %q %v, want %s", ev, data, ok, c.want)
+		}
+		ids = append(ids, id)
+	}
+	for _, want := range []string{`{"key":"b","value":2}`, `{"key":"b","deleted":true}`} {
+		if _, _, data, ok := one.next(); !ok || data != want {
+			t.Errorf("the feed of b: %s, want %s", data, want)
+		}
+	}
+	// Resume after the first event: the three that followed.
+	again := openFeed(t, s.URL+"/views/kv/changes", ids[0])
+	var resumed []string
+	for len(resumed) < 3 {
+		_, _, data, ok := again.next()
+		if !ok {
+			t.Fatal("the resumed feed ended")
+		}
+		resumed = append(resumed, data)
+	}
+	// In order per key (keys in different partitions may interleave).
+	byKey := map[string][]string{}
+	for _, d := range resumed {
+		k := strings.Split(d, `"`)[3]
+		byKey[k] = append(byKey[k], d)
+	}
+	if fmt.Sprint(byKey["a"]) != `[{"key":"a","value":3}]` || fmt.Sprint(byKey["b"]) != `[{"key":"b","value":2} {"key":"b","deleted":true}]` {
+		t.Errorf("resumed after the first change: %v", resumed)
+	}
+	// Close ends the feeds; a new one is refused.
+	h.Close()
+	if _, _, _, ok := all.next(); ok {
+		for {
+			if _, _, _, ok := all.next(); !ok {
+				break
+			}
+		}
+	}
+	resp, err := http.Get(s.URL + "/views/kv/changes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a feed after Close: %d", resp.StatusCode)
+	}
+}
