@@ -5,9 +5,12 @@
 //
 //	GET /healthz                     the process answers
 //	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
+//	GET /status                      the instance: state, tasks, standby lag, restored records, positions, version
+//	GET /topology                    the topology, as Describe prints it
 //	GET /views                       the views and the types of their keys and values
 //	GET /views/{view}                one view's description
-//	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}
+//	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}; ?maxLag=N lets a standby replica at
+//	                                 most N changelog records behind answer too
 //	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
 //	GET /views/{view}/changes        the view's changes as server-sent events (?key= for one key), resumable
 //	                                 with the last event's id (Last-Event-ID, or ?from=)
@@ -44,6 +47,9 @@
 // or Handler.Close is called (call it before http.Server.Shutdown, so that
 // the server's shutdown does not wait for feeds).
 //
-// Still to come (the HTTP issue): windowed fetches, status, metrics, the
-// topology, OpenAPI, authentication, standby reads.
+// Config.Auth authenticates every route but /healthz and /readyz;
+// [BearerToken] is one such middleware.
+//
+// Still to come (the HTTP issue): windowed fetches, Prometheus metrics, an
+// OpenAPI document, request tracing, a load benchmark.
 package httpapi

@@ -69,6 +69,13 @@ type Config struct {
 	// Heartbeat is how often an idle change feed sends a comment, so that
 	// proxies keep it open (default: 15 seconds).
 	Heartbeat time.Duration
+	// Auth, if set, authenticates every request but /healthz and /readyz
+	// (BearerToken is one).
+	Auth func(http.Handler) http.Handler
+	// Topology is described at /topology; Version is the application's
+	// version, in /status.
+	Topology *engine.Topology
+	Version  string
 }
 
 // Submitter submits a command in its JSON envelope and waits for its
@@ -139,13 +146,23 @@ func New(cfg Config) (*Handler, error) {
 		r.Use(a.timeout)
 		r.Get("/healthz", a.healthz)
 		r.Get("/readyz", a.readyz)
-		r.Get("/views", a.listViews)
-		r.Get("/views/{view}", a.describeView)
-		r.Get("/views/{view}/keys/{key}", a.getKey)
-		r.Get("/views/{view}/entries", a.scan)
-		r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
 	})
-	r.Get("/views/{view}/changes", a.changes) // long-lived: no request timeout
+	r.Group(func(r chi.Router) {
+		if cfg.Auth != nil {
+			r.Use(cfg.Auth)
+		}
+		r.Group(func(r chi.Router) {
+			r.Use(a.timeout)
+			r.Get("/status", a.status)
+			r.Get("/topology", a.topology)
+			r.Get("/views", a.listViews)
+			r.Get("/views/{view}", a.describeView)
+			r.Get("/views/{view}/keys/{key}", a.getKey)
+			r.Get("/views/{view}/entries", a.scan)
+			r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
+		})
+		r.Get("/views/{view}/changes", a.changes) // long-lived: no request timeout
+	})
 	return &Handler{Handler: r, a: a}, nil
 }
 
@@ -260,19 +277,23 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for k := range r.URL.Query() {
-		if k != "minPosition" {
-			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a key read (minPosition)", k))
+		if k != "minPosition" && k != "maxLag" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a key read (minPosition, maxLag)", k))
 			return
 		}
 	}
-	e, found, err := v.Get(a.cfg.Instance, key)
+	in, ok := a.readFrom(w, r)
+	if !ok {
+		return
+	}
+	e, found, err := v.Get(in, key)
 	if err == nil && r.URL.Query().Has("minPosition") {
 		// The key is here: read it once the state reflects the positions
 		// (a key elsewhere is forwarded with them).
 		if !a.awaitPositions(w, r) {
 			return
 		}
-		e, found, err = v.Get(a.cfg.Instance, key)
+		e, found, err = v.Get(in, key)
 	}
 	var nl *engine.NotLocalError
 	switch {

@@ -355,3 +355,53 @@ func TestMinPosition(t *testing.T) {
 		}
 	}
 }
+
+// Status, topology, authentication and stale reads.
+func TestOperations(t *testing.T) {
+	in, reg := shop(t)
+	b := engine.NewBuilder()
+	engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top, Version: "v7", Auth: httpapi.BearerToken("s3cret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	call := func(path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		path, token string
+		status      int
+		body        string
+	}{
+		{"/healthz", "", 200, "ok"},
+		{"/readyz", "", 200, "ready"},
+		{"/views", "", 401, "Authorization: Bearer"},
+		{"/views", "wrong", 401, "unauthorized"},
+		{"/views", "s3cret", 200, `"name":"stock"`},
+		{"/status", "s3cret", 200, `{"instance":"i1","state":"running","version":"v7","tasks":[],"restoredRecords":0,"positions":{"orders":{"0":1},"stock":{"0":6}}}`},
+		{"/topology", "s3cret", 200, "stock (key-value, persistent"},
+		{"/views/stock/keys/red?maxLag=10", "s3cret", 200, `{"key":"red","value":12}`},
+		{"/views/stock/keys/red?maxLag=-1", "s3cret", 400, "want a number of records"},
+	} {
+		status, body := call(c.path, c.token)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s (token %q): %d %s, want %d with %s", c.path, c.token, status, body, c.status, c.body)
+		}
+	}
+}

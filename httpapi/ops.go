@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/oxbow-dev/oxbow/engine"
+)
+
+// reporter is what the status endpoint reads of an instance beyond
+// Instance: *engine.App.
+type reporter interface {
+	Tasks() []string
+	StandbyLag() map[string]int64
+	RestoredRecords() int64
+	Skipped() map[string]int64
+}
+
+// Status is the answer of GET /status.
+type Status struct {
+	Instance string                     `json:"instance"`
+	State    string                     `json:"state"`
+	Version  string                     `json:"version,omitempty"`
+	Tasks    []string                   `json:"tasks"`
+	Standby  map[string]int64           `json:"standbyLag,omitempty"` // standby task → changelog records behind
+	Restored int64                      `json:"restoredRecords"`
+	Skipped  map[string]int64           `json:"skipped,omitempty"`
+	Position map[string]map[int32]int64 `json:"positions"`
+}
+
+func (a *api) status(w http.ResponseWriter, _ *http.Request) {
+	in := a.cfg.Instance
+	st := Status{Instance: in.ID(), State: in.State().String(), Version: a.cfg.Version, Tasks: []string{}, Position: in.Positions()}
+	if rep, ok := in.(reporter); ok {
+		if ts := rep.Tasks(); ts != nil {
+			st.Tasks = ts
+		}
+		st.Standby, st.Restored, st.Skipped = rep.StandbyLag(), rep.RestoredRecords(), rep.Skipped()
+	}
+	a.json(w, http.StatusOK, st)
+}
+
+// topology answers the topology's description, as Describe prints it.
+func (a *api) topology(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Topology == nil {
+		a.problem(w, r, http.StatusNotFound, "no topology", "this API was given no topology (Config.Topology)")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(a.cfg.Topology.Describe()))
+}
+
+// standby is the instance read with stale answers allowed: the partitions
+// it keeps as standby replicas too, at most maxLag records behind.
+type standby struct {
+	Instance
+	maxLag int64
+}
+
+func (s standby) LocalStore(name string) (engine.RawStore, error) {
+	if st, ok := s.Instance.(interface {
+		StandbyStore(name string, maxLag int64) (engine.RawStore, error)
+	}); ok {
+		return st.StandbyStore(name, s.maxLag)
+	}
+	return s.Instance.LocalStore(name)
+}
+
+// readFrom is the instance as the request may read it: with ?maxLag=N,
+// standby replicas at most N records behind answer too.
+func (a *api) readFrom(w http.ResponseWriter, r *http.Request) (Instance, bool) {
+	s := r.URL.Query().Get("maxLag")
+	if s == "" {
+		return a.cfg.Instance, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		a.problem(w, r, http.StatusBadRequest, "bad maxLag", fmt.Sprintf("maxLag %q: want a number of records, 0 or more", s))
+		return nil, false
+	}
+	return standby{a.cfg.Instance, n}, true
+}
+
+// BearerToken is an authentication middleware: a request must carry
+// "Authorization: Bearer <token>" with one of the tokens, or it is
+// answered 401.
+func BearerToken(tokens ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if ok {
+				for _, t := range tokens {
+					if t != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
+						next.ServeHTTP(w, r)
+						return
+					}
+				}
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="oxbow"`)
+			(&api{}).problem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token> with a token this API accepts")
+		})
+	}
+}
