@@ -50,6 +50,9 @@
 // Config.Auth authenticates every route but /healthz and /readyz;
 // [BearerToken] is one such middleware.
 //
-// Still to come (the HTTP issue): windowed fetches, Prometheus metrics, an
+// Config.Metrics is served at /metrics; PrometheusMetrics makes a meter
+// provider and its handler.
+//
+// Still to come (the HTTP issue): windowed fetches, an
 // OpenAPI document, request tracing, a load benchmark.
 package httpapi

@@ -76,6 +76,8 @@ type Config struct {
 	// version, in /status.
 	Topology *engine.Topology
 	Version  string
+	// Metrics, if set, is served at /metrics (PrometheusMetrics makes one).
+	Metrics http.Handler
 }
 
 // Submitter submits a command in its JSON envelope and waits for its
@@ -155,6 +157,9 @@ func New(cfg Config) (*Handler, error) {
 			r.Use(a.timeout)
 			r.Get("/status", a.status)
 			r.Get("/topology", a.topology)
+			if cfg.Metrics != nil {
+				r.Method(http.MethodGet, "/metrics", cfg.Metrics)
+			}
 			r.Get("/views", a.listViews)
 			r.Get("/views/{view}", a.describeView)
 			r.Get("/views/{view}/keys/{key}", a.getKey)
