@@ -7,6 +7,7 @@
 //	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
 //	GET /status                      the instance: state, tasks, standby lag, restored records, positions, version
 //	GET /topology                    the topology, as Describe prints it
+//	GET /openapi.json                an OpenAPI 3.1 document of these routes (tested to match them)
 //	GET /views                       the views and the types of their keys and values
 //	GET /views/{view}                one view's description
 //	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}; ?maxLag=N lets a standby replica at
@@ -53,6 +54,6 @@
 // Config.Metrics is served at /metrics; PrometheusMetrics makes a meter
 // provider and its handler.
 //
-// Still to come (the HTTP issue): windowed fetches, an
-// OpenAPI document, request tracing, a load benchmark.
+// Still to come (the HTTP issue): windowed fetches, request tracing, a
+// load benchmark.
 package httpapi

@@ -157,6 +157,7 @@ func New(cfg Config) (*Handler, error) {
 			r.Use(a.timeout)
 			r.Get("/status", a.status)
 			r.Get("/topology", a.topology)
+			r.Get("/openapi.json", a.openAPIHandler)
 			if cfg.Metrics != nil {
 				r.Method(http.MethodGet, "/metrics", cfg.Metrics)
 			}

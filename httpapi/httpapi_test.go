@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -429,5 +430,44 @@ func TestPrometheusMetrics(t *testing.T) {
 	status, _, body := get(t, s, "/metrics")
 	if status != 200 || !strings.Contains(body, "oxbow_test_requests_total") || !strings.Contains(body, " 3") {
 		t.Errorf("/metrics: %d %s", status, body)
+	}
+}
+
+// The OpenAPI document describes exactly the routes the handler serves.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	in, reg := shop(t)
+	_, metrics, err := httpapi.PrometheusMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	status, _, body := get(t, s, "/openapi.json")
+	if status != 200 {
+		t.Fatalf("/openapi.json: %d %s", status, body)
+	}
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	slices.Sort(documented)
+	if routes := h.Routes(); !slices.Equal(documented, routes) {
+		t.Errorf("documented\n  %s\nserved\n  %s", strings.Join(documented, "\n  "), strings.Join(routes, "\n  "))
+	}
+	if doc.OpenAPI != "3.1.0" || !strings.Contains(body, `"enum":["orders","stock"]`) {
+		t.Errorf("the document: %s", body[:min(len(body), 300)])
 	}
 }

@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// openAPI is the API's OpenAPI 3.1 document, with the served views' names
+// in the {view} parameter.
+func (a *api) openAPI() map[string]any {
+	ref := func(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+	jsonBody := func(desc string, schema any) map[string]any {
+		return map[string]any{"description": desc, "content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+	}
+	problem := map[string]any{"description": "an error", "content": map[string]any{"application/problem+json": map[string]any{"schema": ref("Problem")}}}
+	param := func(name, in, desc string, required bool, schema map[string]any) map[string]any {
+		return map[string]any{"name": name, "in": in, "description": desc, "required": required, "schema": schema}
+	}
+	str, num := map[string]any{"type": "string"}, map[string]any{"type": "integer", "minimum": 0}
+	var names []string
+	for _, v := range a.cfg.Views.Views() {
+		names = append(names, v.Name())
+	}
+	view := param("view", "path", "a view's name", true, map[string]any{"type": "string", "enum": names})
+	minPos := param("minPosition", "query", "<topic>:<partition>:<offset> the answer must reflect (repeatable)", false, str)
+	get := func(summary string, ok map[string]any, params ...map[string]any) map[string]any {
+		op := map[string]any{"summary": summary, "responses": map[string]any{"200": ok, "default": problem}}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		return map[string]any{"get": op}
+	}
+	paths := map[string]any{
+		"/healthz":      get("the process answers", jsonBody("ok", map[string]any{"type": "object"})),
+		"/readyz":       get("ready while the instance runs", jsonBody("ready", map[string]any{"type": "object"})),
+		"/status":       get("the instance's state, tasks, lag and positions", jsonBody("the status", ref("Status"))),
+		"/topology":     get("the topology's description", map[string]any{"description": "as Describe prints it", "content": map[string]any{"text/plain": map[string]any{"schema": str}}}),
+		"/openapi.json": get("this document", jsonBody("OpenAPI 3.1", map[string]any{"type": "object"})),
+		"/views":        get("the views", jsonBody("the views", map[string]any{"type": "object", "properties": map[string]any{"views": map[string]any{"type": "array", "items": ref("View")}}})),
+		"/views/{view}": get("a view", jsonBody("the view", ref("View")), view),
+		"/views/{view}/keys/{key}": get("a key's entry", jsonBody("the entry", ref("Entry")), view,
+			param("key", "path", "the key, as text (a number, or JSON, for other key types)", true, str), minPos,
+			param("maxLag", "query", "let standby replicas at most this many changelog records behind answer", false, num)),
+		"/views/{view}/entries": get("a page of entries in this instance's partitions", jsonBody("the page", ref("Page")), view,
+			param("from", "query", "the first key", false, str), param("to", "query", "the key after the last", false, str),
+			param("prefix", "query", "keys that start with it (text keys)", false, str), param("limit", "query", "entries per page", false, num),
+			param("cursor", "query", "the next of the page before", false, str), minPos),
+		"/views/{view}/changes": get("the view's changes, as server-sent events", map[string]any{"description": "event: change, data: a Change, id: the position to resume from",
+			"content": map[string]any{"text/event-stream": map[string]any{"schema": ref("Change")}}}, view,
+			param("key", "query", "one key's changes", false, str), param("from", "query", "resume after this event id", false, str),
+			param("Last-Event-ID", "header", "resume after this event id", false, str)),
+		"/aggregates/{aggregate}/{id}/commands": map[string]any{"post": map[string]any{
+			"summary": "submit a command and wait for its outcome",
+			"parameters": []map[string]any{
+				param("aggregate", "path", "the aggregate's name", true, map[string]any{"type": "string", "enum": slices.Sorted(keys(a.cfg.Commands))}),
+				param("id", "path", "the aggregate's id", true, str),
+				param("Idempotency-Key", "header", "the command's id: repeated, it gets the first outcome", false, str),
+				param("If-Match", "header", "the version the command expects", false, str),
+			},
+			"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": ref("Command")}}},
+			"responses": map[string]any{
+				"200":     jsonBody("accepted", ref("Outcome")),
+				"409":     jsonBody("a version conflict", ref("Outcome")),
+				"422":     jsonBody("rejected", ref("Outcome")),
+				"default": problem,
+			},
+		}},
+	}
+	if a.cfg.Metrics != nil {
+		paths["/metrics"] = get("metrics in Prometheus' format", map[string]any{"description": "the metrics", "content": map[string]any{"text/plain": map[string]any{"schema": str}}})
+	}
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
+	}
+	position := obj(map[string]any{"topic": str, "partition": num, "offset": num})
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info":    map[string]any{"title": "Oxbow", "version": a.cfg.Version},
+		"paths":   paths,
+		"components": map[string]any{"schemas": map[string]any{
+			"Problem": obj(map[string]any{"type": str, "title": str, "status": num, "detail": str, "instance": str}),
+			"View":    obj(map[string]any{"name": str, "kind": str, "keyType": str, "valueType": str, "prefixScans": map[string]any{"type": "boolean"}}),
+			"Entry":   obj(map[string]any{"key": map[string]any{}, "value": map[string]any{}}),
+			"Page":    obj(map[string]any{"entries": map[string]any{"type": "array", "items": ref("Entry")}, "next": str}),
+			"Change":  obj(map[string]any{"key": map[string]any{}, "value": map[string]any{}, "deleted": map[string]any{"type": "boolean"}}),
+			"Status":  obj(map[string]any{"instance": str, "state": str, "version": str, "tasks": map[string]any{"type": "array", "items": str}, "restoredRecords": num}),
+			"Command": obj(map[string]any{"type": str, "data": map[string]any{"type": "object"}}),
+			"Outcome": obj(map[string]any{"commandId": str, "aggregateId": str, "status": map[string]any{"type": "string", "enum": []string{"accepted", "rejected", "conflict"}},
+				"version": num, "expectedVersion": num, "events": map[string]any{"type": "array", "items": position},
+				"rejection": obj(map[string]any{"code": str, "message": str}), "duplicate": map[string]any{"type": "boolean"}}),
+		}},
+	}
+}
+
+func keys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (a *api) openAPIHandler(w http.ResponseWriter, _ *http.Request) {
+	a.json(w, http.StatusOK, a.openAPI())
+}
+
+// Routes lists the API's routes, "<METHOD> <pattern>", sorted.
+func (h *Handler) Routes() []string {
+	var out []string
+	_ = chi.Walk(h.Handler.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		out = append(out, method+" "+strings.TrimSuffix(route, "/"))
+		return nil
+	})
+	slices.Sort(out)
+	return slices.Compact(out)
+}
