@@ -18,6 +18,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
@@ -78,6 +82,10 @@ type Config struct {
 	Version  string
 	// Metrics, if set, is served at /metrics (PrometheusMetrics makes one).
 	Metrics http.Handler
+	// TracerProvider, if set, traces every request in a server span that
+	// continues the caller's trace (W3C traceparent); a command's span is
+	// the parent of its processing, through the command record.
+	TracerProvider trace.TracerProvider
 }
 
 // Submitter submits a command in its JSON envelope and waits for its
@@ -138,6 +146,9 @@ func New(cfg Config) (*Handler, error) {
 	a := &api{cfg: cfg, done: make(chan struct{})}
 	r := chi.NewRouter()
 	r.Use(a.recoverer)
+	if cfg.TracerProvider != nil {
+		r.Use(a.tracing(cfg.TracerProvider.Tracer("github.com/oxbow-dev/oxbow/httpapi")))
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusNotFound, "no such route", fmt.Sprintf("%s %s is not a route of this API", r.Method, r.URL.Path))
 	})
@@ -218,6 +229,42 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tracing runs each request in a server span.
+func (a *api) tracing(tr trace.Tracer) func(http.Handler) http.Handler {
+	prop := propagation.TraceContext{}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span := tr.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+			defer span.End()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r.WithContext(ctx))
+			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+			if sw.status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(sw.status))
+			}
+		})
+	}
+}
+
+// statusWriter remembers the status of a response (and still streams).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (a *api) timeout(next http.Handler) http.Handler {
