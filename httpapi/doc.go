@@ -57,5 +57,6 @@
 // Config.TracerProvider traces each request in a server span that
 // continues the caller's W3C trace context.
 //
-// Still to come (the HTTP issue): windowed fetches, a load benchmark.
+// BenchmarkPointReads measures point reads from another process on
+// loopback. Still to come (the HTTP issue): windowed fetches.
 package httpapi
