@@ -12,6 +12,8 @@
 //	GET /views/{view}                one view's description
 //	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}; ?maxLag=N lets a standby replica at
 //	                                 most N changelog records behind answer too
+//	GET /views/{view}/keys/{key}/windows
+//	                                 a windowed view's windows of a key starting in ?from= … ?to=
 //	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
 //	GET /views/{view}/changes        the view's changes as server-sent events (?key= for one key), resumable
 //	                                 with the last event's id (Last-Event-ID, or ?from=)
@@ -58,5 +60,5 @@
 // continues the caller's W3C trace context.
 //
 // BenchmarkPointReads measures point reads from another process on
-// loopback. Still to come (the HTTP issue): windowed fetches.
+// loopback.
 package httpapi

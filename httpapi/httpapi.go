@@ -176,6 +176,7 @@ func New(cfg Config) (*Handler, error) {
 			r.Get("/views/{view}", a.describeView)
 			r.Get("/views/{view}/keys/{key}", a.getKey)
 			r.Get("/views/{view}/entries", a.scan)
+			r.Get("/views/{view}/keys/{key}/windows", a.windows)
 			r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
 		})
 		r.Get("/views/{view}/changes", a.changes) // long-lived: no request timeout
@@ -358,6 +359,68 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusNotFound, "no such key", fmt.Sprintf("view %s has no key %q", v.Name(), key))
 	default:
 		a.json(w, http.StatusOK, e)
+	}
+}
+
+// windows answers a key's windows that start in [from, to] (?from=,
+// ?to=: RFC 3339 times or Unix milliseconds; default: all), or forwards the
+// request to the key's owner.
+func (a *api) windows(w http.ResponseWriter, r *http.Request) {
+	v, ok := a.view(w, r)
+	if !ok {
+		return
+	}
+	key, err := url.PathUnescape(chi.URLParam(r, "key"))
+	if err != nil {
+		a.problem(w, r, http.StatusBadRequest, "bad key", err.Error())
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		if k != "from" && k != "to" && k != "minPosition" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a windowed fetch (from, to, minPosition)", k))
+			return
+		}
+	}
+	from, to := time.UnixMilli(0), time.UnixMilli(1<<62)
+	for _, p := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &from}, {"to", &to}} {
+		s := q.Get(p.name)
+		if s == "" {
+			continue
+		}
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms >= 0 {
+			*p.t = time.UnixMilli(ms)
+		} else if t, err := time.Parse(time.RFC3339Nano, s); err == nil && t.UnixMilli() >= 0 {
+			*p.t = t
+		} else {
+			a.problem(w, r, http.StatusBadRequest, "bad time", fmt.Sprintf("%s %q: want an RFC 3339 time or Unix milliseconds, from 1970 on", p.name, s))
+			return
+		}
+	}
+	if to.Before(from) {
+		a.problem(w, r, http.StatusBadRequest, "bad time range", "to is before from")
+		return
+	}
+	ws, err := v.Fetch(a.cfg.Instance, key, from, to)
+	if err == nil && q.Has("minPosition") {
+		if !a.awaitPositions(w, r) {
+			return
+		}
+		ws, err = v.Fetch(a.cfg.Instance, key, from, to)
+	}
+	var nl *engine.NotLocalError
+	switch {
+	case errors.As(err, &nl):
+		a.forward(w, r, nl)
+	case errors.Is(err, projection.ErrNotWindowed):
+		a.problem(w, r, http.StatusBadRequest, "not windowed", err.Error())
+	case err != nil:
+		a.storeError(w, r, err)
+	default:
+		a.json(w, http.StatusOK, map[string]any{"key": key, "windows": ws})
 	}
 }
 

@@ -507,3 +507,50 @@ func TestRequestTracing(t *testing.T) {
 		t.Errorf("span %s, status %d", ended[0].Name(), status)
 	}
 }
+
+// A windowed view answers a key's windows over a time range.
+func TestWindowedFetch(t *testing.T) {
+	b := engine.NewBuilder()
+	clicks := engine.NewStream(b, "clicks", serde.String, serde.Int64)
+	engine.WindowedCount(clicks.GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond)), engine.Materialized("counts"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "clicks", serde.String, serde.Int64)
+	for _, ms := range []int64{1, 2, 15, 31} {
+		in.Pipe("a", 1, enginetest.At(ms))
+	}
+	in.Pipe("b", 1, enginetest.At(3))
+	counts, err := projection.NewWindowed("counts", "counts", serde.String, serde.Int64, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := projection.NewKeyValue("kv", "counts", serde.String, serde.Int64)
+	reg, err := projection.NewRegistry(counts, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, &instance{Driver: d, state: engine.AppRunning, id: "i1"}, reg)
+	epoch := enginetest.Epoch.UnixMilli()
+	at := func(ms int64) string { return time.UnixMilli(epoch + ms).UTC().Format(time.RFC3339Nano) }
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{fmt.Sprintf("/views/counts/keys/a/windows?from=%d&to=%d", epoch, epoch+20), 200,
+			fmt.Sprintf(`{"key":"a","windows":[{"start":"%s","end":"%s","value":2},{"start":"%s","end":"%s","value":1}]}`, at(0), at(10), at(10), at(20))},
+		{"/views/counts/keys/a/windows?from=" + url.QueryEscape(at(30)), 200, fmt.Sprintf(`"start":"%s","end":"%s","value":1}]}`, at(30), at(40))},
+		{"/views/counts/keys/c/windows", 200, `{"key":"c","windows":[]}`},
+		{"/views/counts/keys/a/windows?from=yesterday", 400, "want an RFC 3339 time or Unix milliseconds"},
+		{fmt.Sprintf("/views/counts/keys/a/windows?from=%d&to=%d", epoch+20, epoch), 400, "to is before from"},
+		{"/views/kv/keys/a/windows", 400, "the view is not windowed"},
+	} {
+		status, _, body := get(t, s, c.path)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, status, body, c.status, c.body)
+		}
+	}
+}

@@ -16,6 +16,6 @@
 // The input positions a view reflects are the instance's
 // (engine.App.Positions), which httpapi waits on for read-your-writes.
 //
-// Still to come (the HTTP issue): windowed views, change feeds, views
-// defined from event streams in one call.
+// [NewWindowed] declares a view of a windowed aggregation, which answers a
+// key's windows over a time range ([View.Fetch]).
 package projection

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -21,6 +22,8 @@ type Kind string
 const (
 	// KeyValue views answer point reads, key ranges and prefix scans.
 	KeyValue Kind = "key-value"
+	// Windowed views answer a key's windows over a time range.
+	Windowed Kind = "windowed"
 )
 
 // View is a named, queryable table of a running topology: a store, the
@@ -38,6 +41,66 @@ type View struct {
 	// prefixable: the keys are strings or bytes, whose encoding is the
 	// text itself, so a prefix of the text is a prefix of the bytes.
 	prefixable bool
+	// fetch reads a key's windows that start in [from, to] (windowed
+	// views).
+	fetch func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error)
+}
+
+// WindowEntry is one window of a key of a windowed view.
+type WindowEntry struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	Value any       `json:"value"`
+}
+
+// NewWindowed declares a view of a windowed aggregation's store (its
+// Materialized name), whose windows have the given size.
+func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde.Serde[V], size time.Duration, opts ...Option) (*View, error) {
+	v, err := NewKeyValue(name, store, keys, values, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("projection: view %q: the window size %v must be positive", name, size)
+	}
+	var o viewOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	parse, _ := keyParser[K](o.parseKey)
+	v.kind, v.prefixable = Windowed, false
+	v.fetch = func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error) {
+		k, err := parse(key)
+		if err != nil {
+			return nil, fmt.Errorf("%w for view %s: %v", ErrBadKey, name, err)
+		}
+		st, err := engine.QueryWindowStore(q, store, keys, values, size)
+		if err != nil {
+			return nil, err
+		}
+		out := []WindowEntry{}
+		for kv, err := range st.Fetch(k, from, to) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, WindowEntry{Start: kv.Key.Window.Start.UTC(), End: kv.Key.Window.End.UTC(), Value: kv.Value})
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// ErrNotWindowed is the error of a windowed fetch from a key-value view.
+var ErrNotWindowed = errors.New("projection: the view is not windowed")
+
+// Fetch reads the windows of a key (as written in a URL) that start in
+// [from, to], earliest first. A key of another instance is an
+// *engine.NotLocalError naming it.
+func (v *View) Fetch(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error) {
+	if v.fetch == nil {
+		return nil, fmt.Errorf("%w (view %s is %s)", ErrNotWindowed, v.name, v.kind)
+	}
+	return v.fetch(q, key, from, to)
 }
 
 // Option tunes a view.
