@@ -6,6 +6,9 @@
 //	stock, err := projection.NewKeyValue("stock", "stock-store", serde.String, serde.Int64)
 //	views, err := projection.NewRegistry(stock)
 //
+// [Fold] defines a view from an event topic in one call: the events folded
+// per key into a value.
+//
 // A view reads the instance's committed state through engine.Queryable:
 // point reads ([View.Get]: a key of another instance is an
 // *engine.NotLocalError naming it, for the HTTP layer to forward), and

@@ -68,3 +68,28 @@ func TestKeyParsing(t *testing.T) {
 		t.Errorf("a key parsed by ParseKey: %+v, %v, %v", e, ok, err)
 	}
 }
+
+// A view folded from events, in one call.
+func TestFold(t *testing.T) {
+	b := engine.NewBuilder()
+	view, err := projection.Fold(b, "balance", "payments", serde.String, serde.Int64, serde.Int64,
+		func() int64 { return 0 }, func(_ string, amount, balance int64) int64 { return balance + amount })
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "payments", serde.String, serde.Int64)
+	in.Pipe("ann", 5, enginetest.At(1))
+	in.Pipe("ann", -2, enginetest.At(2))
+	in.Pipe("bob", 7, enginetest.At(3))
+	if e, ok, err := view.Get(d, "ann"); err != nil || !ok || e.Value != int64(3) {
+		t.Errorf("ann: %+v, %v, %v", e, ok, err)
+	}
+	if view.Store() != "balance" || view.Schema().ValueType != "int64" {
+		t.Errorf("schema %+v", view.Schema())
+	}
+}
