@@ -5,7 +5,8 @@
 //
 //	GET /healthz                     the process answers
 //	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
-//	GET /status                      the instance: state, tasks, standby lag, restored records, positions, version
+//	GET /status                      the instance: state, tasks, standby lag, restored records, positions,
+//	                                 input lag (with Config.Brokers), version
 //	GET /topology                    the topology, as Describe prints it
 //	GET /openapi.json                an OpenAPI 3.1 document of these routes (tested to match them)
 //	GET /views                       the views and the types of their keys and values

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,6 +171,26 @@ func TestChangeFeed(t *testing.T) {
 	}
 	if fmt.Sprint(byKey["a"]) != `[{"key":"a","value":3}]` || fmt.Sprint(byKey["b"]) != `[{"key":"b","value":2} {"key":"b","deleted":true}]` {
 		t.Errorf("resumed after the first change: %v", resumed)
+	}
+	// The status says how far behind its inputs the instance is: nothing
+	// left once every change is out.
+	// (Partitions without records have no position, so no lag.)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _, body := get(t, s, "/status")
+		var st httpapi.Status
+		_ = json.Unmarshal([]byte(body), &st)
+		lagged := 0
+		for _, l := range st.Lag[topic] {
+			lagged += int(l)
+		}
+		if status == 200 && len(st.Lag[topic]) == len(st.Position[topic]) && len(st.Lag[topic]) > 0 && lagged == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/status: %d %s, want no lag of %s", status, body, topic)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// Close ends the feeds; a new one is refused.
 	h.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -106,9 +107,17 @@ type Handler struct {
 	a *api
 }
 
-// Close ends the change feeds; later ones are refused with 503.
+// Close ends the change feeds (later ones are refused with 503) and
+// closes the API's Kafka client.
 func (h *Handler) Close() {
-	h.a.closeOnce.Do(func() { close(h.a.done) })
+	h.a.closeOnce.Do(func() {
+		close(h.a.done)
+		h.a.admMu.Lock()
+		if h.a.adm != nil {
+			h.a.adm.Close()
+		}
+		h.a.admMu.Unlock()
+	})
 }
 
 // New returns the API's handler.
@@ -188,6 +197,8 @@ type api struct {
 	cfg       Config
 	done      chan struct{} // closed by Handler.Close: feeds end
 	closeOnce sync.Once
+	admMu     sync.Mutex
+	adm       *kadm.Client // for /status's lag; closed by Handler.Close
 }
 
 // Problem is an error answer (RFC 9457, application/problem+json).

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/oxbow-dev/oxbow/engine"
 )
 
@@ -29,9 +32,12 @@ type Status struct {
 	Restored int64                      `json:"restoredRecords"`
 	Skipped  map[string]int64           `json:"skipped,omitempty"`
 	Position map[string]map[int32]int64 `json:"positions"`
+	// Lag is, per input partition the instance processes, how many records
+	// it is behind the partition's end (with Config.Brokers).
+	Lag map[string]map[int32]int64 `json:"lag,omitempty"`
 }
 
-func (a *api) status(w http.ResponseWriter, _ *http.Request) {
+func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	in := a.cfg.Instance
 	st := Status{Instance: in.ID(), State: in.State().String(), Version: a.cfg.Version, Tasks: []string{}, Position: in.Positions()}
 	if rep, ok := in.(reporter); ok {
@@ -40,7 +46,53 @@ func (a *api) status(w http.ResponseWriter, _ *http.Request) {
 		}
 		st.Standby, st.Restored, st.Skipped = rep.StandbyLag(), rep.RestoredRecords(), rep.Skipped()
 	}
+	if len(a.cfg.Brokers) > 0 && len(st.Position) > 0 {
+		st.Lag = a.lag(r, st.Position)
+	}
 	a.json(w, http.StatusOK, st)
+}
+
+// lag is how far behind each partition's end the positions are (nil if
+// the broker does not answer).
+func (a *api) lag(r *http.Request, pos map[string]map[int32]int64) map[string]map[int32]int64 {
+	adm, err := a.admin()
+	if err != nil {
+		return nil
+	}
+	var topics []string
+	for t := range pos {
+		topics = append(topics, t)
+	}
+	ends, err := adm.ListEndOffsets(r.Context(), topics...)
+	if err != nil {
+		return nil
+	}
+	out := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		at, ok := pos[o.Topic][o.Partition]
+		if !ok || o.Err != nil {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = max(o.Offset-at, 0)
+	})
+	return out
+}
+
+// admin is the API's Kafka admin client, made on first use.
+func (a *api) admin() (*kadm.Client, error) {
+	a.admMu.Lock()
+	defer a.admMu.Unlock()
+	if a.adm == nil {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.cfg.KafkaOptions...)...)
+		if err != nil {
+			return nil, err
+		}
+		a.adm = kadm.NewClient(cl)
+	}
+	return a.adm, nil
 }
 
 // topology answers the topology's description, as Describe prints it.
