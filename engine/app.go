@@ -314,6 +314,17 @@ func (a *App) StateDir() string { return a.cfg.StateDir }
 // instance's queryable state once Positions()[t][p] > o.
 func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
 
+// Instances are the instances of the application in the group's current
+// generation, this one included, with their advertised addresses (none
+// before the instance has joined).
+func (a *App) Instances() []Instance {
+	var out []Instance
+	for _, m := range a.rt.Members() {
+		out = append(out, Instance{ID: m.ProcessID, Addr: m.Addr})
+	}
+	return out
+}
+
 // ChangelogTopic returns the changelog topic of a store of the topology
 // (for a global table's store, the topic it reads): every change of the
 // store, keyed and encoded as in the store, which a change feed can follow.

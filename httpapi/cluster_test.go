@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,6 +152,36 @@ func TestRoutingAcrossInstances(t *testing.T) {
 		t.Error("no read was forwarded: the first instance owns every partition?")
 	} else {
 		t.Logf("three instances: %d of %d reads forwarded", n, keys)
+	}
+	// A scan through one instance, 64 entries a page, gathers every key,
+	// in order.
+	var scanned []string
+	path := "/views/kv/entries?limit=64"
+	for {
+		resp, err := http.Get(members[0].url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page httpapi.Page
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("scan %s: %d %v", path, resp.StatusCode, err)
+		}
+		for _, e := range page.Entries {
+			scanned = append(scanned, fmt.Sprint(e.Key, "=", e.Value))
+		}
+		if page.Next == "" {
+			break
+		}
+		path = "/views/kv/entries?limit=64&cursor=" + url.QueryEscape(page.Next)
+	}
+	var want []string
+	for i := range keys {
+		want = append(want, fmt.Sprintf("k%03d=%d", i, i))
+	}
+	if !slices.Equal(scanned, want) {
+		t.Errorf("the scan gathered %d entries: %v…", len(scanned), scanned[:min(len(scanned), 5)])
 	}
 	members[2].stop(t)
 	members[2] = nil

@@ -27,8 +27,10 @@
 // group's assignment, its address from engine.Config.AdvertisedAddr), once:
 // the forwarded request carries [ForwardedHeader], and an instance that
 // gets one for a key it does not hold answers 421 rather than forwarding
-// again (the group moved; the client retries). Scans cover the partitions
-// of the instance asked.
+// again (the group moved; the client retries). A scan is gathered from
+// every instance of the group: each answers the first entries of its
+// partitions after the cursor, and the instance asked merges them in key
+// order (an instance that advertises no address makes scans 503).
 //
 // Read your writes: a key read or a scan with ?minPosition=<topic>:<partition>:<offset>
 // (repeatable; the positions of a command's events, as its outcome gives

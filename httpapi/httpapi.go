@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -476,7 +478,11 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 		return
 	}
 	req.Header.Set(ForwardedHeader, a.cfg.Instance.ID())
-	req.Header.Set("Accept", r.Header.Get("Accept"))
+	for _, h := range []string{"Accept", "Authorization", "traceparent", "tracestate"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
 		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.ProcessID, nl.Owner.Addr, err))
@@ -497,6 +503,13 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 // request's ?minPosition=<topic>:<partition>:<offset> (repeatable: the
 // positions of a command's events, say); false: it answered why not.
 func (a *api) awaitPositions(w http.ResponseWriter, r *http.Request) bool {
+	return a.awaitPositionsOf(w, r, false)
+}
+
+// awaitPositionsOf is awaitPositions; heldOnly: positions of partitions
+// this instance does not process are another's to wait for (a gathered
+// scan asks every instance).
+func (a *api) awaitPositionsOf(w http.ResponseWriter, r *http.Request, heldOnly bool) bool {
 	specs := r.URL.Query()["minPosition"]
 	if len(specs) == 0 {
 		return true
@@ -536,7 +549,11 @@ func (a *api) awaitPositions(w http.ResponseWriter, r *http.Request) bool {
 		have := a.cfg.Instance.Positions()
 		var missing []string
 		for _, p := range want {
-			if at, ok := have[p.topic][p.partition]; !ok || at <= p.offset {
+			at, ok := have[p.topic][p.partition]
+			if !ok && heldOnly {
+				continue
+			}
+			if !ok || at <= p.offset {
 				missing = append(missing, fmt.Sprintf("%s:%d:%d (at %s)", p.topic, p.partition, p.offset, positionText(at, ok)))
 			}
 		}
@@ -567,9 +584,12 @@ type Page struct {
 	Next string `json:"next,omitempty"`
 }
 
-// scan answers a page of a view's entries in this instance's partitions:
+// scan answers a page of a view's entries, gathered from every instance
+// of the group (each answers its partitions' first entries after the
+// cursor; the page is the first of them all, in stored key order):
 // ?from=&to= (a key range, to excluded), ?prefix= (text keys), ?limit=,
-// ?cursor= (the Next of the page before).
+// ?cursor= (the Next of the page before), ?minPosition= (each instance
+// waits for the positions of the partitions it processes).
 func (a *api) scan(w http.ResponseWriter, r *http.Request) {
 	v, ok := a.view(w, r)
 	if !ok {
@@ -602,31 +622,141 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request) {
 		}
 		s.After = after
 	}
-	if !a.awaitPositions(w, r) {
+	if !a.awaitPositionsOf(w, r, true) {
 		return
 	}
-	entries, err := v.Range(a.cfg.Instance, s)
+	local, more, err := a.localPage(r, v, s, limit)
 	if err != nil {
 		a.storeError(w, r, err)
 		return
 	}
-	page := Page{Entries: []projection.Entry{}}
-	for e, err := range entries {
+	if r.Header.Get(scanLocalHeader) != "" {
+		// A peer gathering a scan: this instance's page, with raw keys.
+		a.json(w, http.StatusOK, localPage{Entries: local, More: more})
+		return
+	}
+	peers, err := a.peers()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		a.problem(w, r, http.StatusServiceUnavailable, "scan unavailable", err.Error())
+		return
+	}
+	all := local
+	for _, p := range peers {
+		page, err := a.peerPage(r, p)
 		if err != nil {
-			a.storeError(w, r, err)
+			a.problem(w, r, http.StatusBadGateway, "scan failed", fmt.Sprintf("instance %s (%s): %v", p.ID, p.Addr, err))
 			return
 		}
-		if len(page.Entries) == limit {
-			page.Next = encodeCursor(v.Name(), page.Entries[len(page.Entries)-1].RawKey())
+		all = append(all, page.Entries...)
+		more = more || page.More
+	}
+	// Each instance's page is in key order and holds its first limit keys
+	// after the cursor: the first limit of them all are the page.
+	slices.SortFunc(all, func(x, y rawEntry) int { return bytes.Compare(x.Raw, y.Raw) })
+	page := Page{Entries: []projection.Entry{}}
+	for i, e := range all {
+		if i == limit {
+			more = true
 			break
 		}
-		page.Entries = append(page.Entries, e)
-		if err := r.Context().Err(); err != nil {
-			a.storeError(w, r, err)
-			return
-		}
+		page.Entries = append(page.Entries, projection.Entry{Key: e.Key, Value: e.Value})
+	}
+	if more && len(page.Entries) > 0 {
+		page.Next = encodeCursor(v.Name(), all[len(page.Entries)-1].Raw)
 	}
 	a.json(w, http.StatusOK, page)
+}
+
+// scanLocalHeader marks the request of an instance gathering a scan from
+// its peers: answer this instance's partitions only, with raw keys.
+const scanLocalHeader = "Oxbow-Scan-Local"
+
+// rawEntry is an entry with its stored key, as a peer answers a gathered
+// scan.
+type rawEntry struct {
+	Key   any    `json:"key"`
+	Value any    `json:"value"`
+	Raw   []byte `json:"raw"`
+}
+
+type localPage struct {
+	Entries []rawEntry `json:"entries"`
+	More    bool       `json:"more"`
+}
+
+// localPage reads up to limit entries of this instance's partitions.
+func (a *api) localPage(r *http.Request, v *projection.View, s projection.Scan, limit int) ([]rawEntry, bool, error) {
+	entries, err := v.Range(a.cfg.Instance, s)
+	if err != nil {
+		return nil, false, err
+	}
+	out := []rawEntry{}
+	for e, err := range entries {
+		if err != nil {
+			return nil, false, err
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, rawEntry{Key: e.Key, Value: e.Value, Raw: e.RawKey()})
+		if err := r.Context().Err(); err != nil {
+			return nil, false, err
+		}
+	}
+	return out, false, nil
+}
+
+// members is what a gathered scan needs of the instance: *engine.App.
+type members interface {
+	Instances() []engine.Instance
+}
+
+// peers are the other instances of the group, which hold the partitions
+// this one does not.
+func (a *api) peers() ([]engine.Instance, error) {
+	m, ok := a.cfg.Instance.(members)
+	if !ok {
+		return nil, nil
+	}
+	var out []engine.Instance
+	for _, in := range m.Instances() {
+		if in.ID == a.cfg.Instance.ID() {
+			continue
+		}
+		if in.Addr == "" {
+			return nil, fmt.Errorf("instance %s holds partitions of the view but advertises no HTTP address (engine.Config.AdvertisedAddr)", in.ID)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// peerPage asks a peer for its page of the scan.
+func (a *api) peerPage(r *http.Request, p engine.Instance) (localPage, error) {
+	target := url.URL{Scheme: "http", Host: p.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+	if err != nil {
+		return localPage{}, err
+	}
+	req.Header.Set(scanLocalHeader, a.cfg.Instance.ID())
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := a.cfg.Client.Do(req)
+	if err != nil {
+		return localPage{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return localPage{}, fmt.Errorf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var page localPage
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		return localPage{}, err
+	}
+	return page, nil
 }
 
 // A cursor is the view's name and the last key of a page, opaque to

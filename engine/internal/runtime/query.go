@@ -61,6 +61,12 @@ func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
 	return pl.Active, pl.Active.MemberID == cur.Self.MemberID, nil
 }
 
+// Members are the instances of the group's current generation (nil before
+// the first assignment).
+func (r *Runtime) Members() []Instance {
+	return r.balancer.Current().Members
+}
+
 // LocalStore returns a read-only view of the committed state of a store on
 // this instance; it implements engine.Queryable. A Get for a key another
 // instance owns returns a *NotLocalError naming it. Ranges cover the
