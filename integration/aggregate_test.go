@@ -7,13 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
@@ -68,7 +66,8 @@ func TestAggregateCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createAggregateTopics(t, env, a, prefix, 6)
+	cmdTopic, eventTopic, replyTopic := a.Topics()
+	createTopics(t, env, prefix, 6, cmdTopic, eventTopic, replyTopic)
 	base := crashConfig{brokers: env.Brokers, appID: prefix, eos: true, aggregate: prefix, commit: 50 * time.Millisecond}
 	cfgA, cfgB := base, base
 	cfgA.id, cfgA.stateDir = "agg-a", t.TempDir()
@@ -375,46 +374,4 @@ func waitReady(t *testing.T, ch *crashChild, what string) {
 	case <-time.After(90 * time.Second):
 		t.Fatalf("%s is not ready after 90s:\n%s", what, ch.output())
 	}
-}
-
-// createAggregateTopics creates an aggregate's topics, deleted with its
-// group when the test ends.
-func createAggregateTopics(t *testing.T, env *kafkaenv.Env, a interface {
-	Topics() (string, string, string)
-}, prefix string, partitions int32) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, e, r := a.Topics()
-	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, c, e, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resps.Sorted() {
-		if r.Err != nil {
-			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ts, err := adm.ListTopics(ctx)
-		if err != nil {
-			return
-		}
-		var del []string
-		for _, n := range ts.Names() {
-			if strings.HasPrefix(n, prefix+"-") {
-				del = append(del, n)
-			}
-		}
-		_, _ = adm.DeleteTopics(ctx, del...)
-		_, _ = adm.DeleteGroups(ctx, prefix)
-	})
 }

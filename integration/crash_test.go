@@ -441,6 +441,15 @@ func newCrashTopicsN(t *testing.T, env *kafkaenv.Env, name string, partitions in
 	t.Helper()
 	prefix := fmt.Sprintf("oxbow-it-%s-%x", name, rand.Uint32())
 	c := crashConfig{brokers: env.Brokers, appID: prefix, in: prefix + "-words", out: prefix + "-counts", stateDir: t.TempDir()}
+	createTopics(t, env, prefix, partitions, c.in, c.out)
+	return c
+}
+
+// createTopics creates topics of a campaign, each with partitions
+// partitions; when the test ends it deletes every topic named
+// "<prefix>-…" (the internal ones too) and the group prefix.
+func createTopics(t *testing.T, env *kafkaenv.Env, prefix string, partitions int32, topics ...string) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -449,7 +458,7 @@ func newCrashTopicsN(t *testing.T, env *kafkaenv.Env, name string, partitions in
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, c.in, c.out)
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +483,6 @@ func newCrashTopicsN(t *testing.T, env *kafkaenv.Env, name string, partitions in
 		_, _ = adm.DeleteTopics(ctx, del...)
 		_, _ = adm.DeleteGroups(ctx, prefix)
 	})
-	return c
 }
 
 // finish runs the instance in this process on the campaign's state
