@@ -1,0 +1,274 @@
+package cdc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Op is what a change event did to its row.
+type Op string
+
+// The operations of Debezium's change events.
+const (
+	Create   Op = "c"
+	Update   Op = "u"
+	Delete   Op = "d"
+	Read     Op = "r" // a row of a snapshot
+	Truncate Op = "t"
+	// Tombstone is the null-valued record Debezium writes after a delete,
+	// so that compaction can drop the key.
+	Tombstone Op = "tombstone"
+)
+
+// Unavailable is the value Debezium's PostgreSQL connector writes for an
+// unchanged TOASTed column it did not receive (without REPLICA IDENTITY
+// FULL): the column keeps its previous value.
+const Unavailable = "__debezium_unavailable_value"
+
+// Row is a row's columns, as JSON values.
+type Row map[string]json.RawMessage
+
+// Source is where in the database's log a change happened.
+type Source struct {
+	// LSN is the log position of the change (PostgreSQL's lsn; 0 if the
+	// event does not say), TxID its transaction.
+	LSN  int64
+	TxID int64
+	// TsMs is when the database made the change, Unix milliseconds.
+	TsMs int64
+	// Table and Schema name the row's table.
+	Schema, Table string
+	// Snapshot: the row comes from an initial snapshot.
+	Snapshot bool
+}
+
+// Event is a decoded change event.
+type Event struct {
+	Op     Op
+	Key    Row // the primary key's columns (nil for a truncate)
+	Before Row // the row before (updates and deletes, when the connector has it)
+	After  Row // the row after (creates, reads and updates)
+	Source Source
+}
+
+// DecodeError is an event that is not a Debezium change event.
+type DecodeError struct {
+	Part string // "key" or "value"
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("cdc: the %s is not a Debezium change event: %v", e.Part, e.Err)
+}
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Decode reads a Debezium change event from a Kafka record's key and value:
+// JSON with or without the embedded schema ({"schema":…,"payload":…}),
+// the full envelope (before, after, source, op) or the unwrapped row of
+// ExtractNewRecordState (with its "__deleted" and "__op" fields when the
+// transform adds them). A nil value is the tombstone after a delete.
+func Decode(key, value []byte) (Event, error) {
+	var ev Event
+	if len(bytes.TrimSpace(key)) > 0 {
+		k, err := payload(key)
+		if err != nil {
+			return ev, &DecodeError{"key", err}
+		}
+		if !bytes.Equal(bytes.TrimSpace(k), []byte("null")) {
+			if err := json.Unmarshal(k, &ev.Key); err != nil {
+				return ev, &DecodeError{"key", fmt.Errorf("want the primary key's columns as an object: %w", err)}
+			}
+		}
+	}
+	if value == nil {
+		ev.Op = Tombstone
+		return ev, nil
+	}
+	p, err := payload(value)
+	if err != nil {
+		return ev, &DecodeError{"value", err}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(p, &fields); err != nil || fields == nil {
+		return ev, &DecodeError{"value", errors.New("the payload is not an object")}
+	}
+	opRaw, enveloped := fields["op"]
+	_, hasAfter := fields["after"]
+	_, hasBefore := fields["before"]
+	if !enveloped || !(hasAfter || hasBefore || string(opRaw) == `"t"`) {
+		return decodeUnwrapped(ev, fields)
+	}
+	var op string
+	if err := json.Unmarshal(opRaw, &op); err != nil {
+		return ev, &DecodeError{"value", fmt.Errorf("op: %w", err)}
+	}
+	ev.Op = Op(op)
+	switch ev.Op {
+	case Create, Update, Delete, Read, Truncate:
+	default:
+		return ev, &DecodeError{"value", fmt.Errorf("unknown op %q", op)}
+	}
+	if ev.Before, err = row(fields["before"]); err != nil {
+		return ev, &DecodeError{"value", fmt.Errorf("before: %w", err)}
+	}
+	if ev.After, err = row(fields["after"]); err != nil {
+		return ev, &DecodeError{"value", fmt.Errorf("after: %w", err)}
+	}
+	if src := fields["source"]; len(src) > 0 && string(src) != "null" {
+		if ev.Source, err = source(src); err != nil {
+			return ev, &DecodeError{"value", fmt.Errorf("source: %w", err)}
+		}
+	}
+	if ev.Source.TsMs == 0 {
+		if ts, ok := fields["ts_ms"]; ok {
+			ev.Source.TsMs, _ = number(ts)
+		}
+	}
+	switch {
+	case (ev.Op == Create || ev.Op == Read || ev.Op == Update) && ev.After == nil:
+		return ev, &DecodeError{"value", fmt.Errorf("op %q without an after image", op)}
+	case ev.Op == Truncate:
+		ev.Key = nil
+	}
+	return ev, nil
+}
+
+// decodeUnwrapped reads a row flattened by ExtractNewRecordState: "__deleted"
+// ("true") marks a delete in the rewrite mode, "__op" the operation when
+// added; "__"-prefixed metadata fields are not columns.
+func decodeUnwrapped(ev Event, fields map[string]json.RawMessage) (Event, error) {
+	ev.Op = Update
+	if op, ok := fields["__op"]; ok {
+		var s string
+		if json.Unmarshal(op, &s) == nil && s != "" {
+			ev.Op = Op(s)
+		}
+	}
+	if d, ok := fields["__deleted"]; ok {
+		var s string
+		var b bool
+		if (json.Unmarshal(d, &s) == nil && s == "true") || (json.Unmarshal(d, &b) == nil && b) {
+			ev.Op = Delete
+		}
+	}
+	if lsn, ok := fields["__lsn"]; ok {
+		ev.Source.LSN, _ = number(lsn)
+	}
+	if ts, ok := fields["__source_ts_ms"]; ok {
+		ev.Source.TsMs, _ = number(ts)
+	}
+	r := Row{}
+	for k, v := range fields {
+		if len(k) > 2 && k[:2] == "__" {
+			continue
+		}
+		r[k] = v
+	}
+	if ev.Op == Delete {
+		ev.Before = r
+	} else {
+		ev.After = r
+	}
+	return ev, nil
+}
+
+// payload returns the payload of an event with an embedded schema, or the
+// event itself.
+func payload(b []byte) (json.RawMessage, error) {
+	var env struct {
+		Schema  json.RawMessage `json:"schema"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if !json.Valid(b) {
+		var v any
+		return nil, fmt.Errorf("not JSON: %w", json.Unmarshal(b, &v))
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(b, &probe) != nil {
+		return b, nil // not an object: the caller says what it wanted
+	}
+	if len(probe) == 2 && probe["schema"] != nil && probe["payload"] != nil {
+		if err := json.Unmarshal(b, &env); err != nil {
+			return nil, err
+		}
+		return env.Payload, nil
+	}
+	return b, nil
+}
+
+func row(b json.RawMessage) (Row, error) {
+	if len(b) == 0 || string(bytes.TrimSpace(b)) == "null" {
+		return nil, nil
+	}
+	var r Row
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func source(b json.RawMessage) (Source, error) {
+	var s struct {
+		LSN      json.RawMessage `json:"lsn"`
+		TxID     json.RawMessage `json:"txId"`
+		TsMs     json.RawMessage `json:"ts_ms"`
+		Schema   string          `json:"schema"`
+		Table    string          `json:"table"`
+		Snapshot json.RawMessage `json:"snapshot"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Source{}, err
+	}
+	out := Source{Schema: s.Schema, Table: s.Table}
+	out.LSN, _ = number(s.LSN)
+	out.TxID, _ = number(s.TxID)
+	out.TsMs, _ = number(s.TsMs)
+	var snap string
+	var b2 bool
+	if json.Unmarshal(s.Snapshot, &snap) == nil {
+		out.Snapshot = snap == "true" || snap == "first" || snap == "last" || snap == "first_in_data_collection" || snap == "last_in_data_collection"
+	} else if json.Unmarshal(s.Snapshot, &b2) == nil {
+		out.Snapshot = b2
+	}
+	return out, nil
+}
+
+// number reads a JSON number or a numeric string.
+func number(b json.RawMessage) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		v, err := n.Int64()
+		return v, err == nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := strconv.ParseInt(s, 10, 64)
+		return v, err == nil
+	}
+	return 0, false
+}
+
+// Merge returns the row after an update whose after image may hold the
+// unavailable-TOAST placeholder: those columns keep their previous values.
+func Merge(previous, after Row) Row {
+	if after == nil {
+		return nil
+	}
+	out := make(Row, len(after))
+	for k, v := range after {
+		if string(v) == `"`+Unavailable+`"` {
+			if p, ok := previous[k]; ok {
+				out[k] = p
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
