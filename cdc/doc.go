@@ -7,7 +7,13 @@
 // ([Decode]); [Merge] keeps the previous value of an unchanged TOASTed
 // column the connector did not send.
 //
-// Still to come (the CDC issue): a CDC-fed table in one line (key
-// normalization, repartitioning, duplicates after a connector restart,
-// truncates), and cdc/postgres, a logical-replication source.
+// [NewTable] declares a CDC-fed table in one line, keyed by the user's key
+// type (normalized from the primary key's columns, [Column]) and
+// repartitioned by it, so that a stream joins it:
+//
+//	customers := cdc.NewTable(b, "customers", "pg.public.customers", cdc.Column[int64]("id"), serde.Int64, serde.JSON[Customer]())
+//	engine.Join(orders, customers, enrich).To("enriched-orders")
+//
+// Still to come (the CDC issue): truncates applied to every partition, and
+// cdc/postgres, a logical-replication source.
 package cdc

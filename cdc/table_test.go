@@ -1,0 +1,100 @@
+package cdc_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/cdc"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+type customer struct {
+	ID        int64  `json:"id"`
+	FirstName string `json:"first_name"`
+	Bio       string `json:"bio"`
+}
+
+// event is a Debezium PostgreSQL change event of the customers table.
+func event(op string, lsn int64, before, after string) string {
+	if before == "" {
+		before = "null"
+	}
+	if after == "" {
+		after = "null"
+	}
+	return fmt.Sprintf(`{"before":%s,"after":%s,"source":{"connector":"postgresql","schema":"public","table":"customers","txId":%d,"lsn":%d,"ts_ms":1},"op":%q,"ts_ms":2}`, before, after, lsn/10, lsn, op)
+}
+
+// A CDC-fed table in the right final state after creates, updates (with an
+// unavailable TOAST column), deletes and their tombstones, a replayed
+// duplicate, a primary-key change, a truncate and a malformed event; and a
+// stream joined with it is enriched with the current row.
+func TestCDCTable(t *testing.T) {
+	b := engine.NewBuilder()
+	customers := cdc.NewTable(b, "customers", "pg.public.customers", cdc.Column[int64]("id"), serde.Int64, serde.JSON[customer]())
+	orders := engine.NewStream(b, "orders", serde.Int64, serde.String)
+	engine.Join(orders, customers, func(_ int64, order string, c customer) string { return order + " for " + c.FirstName }).To("enriched")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	pipe := func(key, value string, at int64) {
+		t.Helper()
+		var kb, vb []byte
+		if key != "" {
+			kb = []byte(key)
+		}
+		if value != "" {
+			vb = []byte(value)
+		}
+		if err := d.PipeBytes("pg.public.customers", kb, vb, enginetest.At(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipe(`{"id":1}`, event("c", 100, "", `{"id":1,"first_name":"Anne","bio":"painter"}`), 1)
+	pipe(`{"id":2}`, event("c", 110, "", `{"id":2,"first_name":"Bo","bio":"cook"}`), 2)
+	pipe(`{"id":1}`, event("u", 120, "", `{"id":1,"first_name":"Anne Marie","bio":"__debezium_unavailable_value"}`), 3)
+	pipe(`{"id":2}`, event("d", 130, `{"id":2,"first_name":null,"bio":null}`, ""), 4)
+	pipe(`{"id":2}`, "", 4)                                                             // the tombstone
+	pipe(`{"id":2}`, event("c", 110, "", `{"id":2,"first_name":"Bo","bio":"cook"}`), 5) // replayed after a restart
+	// A primary-key change: 1 becomes 3.
+	pipe(`{"id":1}`, event("d", 140, `{"id":1,"first_name":null,"bio":null}`, ""), 6)
+	pipe(`{"id":3}`, event("c", 141, "", `{"id":3,"first_name":"Anne Marie","bio":"painter"}`), 6)
+	pipe(`{"id":4}`, `{"schema":{"type":"struct"},"payload":{"id":4,"first_name":"Cy","bio":"","__deleted":"false"}}`, 7) // unwrapped
+	pipe("", event("t", 150, "", ""), 8)
+	pipe(`{"id":5}`, `{"op":"c"`, 9)
+	pipe(`{"id":"x"}`, event("c", 160, "", `{"id":6,"first_name":"Di"}`), 10)
+
+	got := enginetest.StoreContents(d, "customers", serde.Int64, serde.JSON[customer]())
+	want := map[int64]customer{3: {3, "Anne Marie", "painter"}, 4: {4, "Cy", ""}}
+	if !maps.Equal(got, want) {
+		t.Errorf("the table %v, want %v", got, want)
+	}
+	in := enginetest.NewInput(d, "orders", serde.Int64, serde.String)
+	in.Pipe(3, "o1", enginetest.At(11))
+	in.Pipe(1, "o2", enginetest.At(12))
+	in.Pipe(4, "o3", enginetest.At(13))
+	var out []string
+	for _, kv := range enginetest.NewOutput(d, "enriched", serde.Int64, serde.String).ReadKeyValues() {
+		out = append(out, kv.Value)
+	}
+	if want := []string{"o1 for Anne Marie", "o3 for Cy"}; !slices.Equal(out, want) {
+		t.Errorf("enriched %v, want %v", out, want)
+	}
+	var skipped []string
+	for reason, n := range d.Skipped() {
+		if strings.Contains(reason, "cdc:") {
+			skipped = append(skipped, fmt.Sprintf("%s=%d", reason[strings.Index(reason, "cdc:"):min(len(reason), strings.Index(reason, "cdc:")+30)], n))
+		}
+	}
+	slices.Sort(skipped)
+	if len(skipped) != 3 {
+		t.Errorf("skipped %v, want the truncate, the malformed event and the bad key", skipped)
+	}
+}
