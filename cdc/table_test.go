@@ -1,15 +1,23 @@
 package cdc_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/cdc"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -96,5 +104,91 @@ func TestCDCTable(t *testing.T) {
 	slices.Sort(skipped)
 	if len(skipped) != 3 {
 		t.Errorf("skipped %v, want the truncate, the malformed event and the bad key", skipped)
+	}
+}
+
+// The same on a broker: a Debezium topic of three partitions (keyed by the
+// connector's key), an instance, the table's final state.
+func TestCDCTableOnKafka(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	name := fmt.Sprintf("cdc-%d", time.Now().UnixNano())
+	topic := name + ".public.customers"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	cdc.NewTable(b, "customers", topic, cdc.Column[int64]("id"), serde.Int64, serde.JSON[customer]())
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		_ = a.Close()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	var recs []*kgo.Record
+	add := func(key, value string) {
+		r := &kgo.Record{Key: []byte(key)}
+		if value != "" {
+			r.Value = []byte(value)
+		}
+		recs = append(recs, r)
+	}
+	for i := range 30 {
+		add(fmt.Sprintf(`{"id":%d}`, i), event("c", int64(100+i), "", fmt.Sprintf(`{"id":%d,"first_name":"n%d","bio":"b%d"}`, i, i, i)))
+	}
+	for i := 0; i < 30; i += 3 {
+		add(fmt.Sprintf(`{"id":%d}`, i), event("u", int64(200+i), "", fmt.Sprintf(`{"id":%d,"first_name":"m%d","bio":"__debezium_unavailable_value"}`, i, i)))
+	}
+	for i := 1; i < 30; i += 3 {
+		add(fmt.Sprintf(`{"id":%d}`, i), event("d", int64(300+i), fmt.Sprintf(`{"id":%d}`, i), ""))
+		add(fmt.Sprintf(`{"id":%d}`, i), "")
+		add(fmt.Sprintf(`{"id":%d}`, i), event("c", int64(100+i), "", `{"id":1,"first_name":"stale"}`)) // replayed
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]customer{}
+	for i := range int64(30) {
+		switch i % 3 {
+		case 0:
+			want[i] = customer{i, fmt.Sprintf("m%d", i), fmt.Sprintf("b%d", i)}
+		case 2:
+			want[i] = customer{i, fmt.Sprintf("n%d", i), fmt.Sprintf("b%d", i)}
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := map[int64]customer{}
+		st, err := engine.QueryKeyValueStore(a, "customers", serde.Int64, serde.JSON[customer]())
+		if err == nil {
+			for kv, err := range st.All() {
+				if err == nil {
+					got[kv.Key] = kv.Value
+				}
+			}
+		}
+		if maps.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the table after 60s: %v, want %v", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
