@@ -4,79 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 )
 
-// startInventory creates the inventory aggregate's topics on the test's
-// broker and runs an exactly-once instance of it; it returns the
-// aggregate and a client.
-func startInventory(t testing.TB, partitions int32, configure ...func(*engine.Config)) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
+// newInventory makes an inventory aggregate of its own, creates its topics
+// on the test's broker and builds its topology.
+func newInventory(t testing.TB, partitions int32) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *engine.Topology, *kafkaenv.Env) {
 	t.Helper()
 	env := kafkaenv.ForTest(t)
-	name := fmt.Sprintf("inv-%d", time.Now().UnixNano())
-	a, err := inv.New(name)
+	a, err := inv.New(fmt.Sprintf("inv-%d", time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	commands, events, replies := a.Topics()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, commands, events, replies); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateTopics(t, partitions, commands, events, replies)
 	b := engine.NewBuilder()
 	a.AddTo(b)
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
-		CommitInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	return a, top, env
+}
+
+// startInventory runs an exactly-once instance of a new inventory
+// aggregate; it returns the aggregate and a client.
+func startInventory(t testing.TB, partitions int32, configure ...func(*engine.Config)) (*aggregate.Aggregate[inv.State, inv.Command, inv.Event], *aggregate.Client[inv.Command], *kafkaenv.Env) {
+	t.Helper()
+	a, top, env := newInventory(t, partitions)
+	cfg := engine.Config{AppID: a.Name(), Brokers: env.Brokers, Guarantee: engine.ExactlyOnce, CommitInterval: 50 * time.Millisecond}
 	for _, f := range configure {
 		f(&cfg)
 	}
-	app, err := engine.NewApp(top, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("the instance: %v", err)
-		}
-	})
-	select {
-	case <-app.Ready():
-	case err := <-done:
-		t.Fatalf("the instance stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the instance is not ready after a minute")
-	}
-	c, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 30 * time.Second})
+	enginetest.StartApp(t, top, cfg)
+	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +141,8 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	oc, oe, or := other.Topics()
-	if _, err := kadm.NewClient(cl).CreateTopics(context.Background(), 1, -1, nil, oc, oe, or); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateTopics(t, 1, oc, oe, or)
 	c, err := other.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -236,49 +205,18 @@ func TestSubmitTraceReachesEvents(t *testing.T) {
 // from the state store's changelog, and goes on from the version it had:
 // no event is decided twice, none is lost.
 func TestStateLostAndRestored(t *testing.T) {
-	env := kafkaenv.ForTest(t)
-	name := fmt.Sprintf("inv-restore-%d", time.Now().UnixNano())
-	a, err := inv.New(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	a, top, env := newInventory(t, 2)
 	ctx := context.Background()
-	commands, events, replies := a.Topics()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 2, -1, nil, commands, events, replies); err != nil {
-		t.Fatal(err)
-	}
-	b := engine.NewBuilder()
-	a.AddTo(b)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func() (*engine.App, chan error) {
-		app, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- app.Run(ctx) }()
-		select {
-		case <-app.Ready():
-		case err := <-done:
-			t.Fatalf("the instance stopped: %v", err)
-		}
-		return app, done
+	// Each instance on a new, empty state directory.
+	run := func() *engine.App {
+		return enginetest.StartApp(t, top, engine.Config{AppID: a.Name(), Brokers: env.Brokers, Guarantee: engine.ExactlyOnce})
 	}
 	c, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	first, done := run()
+	first := run()
 	for i := range 30 {
 		if o, err := c.Submit(ctx, "blue", inv.ReceiveShipment{Quantity: 1}); err != nil || o.Version != int64(i+1) {
 			t.Fatalf("command %d: %+v, %v", i, o, err)
@@ -287,12 +225,7 @@ func TestStateLostAndRestored(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	second, done := run() // a new, empty state directory
-	defer func() {
-		_ = second.Close()
-		<-done
-	}()
+	second := run()
 	o, err := c.Submit(ctx, "blue", inv.SellPair{Price: 1})
 	if err != nil || o.Status != aggregate.Accepted || o.Version != 31 {
 		t.Fatalf("after the restore: %+v, %v", o, err)

@@ -2,16 +2,13 @@ package cdc_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/cdc"
@@ -113,34 +110,20 @@ func TestCDCTableOnKafka(t *testing.T) {
 	env := kafkaenv.ForTest(t)
 	name := fmt.Sprintf("cdc-%d", time.Now().UnixNano())
 	topic := name + ".public.customers"
+	env.CreateTopics(t, 3, topic)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, -1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
 	b := engine.NewBuilder()
 	cdc.NewTable(b, "customers", topic, cdc.Column[int64]("id"), serde.Int64, serde.JSON[customer]())
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Error(err)
-		}
-	}()
+	a := enginetest.StartApp(t, top, engine.Config{AppID: name, Brokers: env.Brokers, Guarantee: engine.ExactlyOnce})
 	var recs []*kgo.Record
 	add := func(key, value string) {
 		r := &kgo.Record{Key: []byte(key)}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,11 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
-	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/projection"
@@ -41,19 +39,9 @@ func TestBenchServer(t *testing.T) {
 	if os.Getenv(benchServerEnv) == "" {
 		t.Skip("BenchmarkPointReads' server process")
 	}
-	env := kafkaenv.ForTest(t)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	app := fmt.Sprintf("http-bench-%d", time.Now().UnixNano())
-	topic := app + "-kv"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 6, -1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	env, topic, top, cl := kvTable(t, "http-bench", 6)
 	recs := make([]*kgo.Record, benchKeys)
 	for i := range recs {
 		v, _ := serde.Int64.Encode(int64(i))
@@ -62,18 +50,7 @@ func TestBenchServer(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	b := engine.NewBuilder()
-	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := engine.NewApp(top, engine.Config{AppID: app, Brokers: env.Brokers, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = a.Run(ctx) }()
-	defer a.Close()
+	a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Brokers: env.Brokers})
 	view, _ := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
 	views, _ := projection.NewRegistry(view)
 	h, err := httpapi.New(httpapi.Config{Instance: a, Views: views})

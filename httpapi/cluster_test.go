@@ -3,10 +3,8 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
@@ -28,19 +26,15 @@ import (
 
 // member is one instance with its HTTP server.
 type member struct {
-	app  *engine.App
-	srv  *http.Server
-	url  string
-	done chan error
+	app *engine.App
+	srv *http.Server
+	url string
 }
 
 func (m *member) stop(t *testing.T) {
 	t.Helper()
 	_ = m.srv.Close()
 	if err := m.app.Close(); err != nil {
-		t.Errorf("close %s: %v", m.app.ID(), err)
-	}
-	if err := <-m.done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("instance %s: %v", m.app.ID(), err)
 	}
 }
@@ -49,34 +43,18 @@ func (m *member) stop(t *testing.T) {
 // of them is answered right, whoever owns the key; after an instance
 // leaves, the same reads succeed again once the group has rebalanced.
 func TestRoutingAcrossInstances(t *testing.T) {
-	env := kafkaenv.Real(t)
+	kafkaenv.Real(t)
 	if testing.Short() {
 		t.Skip("three instances and a rebalance; not with -short")
 	}
-	app := fmt.Sprintf("http-routing-%d", time.Now().UnixNano())
-	topic := app + "-kv"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 6, -1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	env, topic, top, cl := kvTable(t, "http-routing", 6)
 	const keys = 300
 	var recs []*kgo.Record
 	for i := range keys {
 		v, _ := serde.Int64.Encode(int64(i))
-		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%03d", i), Value: v})
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i), Value: v})
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	b := engine.NewBuilder()
-	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
-	top, err := b.Build()
-	if err != nil {
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
@@ -93,18 +71,14 @@ func TestRoutingAcrossInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := engine.NewApp(top, engine.Config{AppID: app, Brokers: env.Brokers, StateDir: t.TempDir(), InstanceID: fmt.Sprintf("i%d", i),
-			AdvertisedAddr: ln.Addr().String(), SessionTimeout: 6 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Brokers: env.Brokers, InstanceID: fmt.Sprintf("i%d", i),
+			AdvertisedAddr: ln.Addr().String(), SessionTimeout: 6 * time.Second})
 		h, err := httpapi.New(httpapi.Config{Instance: a, Views: views})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &member{app: a, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+		m := &member{app: a, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, url: "http://" + ln.Addr().String()}
 		go func() { _ = m.srv.Serve(ln) }()
-		go func() { m.done <- a.Run(ctx) }()
 		members = append(members, m)
 	}
 	defer func() {

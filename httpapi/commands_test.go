@@ -4,21 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
@@ -37,51 +33,27 @@ func store(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	commands, events, replies := a.Topics()
+	env.CreateTopics(t, 2, commands, events, replies)
+	b := engine.NewBuilder()
+	a.AddTo(b)
+	stock, err := projection.Fold(b, "stock", events, serde.String, a.EventSerde(), serde.Int64, func() int64 { return 0 },
+		func(_ string, e inv.Event, pairs int64) int64 {
+			return int64(inv.Evolve(inv.State{InStock: int(pairs)}, e).InStock)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	ctx := context.Background()
-	commands, events, replies := a.Topics()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 2, -1, nil, commands, events, replies); err != nil {
-		t.Fatal(err)
-	}
-	b := engine.NewBuilder()
-	a.AddTo(b)
-	engine.Aggregate(engine.NewStream(b, events, serde.String, a.EventSerde()).GroupByKey(), func() int64 { return 0 },
-		func(_ string, e inv.Event, pairs int64) int64 {
-			return int64(inv.Evolve(inv.State{InStock: int(pairs)}, e).InStock)
-		},
-		engine.Materialized("stock"))
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := engine.NewApp(top, engine.Config{AppID: name, Brokers: env.Brokers, StateDir: t.TempDir(), Guarantee: engine.ExactlyOnce,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("the instance: %v", err)
-		}
-	})
-	<-app.Ready()
-	client, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 20 * time.Second})
+	app := enginetest.StartApp(t, top, engine.Config{AppID: name, Brokers: env.Brokers, Guarantee: engine.ExactlyOnce})
+	client, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	stock, err := projection.NewKeyValue("stock", "stock", serde.String, serde.Int64)
-	if err != nil {
-		t.Fatal(err)
-	}
 	views, err := projection.NewRegistry(stock)
 	if err != nil {
 		t.Fatal(err)

@@ -4,24 +4,44 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/projection"
 )
+
+// kvTable creates a topic of its own with partitions partitions on the
+// test's broker and a topology that keeps it in the table "kv" (string
+// keys, int64 values); cl produces to the topic. The topic's name will do
+// as the application's id.
+func kvTable(t testing.TB, name string, partitions int32) (env *kafkaenv.Env, topic string, top *engine.Topology, cl *kgo.Client) {
+	t.Helper()
+	env = kafkaenv.ForTest(t)
+	topic = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	env.CreateTopics(t, partitions, topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	b := engine.NewBuilder()
+	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
+	if top, err = b.Build(); err != nil {
+		t.Fatal(err)
+	}
+	return env, topic, top, cl
+}
 
 // sse reads server-sent events.
 type sse struct {
@@ -75,37 +95,9 @@ func (s *sse) next() (event, id, data string, ok bool) {
 // that reconnects with the last event's id gets what followed; Close ends
 // the feeds.
 func TestChangeFeed(t *testing.T) {
-	env := kafkaenv.ForTest(t)
-	app := fmt.Sprintf("http-feed-%d", time.Now().UnixNano())
-	topic := app + "-in"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	env, topic, top, cl := kvTable(t, "http-feed", 3)
 	ctx := context.Background()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, -1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	b := engine.NewBuilder()
-	engine.NewTable(b, topic, serde.String, serde.Int64, engine.Materialized("kv"))
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := engine.NewApp(top, engine.Config{AppID: app, Brokers: env.Brokers, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		_ = a.Close()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Error(err)
-		}
-	}()
-	<-a.Ready()
+	a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Brokers: env.Brokers})
 	view, _ := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
 	views, _ := projection.NewRegistry(view)
 	h, err := httpapi.New(httpapi.Config{Instance: a, Views: views, Brokers: env.Brokers, Heartbeat: 200 * time.Millisecond})

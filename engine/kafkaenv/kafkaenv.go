@@ -29,8 +29,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Kind says where a broker came from.
@@ -181,4 +184,26 @@ func Real(tb testing.TB) *Env {
 		tb.Skip(msg)
 	}
 	return env
+}
+
+// CreateTopics creates topics on the broker for a test, each with
+// partitions partitions (the broker's default replication), or fails it.
+func (e *Env) CreateTopics(tb testing.TB, partitions int32, topics ...string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resps, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil {
+			tb.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
 }
