@@ -57,8 +57,8 @@ type rowState struct {
 // does not apply yet (a truncate reaches one partition of the topic).
 //
 // The rows are kept in the store "<name>-rows" and the table in "<name>"
-// (queryable under that name). Options: engine.Named is not needed; name
-// names the nodes, stores and internal topics.
+// (queryable under that name); name also names the nodes and internal
+// topics.
 func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K, error), keys serde.Serde[K], values serde.Serde[V]) *engine.Table[K, V] {
 	raw := engine.NewStream(b, topic, serde.Bytes, serde.Bytes, engine.Named(name+"-events"))
 	decoded := engine.Process(raw, func() engine.Processor[[]byte, []byte, K, change] {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -59,7 +60,7 @@ func (a *api) openAPI() map[string]any {
 		"/aggregates/{aggregate}/{id}/commands": map[string]any{"post": map[string]any{
 			"summary": "submit a command and wait for its outcome",
 			"parameters": []map[string]any{
-				param("aggregate", "path", "the aggregate's name", true, map[string]any{"type": "string", "enum": slices.Sorted(keys(a.cfg.Commands))}),
+				param("aggregate", "path", "the aggregate's name", true, map[string]any{"type": "string", "enum": slices.Sorted(maps.Keys(a.cfg.Commands))}),
 				param("id", "path", "the aggregate's id", true, str),
 				param("Idempotency-Key", "header", "the command's id: repeated, it gets the first outcome", false, str),
 				param("If-Match", "header", "the version the command expects", false, str),
@@ -97,16 +98,6 @@ func (a *api) openAPI() map[string]any {
 				"version": num, "expectedVersion": num, "events": map[string]any{"type": "array", "items": position},
 				"rejection": obj(map[string]any{"code": str, "message": str}), "duplicate": map[string]any{"type": "boolean"}}),
 		}},
-	}
-}
-
-func keys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
