@@ -341,10 +341,12 @@ func (r *Runtime) baseOpts() []kgo.Opt {
 		// when it starts while the broker still writes the last one's
 		// markers) after a metadata refresh, which its default minimum
 		// metadata age (5s) holds back: measured, commits stalled for up to
-		// 5s (a command round trip's p99 4.8s), and at 50ms the aggregate's
-		// concurrent submits ran at 510/s, at 10ms at 870/s. KafkaOptions may
-		// say otherwise.
-		kgo.MetadataMinAge(10 * time.Millisecond),
+		// 5s (a command round trip's p99 4.8s). At 50ms the aggregate's
+		// concurrent submits ran at 510/s, at 10ms at 870/s; 100ms keeps the
+		// stall short without letting every client of a busy broker refresh
+		// a hundred times a second while topics are created or move.
+		// KafkaOptions may say otherwise.
+		kgo.MetadataMinAge(100 * time.Millisecond),
 	}, r.cfg.KafkaOpts...)
 }
 
