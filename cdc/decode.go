@@ -43,7 +43,36 @@ type Source struct {
 	Schema, Table string
 	// Snapshot: the row comes from an initial snapshot.
 	Snapshot bool
+	// CommitLSN orders the change's transaction: the log position of its
+	// own commit (Oxbow's source writes it as "commit_lsn") or, from a
+	// Debezium connector, the commit of the transaction before it (the
+	// first element of "sequence"); 0 if the event has neither.
+	CommitLSN int64
 }
+
+// Position is where a change stands in the order of a row's changes: by
+// transaction (CommitLSN), then within it (LSN). Changes to one row are
+// made in this order, so a change at a position no later than the last one
+// applied to its row is a duplicate.
+func (s Source) Position() Position { return Position{s.CommitLSN, s.LSN} }
+
+// Position is a change's place in the database's commit order; see
+// [Source.Position]. The zero Position is before every other.
+type Position struct {
+	Commit int64 `json:"c,omitempty"`
+	LSN    int64 `json:"l,omitempty"`
+}
+
+// Before reports whether p comes before q.
+func (p Position) Before(q Position) bool {
+	if p.Commit != q.Commit {
+		return p.Commit < q.Commit
+	}
+	return p.LSN < q.LSN
+}
+
+// IsZero reports whether p says nothing of the change's place.
+func (p Position) IsZero() bool { return p == Position{} }
 
 // Event is a decoded change event.
 type Event struct {
@@ -218,6 +247,8 @@ func source(b json.RawMessage) (Source, error) {
 		Schema   string          `json:"schema"`
 		Table    string          `json:"table"`
 		Snapshot json.RawMessage `json:"snapshot"`
+		Sequence json.RawMessage `json:"sequence"`
+		Commit   json.RawMessage `json:"commit_lsn"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return Source{}, err
@@ -226,6 +257,15 @@ func source(b json.RawMessage) (Source, error) {
 	out.LSN, _ = number(s.LSN)
 	out.TxID, _ = number(s.TxID)
 	out.TsMs, _ = number(s.TsMs)
+	if c, ok := number(s.Commit); ok {
+		out.CommitLSN = c
+	} else if seq := sequence(s.Sequence); len(seq) == 2 {
+		// Debezium's ["lastCommitLsn","lsn"], a JSON array in a string.
+		out.CommitLSN, _ = number(seq[0])
+		if out.LSN == 0 {
+			out.LSN, _ = number(seq[1])
+		}
+	}
 	var snap string
 	var b2 bool
 	if json.Unmarshal(s.Snapshot, &snap) == nil {
@@ -234,6 +274,19 @@ func source(b json.RawMessage) (Source, error) {
 		out.Snapshot = b2
 	}
 	return out, nil
+}
+
+// sequence reads Debezium's "sequence": a string holding a JSON array.
+func sequence(b json.RawMessage) []json.RawMessage {
+	var s string
+	if len(b) == 0 || json.Unmarshal(b, &s) != nil {
+		return nil
+	}
+	var seq []json.RawMessage
+	if json.Unmarshal([]byte(s), &seq) != nil {
+		return nil
+	}
+	return seq
 }
 
 // number reads a JSON number or a numeric string.

@@ -6,6 +6,7 @@
 #
 #   scripts/services.sh start  [kafka|postgres|all]   # default: all
 #   scripts/services.sh stop   [kafka|postgres|all]
+#   scripts/services.sh restart postgres               # restart, keeping the data
 #   scripts/services.sh status [kafka|postgres|all]   # exit 1 if one is not running
 #   scripts/services.sh env                            # export lines, for eval
 #   scripts/services.sh kafka-class CLASS [ARGS...]    # run a Kafka tool class
@@ -562,6 +563,27 @@ pg_stop() {
 	info "postgres: stopped"
 }
 
+# pg_restart: a fast shutdown and a start of the same data directory (tests
+# of what survives a database restart).
+pg_restart() {
+	local pid dir
+	dir="$(pg_run_dir)"
+	pid="$(pg_pid)" || die "postgres: not running; start it first"
+	pg_find_bin || die "postgres: no server binaries"
+	info "postgres: restarting (pid ${pid})"
+	if ! (cd "$dir" && as_postgres setsid "${PG_BIN}/pg_ctl" -D "${dir}/data" -l "${dir}/postgres.log" -m fast \
+		-w -t "$PG_START_TIMEOUT" -s restart) </dev/null >"${dir}/pg_ctl.log" 2>&1 9>&-; then
+		cat "${dir}/pg_ctl.log" >&2
+		pg_fail "pg_ctl restart failed"
+	fi
+	local deadline=$((SECONDS + PG_START_TIMEOUT))
+	until "${PG_BIN}/pg_isready" -q -h 127.0.0.1 -p "$(pg_port)" -U postgres -d postgres; do
+		[ "$SECONDS" -lt "$deadline" ] || pg_fail "pg_isready got no answer after ${PG_START_TIMEOUT}s"
+		sleep 0.3
+	done
+	info "postgres: restarted (pid $(pg_pid))"
+}
+
 pg_status() {
 	local pid
 	if pid="$(pg_pid)"; then
@@ -575,7 +597,7 @@ pg_status() {
 # ---------------------------------------------------------------------------
 
 usage() {
-	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -611,6 +633,11 @@ main() {
 			esac
 		done
 		return "$rc"
+		;;
+	restart)
+		[ "${1:-}" = postgres ] || usage
+		with_lock
+		pg_restart
 		;;
 	status)
 		for t in $(targets "$@"); do

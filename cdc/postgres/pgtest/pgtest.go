@@ -1,0 +1,160 @@
+// Package pgtest hands a real PostgreSQL server to tests: the one named by
+// OXBOW_PG_DSN, as scripts/services.sh prints it (with wal_level=logical).
+// Each test gets a database of its own, dropped with its replication slots
+// when the test ends.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ServerDSN is the server's DSN from OXBOW_PG_DSN. Without it the test is
+// skipped with the reason, or fails when CI=true: CI must run it.
+func ServerDSN(tb testing.TB) string {
+	tb.Helper()
+	dsn := os.Getenv("OXBOW_PG_DSN")
+	if dsn == "" {
+		msg := "needs PostgreSQL with wal_level=logical: set OXBOW_PG_DSN (scripts/services.sh start postgres prints it)"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return dsn
+}
+
+var seq atomic.Int64
+
+// Tests of several packages share the server, and a test may restart it:
+// each test holds a shared lock on a file while it has its database, and
+// Restart turns its own into an exclusive one, so that no other test is
+// using the server meanwhile.
+var (
+	locksMu sync.Mutex
+	locks   = map[testing.TB]*os.File{}
+)
+
+func lockPath() string { return filepath.Join(os.TempDir(), "oxbow-pgtest.lock") }
+
+func lockShared(tb testing.TB) {
+	f, err := os.OpenFile(lockPath(), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		tb.Fatalf("pgtest: locking %s: %v", lockPath(), err)
+	}
+	locksMu.Lock()
+	locks[tb] = f
+	locksMu.Unlock()
+	tb.Cleanup(func() {
+		locksMu.Lock()
+		delete(locks, tb)
+		locksMu.Unlock()
+		_ = f.Close() // releases the lock
+	})
+}
+
+// Database creates a database for the test and returns its DSN. When the
+// test ends, the database's replication slots (inactive by then: stop what
+// streams from them first, in an earlier Cleanup or before returning) and
+// the database are dropped.
+func Database(tb testing.TB) string {
+	tb.Helper()
+	server := ServerDSN(tb)
+	lockShared(tb)
+	name := fmt.Sprintf("oxbow_test_%d_%d", time.Now().UnixNano()%1_000_000_000, seq.Add(1))
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		tb.Fatalf("pgtest: connecting to %s: %v", server, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		admin, err := pgx.Connect(ctx, server)
+		if err != nil {
+			tb.Errorf("pgtest: dropping %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Errorf("pgtest: dropping the slots of %s: %v", name, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // a walsender is still going away
+		}
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			tb.Errorf("pgtest: dropping %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(server)
+	if err != nil {
+		tb.Fatalf("pgtest: OXBOW_PG_DSN is not a URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Exec runs statements on a database, failing the test on an error.
+func Exec(tb testing.TB, dsn string, sql ...string) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range sql {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			tb.Fatalf("pgtest: %s: %v", s, err)
+		}
+	}
+}
+
+// Restart restarts the server, keeping its data (scripts/services.sh
+// restart postgres): every connection is dropped. It waits for the tests of
+// other packages that use the server to finish, and keeps them from
+// starting, until the server is back. Call it from a test that has a
+// Database.
+func Restart(tb testing.TB) {
+	tb.Helper()
+	locksMu.Lock()
+	f := locks[tb]
+	locksMu.Unlock()
+	if f == nil {
+		tb.Fatal("pgtest: Restart from a test without a Database")
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		tb.Fatalf("pgtest: locking %s: %v", lockPath(), err)
+	}
+	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_SH) }()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "services.sh")
+	out, err := exec.Command("bash", script, "restart", "postgres").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("pgtest: restarting the server: %v\n%s", err, strings.TrimSpace(string(out)))
+	}
+}

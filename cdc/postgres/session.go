@@ -1,0 +1,629 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// session connects, takes the initial snapshot if it is not done, and
+// streams until ctx is done or something fails.
+func (s *Source) session(ctx context.Context) error {
+	s.sessions.Add(1)
+	cc, err := s.connConfig(false)
+	if err != nil {
+		return &fatal{err}
+	}
+	pc, err := pgx.ParseConfig(s.cfg.DSN)
+	if err != nil {
+		return &fatal{err}
+	}
+	pc.Config = *cc
+	conn, err := pgx.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	keys, err := s.ensurePublication(ctx, conn)
+	if err != nil {
+		return err
+	}
+	st, done, err := s.readState(ctx)
+	if err != nil {
+		return err
+	}
+	if done && st.Snapshot == "done" {
+		for _, t := range s.tables {
+			if !containsString(st.Tables, t.String()) {
+				return fatalf("the table %s was not in the slot %s's initial snapshot (it has %v): capture it with a new slot", t, s.cfg.Slot, st.Tables)
+			}
+		}
+	}
+	sl, err := s.slotInfo(ctx, conn)
+	if err != nil {
+		return err
+	}
+	rc, err := s.connConfig(true)
+	if err != nil {
+		return &fatal{err}
+	}
+	repl, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return fmt.Errorf("connecting for replication: %w", err)
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+
+	start := sl.confirmed
+	switch {
+	case done && st.Snapshot == "done" && !sl.exists:
+		return fatalf("the slot %s is gone, though its snapshot was taken: the changes since its last acknowledged position may be lost. "+
+			"To start over, capture with a new slot (a new snapshot) or delete the slot's record from %s", s.cfg.Slot, s.cfg.StateTopic)
+	case done && st.Snapshot == "done":
+		// Streaming, from where the server has the slot.
+	case !sl.exists:
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+		if err != nil {
+			return fmt.Errorf("creating the slot %s: %w", s.cfg.Slot, err)
+		}
+		if start, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+			return err
+		}
+		s.log.Info("cdc/postgres: created the slot; taking the initial snapshot", "at", start)
+		if err := s.snapshot(ctx, conn, keys, res.SnapshotName, start); err != nil {
+			return err
+		}
+	default:
+		// The slot is there but its snapshot did not finish (the source
+		// stopped during it). Its WAL starts where the first snapshot was
+		// taken: a new snapshot, taken now but placed there, and every
+		// change since streamed over it, end in the database's state.
+		s.log.Warn("cdc/postgres: the initial snapshot did not finish; taking it again", "at", start)
+		if err := s.snapshot(ctx, conn, keys, "", start); err != nil {
+			return err
+		}
+	}
+	if !(done && st.Snapshot == "done") {
+		names := make([]string, len(s.tables))
+		for i, t := range s.tables {
+			names[i] = t.String()
+		}
+		if err := s.writeState(ctx, state{Slot: s.cfg.Slot, Snapshot: "done", At: start.String(), Tables: names}); err != nil {
+			return err
+		}
+	}
+	return s.stream(ctx, repl, conn, keys, start)
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot writes every row of the tables, as of the exported snapshot
+// (or, without one, of a new repeatable-read transaction), as read events
+// at position at, and waits for Kafka to acknowledge them all.
+func (s *Source) snapshot(ctx context.Context, conn *pgx.Conn, keys map[tableName][]string, snapshotName string, at pglogrepl.LSN) error {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	if snapshotName != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshotName)); err != nil {
+			return fmt.Errorf("using the slot's snapshot: %w", err)
+		}
+	}
+	var db string
+	if err := tx.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		return err
+	}
+	acks := newAcks()
+	tr := acks.begin()
+	now := time.Now()
+	var n int64
+	for _, tn := range s.tables {
+		rr := conn.PgConn().ExecParams(ctx, "SELECT * FROM "+tn.ident(), nil, nil, nil, []int16{0})
+		fds := rr.FieldDescriptions()
+		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys[tn]}
+		for _, fd := range fds {
+			t.cols = append(t.cols, column{name: fd.Name, oid: fd.DataTypeOID, key: containsString(t.keys, fd.Name)})
+		}
+		cells := make([]cell, len(fds))
+		rows := n
+		for rr.NextRow() {
+			for i, v := range rr.Values() {
+				if v == nil {
+					cells[i] = cell{kind: 'n'}
+				} else {
+					cells[i] = cell{kind: 't', text: v}
+				}
+			}
+			ev := event{op: 'r', t: t, after: cells, db: db, snapshot: true, lsn: at, ts: now}
+			s.produce(ctx, acks, tr, ev.record(s.cfg.TopicPrefix))
+			n++
+		}
+		if _, err := rr.Close(); err != nil {
+			return fmt.Errorf("reading %s: %w", tn, err)
+		}
+		s.log.Info("cdc/postgres: snapshot of a table written", "table", tn.String(), "rows", n-rows)
+	}
+	acks.commit(tr, at)
+	if err := s.kc.Flush(ctx); err != nil {
+		return err
+	}
+	if err := acks.failed(); err != nil {
+		return &fatal{fmt.Errorf("writing the snapshot to Kafka: %w", err)}
+	}
+	s.snapshotted.Add(n)
+	return nil
+}
+
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}
+
+// produce writes a record, counted against its transaction until Kafka
+// acknowledges it.
+func (s *Source) produce(ctx context.Context, a *acks, t *txnAck, r *kgo.Record) {
+	a.add(t)
+	s.kc.Produce(ctx, r, func(_ *kgo.Record, err error) { a.done(t, err) })
+}
+
+// stream reads the slot's changes from start and writes them to Kafka.
+func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, start pglogrepl.LSN) error {
+	err := pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication)},
+	})
+	if err != nil {
+		return fmt.Errorf("starting replication from the slot %s: %w", s.cfg.Slot, err)
+	}
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		return err
+	}
+	acks := newAcks()
+	acks.flushed = start
+	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, lastCommit: start}
+	// However the session ends, what Kafka has acknowledged is reported.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if s.kc.Flush(fctx) == nil {
+			s.status(fctx, repl, acks)
+		}
+	}()
+	next := time.Now().Add(s.cfg.StatusInterval)
+	for {
+		if err := acks.failed(); err != nil {
+			return &fatal{fmt.Errorf("writing a change to Kafka: %w", err)}
+		}
+		if !time.Now().Before(next) {
+			if err := s.status(ctx, repl, acks); err != nil {
+				return err
+			}
+			next = time.Now().Add(s.cfg.StatusInterval)
+		}
+		rctx, cancel := context.WithDeadline(ctx, next)
+		msg, err := repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receiving from the slot: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				k, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return err
+				}
+				if !st.inTxn {
+					acks.idle(k.ServerWALEnd)
+				}
+				if k.ReplyRequested {
+					next = time.Now()
+				}
+			case pglogrepl.XLogDataByteID:
+				x, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return err
+				}
+				if err := st.handle(ctx, x); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("the slot: %w", pgconn.ErrorResponseToPgError(m))
+		}
+	}
+}
+
+// status tells the server how far Kafka has acknowledged.
+func (s *Source) status(ctx context.Context, repl *pgconn.PgConn, a *acks) error {
+	lsn := a.position()
+	s.acked.Store(uint64(lsn))
+	return pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn})
+}
+
+// streamState is a stream's decoding state.
+type streamState struct {
+	s          *Source
+	conn       *pgx.Conn
+	keys       map[tableName][]string
+	db         string
+	acks       *acks
+	relations  map[uint32]*table
+	inTxn      bool
+	txn        *txnAck
+	xid        uint32
+	commit     pglogrepl.LSN // the transaction's commit
+	lastCommit pglogrepl.LSN // the commit before it
+	ts         time.Time
+	buf        []cell
+	oldBuf     []cell
+}
+
+func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
+	msg, err := pglogrepl.Parse(x.WALData)
+	if err != nil {
+		return fmt.Errorf("decoding a pgoutput message at %s: %w", x.WALStart, err)
+	}
+	s := st.s
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		tn := tableName{m.Namespace, m.RelationName}
+		if !s.captures(tn) {
+			st.relations[m.RelationID] = nil
+			return nil
+		}
+		keys, err := primaryKey(ctx, st.conn, tn)
+		if err != nil {
+			return fmt.Errorf("the primary key of %s: %w", tn, err)
+		}
+		if len(keys) == 0 {
+			keys = st.keys[tn] // the key was dropped: keep the one the topic has
+		}
+		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys}
+		for _, c := range m.Columns {
+			t.cols = append(t.cols, column{name: c.Name, oid: c.DataType, key: containsString(keys, c.Name)})
+		}
+		st.relations[m.RelationID] = t
+	case *pglogrepl.BeginMessage:
+		st.inTxn = true
+		st.txn = st.acks.begin()
+		st.xid, st.commit, st.ts = m.Xid, m.FinalLSN, m.CommitTime
+	case *pglogrepl.CommitMessage:
+		st.acks.commit(st.txn, m.TransactionEndLSN)
+		st.inTxn, st.txn = false, nil
+		st.lastCommit = m.CommitLSN
+	case *pglogrepl.InsertMessage:
+		t, err := st.table(m.RelationID)
+		if t == nil || err != nil {
+			return err
+		}
+		st.emit(ctx, st.event('c', t, x.WALStart, nil, st.cells(&st.buf, m.Tuple)))
+	case *pglogrepl.UpdateMessage:
+		t, err := st.table(m.RelationID)
+		if t == nil || err != nil {
+			return err
+		}
+		after := st.cells(&st.buf, m.NewTuple)
+		var before []cell
+		if m.OldTuple != nil {
+			before = st.cells(&st.oldBuf, m.OldTuple)
+		}
+		if before != nil && !sameKey(t, before, after) {
+			// The primary key changed: Debezium writes the delete of the
+			// old key, its tombstone and the create of the new one. An
+			// unchanged TOASTed column is in the old row only under
+			// REPLICA IDENTITY FULL; otherwise the new key's row has the
+			// placeholder for it.
+			for i := range after {
+				if after[i].kind == 'u' && i < len(before) && before[i].kind == 't' {
+					after[i] = before[i]
+				}
+			}
+			del := st.event('d', t, x.WALStart, before, nil)
+			del.keyFrom = before
+			st.emit(ctx, del)
+			st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, ts: st.ts})
+			st.emit(ctx, st.event('c', t, x.WALStart, nil, after))
+			return nil
+		}
+		if m.OldTupleType != pglogrepl.UpdateMessageTupleTypeOld {
+			before = nil // a key alone is no before image
+		}
+		st.emit(ctx, st.event('u', t, x.WALStart, before, after))
+	case *pglogrepl.DeleteMessage:
+		t, err := st.table(m.RelationID)
+		if t == nil || err != nil {
+			return err
+		}
+		before := st.cells(&st.oldBuf, m.OldTuple)
+		st.emit(ctx, st.event('d', t, x.WALStart, before, nil))
+		st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, ts: st.ts})
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			t, err := st.table(id)
+			if err != nil {
+				return err
+			}
+			if t != nil {
+				st.emit(ctx, st.event('t', t, x.WALStart, nil, nil))
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Source) captures(t tableName) bool {
+	for _, x := range s.tables {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// table is the relation a change names: nil if the source does not
+// capture it.
+func (st *streamState) table(id uint32) (*table, error) {
+	t, ok := st.relations[id]
+	if !ok {
+		return nil, fmt.Errorf("a change of relation %d before its relation message", id)
+	}
+	return t, nil
+}
+
+func (st *streamState) cells(buf *[]cell, td *pglogrepl.TupleData) []cell {
+	if td == nil {
+		return nil
+	}
+	out := (*buf)[:0]
+	for _, c := range td.Columns {
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			out = append(out, cell{kind: 't', text: c.Data})
+		case pglogrepl.TupleDataTypeToast:
+			out = append(out, cell{kind: 'u'})
+		default:
+			out = append(out, cell{kind: 'n'})
+		}
+	}
+	*buf = out
+	return out
+}
+
+func sameKey(t *table, a, b []cell) bool {
+	for i, c := range t.cols {
+		if !c.key || i >= len(a) || i >= len(b) {
+			continue
+		}
+		if a[i].kind == 'u' || b[i].kind == 'u' {
+			continue
+		}
+		if a[i].kind != b[i].kind || string(a[i].text) != string(b[i].text) {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *streamState) event(op byte, t *table, lsn pglogrepl.LSN, before, after []cell) event {
+	return event{op: op, t: t, before: before, after: after, db: st.db, lsn: lsn, commit: st.commit, lastCommit: st.lastCommit, xid: st.xid, ts: st.ts}
+}
+
+func (st *streamState) emit(ctx context.Context, ev event) {
+	if st.txn == nil { // a change outside a transaction: pgoutput sends none
+		st.txn = st.acks.begin()
+	}
+	st.s.produce(ctx, st.acks, st.txn, ev.record(st.s.cfg.TopicPrefix))
+	if !ev.tombstone {
+		st.s.changes.Add(1)
+	}
+}
+
+// event is a change to write as a Debezium change event.
+type event struct {
+	op            byte // c, u, d, r, t
+	tombstone     bool
+	t             *table
+	before, after []cell
+	keyFrom       []cell // the cells the key is made of, if not after or before
+	db            string
+	snapshot      bool
+	lsn           pglogrepl.LSN
+	commit        pglogrepl.LSN
+	lastCommit    pglogrepl.LSN
+	xid           uint32
+	ts            time.Time
+}
+
+// record makes the Kafka record: the key is the primary key's columns
+// (null for a truncate), the value Debezium's envelope without a schema.
+func (ev event) record(prefix string) *kgo.Record {
+	r := &kgo.Record{Topic: ev.t.topic, Timestamp: ev.ts}
+	keyCells := ev.keyFrom
+	if keyCells == nil {
+		keyCells = ev.after
+		if keyCells == nil {
+			keyCells = ev.before
+		}
+	}
+	if ev.op != 't' && keyCells != nil {
+		r.Key = appendRow(nil, ev.t.cols, keyCells, true)
+	}
+	if ev.tombstone {
+		return r
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, `{"before":`...)
+	if ev.before != nil {
+		b = appendRow(b, ev.t.cols, ev.before, false)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"after":`...)
+	if ev.after != nil {
+		b = appendRow(b, ev.t.cols, ev.after, false)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"source":{"version":"oxbow","connector":"postgresql","name":`...)
+	b = appendString(b, []byte(prefix))
+	b = append(b, `,"ts_ms":`...)
+	b = strconv.AppendInt(b, ev.ts.UnixMilli(), 10)
+	if ev.snapshot {
+		b = append(b, `,"snapshot":"true"`...)
+	} else {
+		b = append(b, `,"snapshot":"false"`...)
+	}
+	b = append(b, `,"db":`...)
+	b = appendString(b, []byte(ev.db))
+	b = append(b, `,"sequence":"[`...)
+	if ev.snapshot {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `\"`...)
+		b = strconv.AppendUint(b, uint64(ev.lastCommit), 10)
+		b = append(b, `\"`...)
+	}
+	b = append(b, `,\"`...)
+	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
+	b = append(b, `\"]","schema":`...)
+	b = appendString(b, []byte(ev.t.name.schema))
+	b = append(b, `,"table":`...)
+	b = appendString(b, []byte(ev.t.name.name))
+	if ev.snapshot {
+		b = append(b, `,"txId":null`...)
+	} else {
+		b = append(b, `,"txId":`...)
+		b = strconv.AppendUint(b, uint64(ev.xid), 10)
+	}
+	b = append(b, `,"lsn":`...)
+	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
+	b = append(b, `,"commit_lsn":`...)
+	b = strconv.AppendUint(b, uint64(ev.commit), 10)
+	b = append(b, `},"op":"`...)
+	b = append(b, ev.op)
+	b = append(b, `","ts_ms":`...)
+	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
+	b = append(b, '}')
+	r.Value = b
+	return r
+}
+
+// acks follows which transactions Kafka has acknowledged every change of,
+// in commit order: the position reported to the server is the end of the
+// last transaction that is acknowledged and after only acknowledged ones.
+type acks struct {
+	mu      sync.Mutex
+	queue   []*txnAck
+	flushed pglogrepl.LSN
+	err     error
+}
+
+type txnAck struct {
+	pending   int
+	committed bool
+	end       pglogrepl.LSN
+}
+
+func newAcks() *acks { return &acks{} }
+
+func (a *acks) begin() *txnAck {
+	t := &txnAck{}
+	a.mu.Lock()
+	a.queue = append(a.queue, t)
+	a.mu.Unlock()
+	return t
+}
+
+func (a *acks) add(t *txnAck) {
+	a.mu.Lock()
+	t.pending++
+	a.mu.Unlock()
+}
+
+func (a *acks) done(t *txnAck, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.pending--
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	a.advance()
+}
+
+func (a *acks) commit(t *txnAck, end pglogrepl.LSN) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.committed, t.end = true, end
+	a.advance()
+}
+
+// advance must be called with mu held.
+func (a *acks) advance() {
+	if a.err != nil {
+		return // nothing after a failed write is acknowledged
+	}
+	for len(a.queue) > 0 && a.queue[0].committed && a.queue[0].pending == 0 {
+		if a.queue[0].end > a.flushed {
+			a.flushed = a.queue[0].end
+		}
+		a.queue[0] = nil
+		a.queue = a.queue[1:]
+	}
+}
+
+// idle moves the position to the server's WAL end when no transaction is
+// waiting for Kafka: the WAL up to there holds nothing for the slot.
+func (a *acks) idle(walEnd pglogrepl.LSN) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.queue) == 0 && a.err == nil && walEnd > a.flushed {
+		a.flushed = walEnd
+	}
+}
+
+func (a *acks) position() pglogrepl.LSN {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.flushed
+}
+
+func (a *acks) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}

@@ -1,0 +1,259 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ensureTopics creates the tables' topics and the state topic when missing.
+func (s *Source) ensureTopics(ctx context.Context) error {
+	adm := kadm.NewClient(s.kc)
+	var topics []string
+	for _, t := range s.tables {
+		topics = append(topics, s.Topic(t.String()))
+	}
+	create := func(partitions int32, configs map[string]*string, topics ...string) error {
+		res, err := adm.CreateTopics(ctx, partitions, -1, configs, topics...)
+		if err != nil {
+			return fmt.Errorf("cdc/postgres: creating the topics %v: %w", topics, err)
+		}
+		for _, r := range res.Sorted() {
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				return fmt.Errorf("cdc/postgres: creating the topic %s: %w", r.Topic, r.Err)
+			}
+		}
+		return nil
+	}
+	if err := create(s.cfg.Partitions, nil, topics...); err != nil {
+		return err
+	}
+	compact := "compact"
+	return create(1, map[string]*string{"cleanup.policy": &compact}, s.cfg.StateTopic)
+}
+
+// state is what the state topic keeps for a slot.
+type state struct {
+	Slot string `json:"slot"`
+	// Snapshot is "done" once every row of the initial snapshot is in
+	// Kafka; At is the position it was taken at, Tables the tables it has.
+	Snapshot string   `json:"snapshot"`
+	At       string   `json:"at"`
+	Tables   []string `json:"tables"`
+}
+
+// readState reads the slot's last state record, if any.
+func (s *Source) readState(ctx context.Context) (state, bool, error) {
+	adm := kadm.NewClient(s.kc)
+	var end kadm.ListedOffset
+	// A topic just created may take a moment to be in every broker's
+	// metadata.
+	for attempt := 0; ; attempt++ {
+		ends, err := adm.ListEndOffsets(ctx, s.cfg.StateTopic)
+		if err != nil {
+			return state{}, false, fmt.Errorf("the end of %s: %w", s.cfg.StateTopic, err)
+		}
+		var ok bool
+		end, ok = ends.Lookup(s.cfg.StateTopic, 0)
+		if ok && end.Err == nil {
+			break
+		}
+		if attempt == 50 {
+			return state{}, false, fmt.Errorf("the end of %s: %v", s.cfg.StateTopic, errors.Join(end.Err, errors.New("no partition 0")))
+		}
+		select {
+		case <-ctx.Done():
+			return state{}, false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if end.Offset == 0 {
+		return state{}, false, nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, append(slices.Clone(s.cfg.KafkaOptions),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.cfg.StateTopic: {0: kgo.NewOffset().AtStart()}}))...)...)
+	if err != nil {
+		return state{}, false, err
+	}
+	defer cl.Close()
+	var last state
+	found := false
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return state{}, false, err
+		}
+		for _, fe := range fs.Errors() {
+			return state{}, false, fmt.Errorf("cdc/postgres: reading %s: %w", s.cfg.StateTopic, fe.Err)
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == s.cfg.Slot {
+				var st state
+				if r.Value == nil {
+					last, found = state{}, false
+				} else if json.Unmarshal(r.Value, &st) == nil {
+					last, found = st, true
+				}
+			}
+			if r.Offset >= end.Offset-1 {
+				done = true
+			}
+		})
+		if done {
+			return last, found, nil
+		}
+	}
+}
+
+// writeState writes the slot's state record and waits for Kafka.
+func (s *Source) writeState(ctx context.Context, st state) error {
+	v, _ := json.Marshal(st)
+	if err := s.kc.ProduceSync(ctx, &kgo.Record{Topic: s.cfg.StateTopic, Partition: 0, Key: []byte(s.cfg.Slot), Value: v}).FirstErr(); err != nil {
+		return &fatal{fmt.Errorf("writing the state to %s: %w", s.cfg.StateTopic, err)}
+	}
+	return nil
+}
+
+// table is a captured table as the source knows it.
+type table struct {
+	name  tableName
+	topic string
+	cols  []column
+	keys  []string // the primary key's columns, in the key's order
+}
+
+// primaryKey reads a table's primary key columns.
+func primaryKey(ctx context.Context, conn *pgx.Conn, t tableName) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname
+		FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = $1::regclass AND i.indisprimary
+		ORDER BY array_position(i.indkey::int2[], a.attnum)`, t.ident())
+	if err != nil {
+		return nil, err
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// ensurePublication checks the tables, reads their primary keys and makes
+// the publication hold them.
+func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) (map[tableName][]string, error) {
+	keys := map[tableName][]string{}
+	for _, t := range s.tables {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.ident()).Scan(&exists); err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, fatalf("the table %s does not exist", t)
+		}
+		k, err := primaryKey(ctx, conn, t)
+		if err != nil {
+			return nil, fmt.Errorf("the primary key of %s: %w", t, err)
+		}
+		if len(k) == 0 {
+			return nil, fatalf("the table %s has no primary key: its changes would have no key to be a table by", t)
+		}
+		keys[t] = k
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&n); err != nil {
+		return nil, err
+	}
+	pub := pgx.Identifier{s.cfg.Publication}.Sanitize()
+	var idents []string
+	for _, t := range s.tables {
+		idents = append(idents, t.ident())
+	}
+	if n == 0 {
+		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+strings.Join(idents, ", ")); err != nil {
+			return nil, fmt.Errorf("creating the publication %s: %w", s.cfg.Publication, err)
+		}
+		s.log.Info("cdc/postgres: created the publication", "publication", s.cfg.Publication, "tables", s.tables)
+		return keys, nil
+	}
+	rows, err := conn.Query(ctx, `SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1`, s.cfg.Publication)
+	if err != nil {
+		return nil, err
+	}
+	have := map[tableName]bool{}
+	var schema, name string
+	if _, err := pgx.ForEachRow(rows, []any{&schema, &name}, func() error {
+		have[tableName{schema, name}] = true
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, t := range s.tables {
+		if !have[t] {
+			if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+t.ident()); err != nil {
+				return nil, fmt.Errorf("adding %s to the publication %s: %w", t, s.cfg.Publication, err)
+			}
+		}
+	}
+	return keys, nil
+}
+
+// slot is the replication slot as the server has it.
+type slot struct {
+	exists    bool
+	plugin    string
+	confirmed pglogrepl.LSN
+}
+
+func (s *Source) slotInfo(ctx context.Context, conn *pgx.Conn) (slot, error) {
+	var sl slot
+	var confirmed *string
+	err := conn.QueryRow(ctx, `SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, s.cfg.Slot).Scan(&sl.plugin, &confirmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sl, nil
+	}
+	if err != nil {
+		return sl, err
+	}
+	sl.exists = true
+	if sl.plugin != "pgoutput" {
+		return sl, fatalf("the slot %s uses the plugin %q, not pgoutput", s.cfg.Slot, sl.plugin)
+	}
+	if confirmed != nil {
+		if sl.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return sl, err
+		}
+	}
+	return sl, nil
+}
+
+// connConfig is the DSN's configuration with the session settings the
+// source's conversions assume: UTC and ISO dates.
+func (s *Source) connConfig(replication bool) (*pgconn.Config, error) {
+	c, err := pgconn.ParseConfig(s.cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	c.RuntimeParams["timezone"] = "UTC"
+	c.RuntimeParams["datestyle"] = "ISO, YMD"
+	c.RuntimeParams["intervalstyle"] = "iso_8601"
+	c.RuntimeParams["extra_float_digits"] = "3"
+	if replication {
+		c.RuntimeParams["replication"] = "database"
+		c.RuntimeParams["application_name"] = "oxbow-cdc-" + s.cfg.Slot
+	}
+	return c, nil
+}

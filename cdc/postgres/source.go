@@ -1,0 +1,234 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config says what a Source captures and where it writes it.
+type Config struct {
+	// DSN is the database's connection string (a URL or key=value pairs,
+	// as pgx reads them). Its user needs the REPLICATION attribute, SELECT
+	// on the tables and, to create the publication, their ownership.
+	DSN string
+	// Tables are the captured tables, "schema.table" or "table" (schema
+	// public). Each needs a primary key: it is the records' key.
+	Tables []string
+	// Slot is the logical replication slot's name (lower-case letters,
+	// digits and underscores). It is created, with an initial snapshot,
+	// if it does not exist. The slot keeps the server's WAL until the
+	// source has acknowledged it: drop it (pg_drop_replication_slot) when
+	// a source is retired.
+	Slot string
+	// Publication names the publication of the tables; default: Slot. It is
+	// created if missing, and given the tables it lacks.
+	Publication string
+	// TopicPrefix names the topics, as Debezium's topic.prefix does: the
+	// changes of schema.table go to "<TopicPrefix>.<schema>.<table>".
+	TopicPrefix string
+	// Brokers are Kafka's seed brokers; KafkaOptions are more options for
+	// the client (TLS, SASL, ...).
+	Brokers      []string
+	KafkaOptions []kgo.Opt
+	// Partitions is the partition count of the topics the source creates
+	// when they are missing; default 1. Records are partitioned by their
+	// key's bytes, as Kafka's Java producer does.
+	Partitions int32
+	// StateTopic keeps, per slot, whether the initial snapshot is complete;
+	// default "<TopicPrefix>.oxbow-cdc-state". It is created compacted.
+	StateTopic string
+	// StatusInterval is how often the source tells the server how far
+	// Kafka has acknowledged; default 10s. The server drops a connection
+	// that says nothing for wal_sender_timeout (60s by default).
+	StatusInterval time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// Source captures tables of a PostgreSQL database by logical replication
+// and writes their changes to Kafka as Debezium change events. Run it;
+// Close it when Run has returned.
+type Source struct {
+	cfg    Config
+	log    *slog.Logger
+	tables []tableName
+	kc     *kgo.Client
+
+	snapshotted atomic.Int64
+	changes     atomic.Int64
+	acked       atomic.Uint64
+	sessions    atomic.Int64
+	running     sync.Mutex
+}
+
+type tableName struct{ schema, name string }
+
+func (t tableName) String() string { return t.schema + "." + t.name }
+
+func (t tableName) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
+
+// New checks the configuration and makes a Source, with its Kafka
+// client; it connects to nothing yet.
+func New(cfg Config) (*Source, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("cdc/postgres: Config.DSN is empty")
+	}
+	if _, err := pgx.ParseConfig(cfg.DSN); err != nil {
+		return nil, fmt.Errorf("cdc/postgres: Config.DSN: %w", err)
+	}
+	if !slotName.MatchString(cfg.Slot) {
+		return nil, fmt.Errorf("cdc/postgres: Config.Slot %q: a slot's name is 1 to 63 lower-case letters, digits and underscores", cfg.Slot)
+	}
+	if cfg.Publication == "" {
+		cfg.Publication = cfg.Slot
+	}
+	if cfg.TopicPrefix == "" {
+		return nil, errors.New("cdc/postgres: Config.TopicPrefix is empty")
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("cdc/postgres: Config.Brokers is empty")
+	}
+	if len(cfg.Tables) == 0 {
+		return nil, errors.New("cdc/postgres: Config.Tables is empty")
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.Partitions < 0 {
+		return nil, fmt.Errorf("cdc/postgres: Config.Partitions %d", cfg.Partitions)
+	}
+	if cfg.StateTopic == "" {
+		cfg.StateTopic = cfg.TopicPrefix + ".oxbow-cdc-state"
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Source{cfg: cfg, log: cfg.Logger.With("slot", cfg.Slot)}
+	seen := map[tableName]bool{}
+	for _, t := range cfg.Tables {
+		schema, name, ok := strings.Cut(t, ".")
+		if !ok {
+			schema, name = "public", t
+		}
+		if schema == "" || name == "" || strings.Contains(name, ".") {
+			return nil, fmt.Errorf("cdc/postgres: Config.Tables: %q is not schema.table", t)
+		}
+		tn := tableName{schema, name}
+		if !seen[tn] {
+			seen[tn] = true
+			s.tables = append(s.tables, tn)
+		}
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		// Every change is acknowledged by all in-sync replicas before the
+		// server hears of it, and written once per attempt (idempotence).
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}, cfg.KafkaOptions...)
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cdc/postgres: the Kafka client: %w", err)
+	}
+	s.kc = kc
+	return s, nil
+}
+
+// Topic is the topic of a table's changes.
+func (s *Source) Topic(table string) string {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = "public", table
+	}
+	return s.cfg.TopicPrefix + "." + schema + "." + name
+}
+
+// Stats are a source's counts since it was made.
+type Stats struct {
+	// SnapshotRows are the rows of initial snapshots written to Kafka;
+	// Changes the streamed change events Kafka has acknowledged.
+	SnapshotRows, Changes int64
+	// Acknowledged is how far in the WAL everything is in Kafka: the
+	// position last reported to the server as flushed.
+	Acknowledged pglogrepl.LSN
+	// Sessions counts the connections made to the database's replication
+	// stream (more than one: it reconnected).
+	Sessions int64
+}
+
+// Stats returns the source's counts.
+func (s *Source) Stats() Stats {
+	return Stats{SnapshotRows: s.snapshotted.Load(), Changes: s.changes.Load(), Acknowledged: pglogrepl.LSN(s.acked.Load()), Sessions: s.sessions.Load()}
+}
+
+// fatal is an error that reconnecting does not cure.
+type fatal struct{ err error }
+
+func (f *fatal) Error() string { return f.err.Error() }
+func (f *fatal) Unwrap() error { return f.err }
+
+func fatalf(format string, args ...any) error { return &fatal{fmt.Errorf(format, args...)} }
+
+// Run captures the tables until ctx is done: it makes the topics, the
+// publication and the slot if missing, writes the initial snapshot once,
+// then streams the changes, acknowledging WAL positions to the server only
+// once Kafka has acknowledged every change up to them. When the database
+// goes away (a restart, a dropped connection) it reconnects, with backoff,
+// and goes on from the last acknowledged position: what Kafka had not
+// acknowledged is written again (duplicates, which keep their positions,
+// see cdc.Position). It returns nil when ctx is done, or an error that
+// reconnecting would not cure (a Kafka write that failed, a lost slot, a
+// table without a primary key).
+func (s *Source) Run(ctx context.Context) error {
+	if !s.running.TryLock() {
+		return errors.New("cdc/postgres: Run is already running")
+	}
+	defer s.running.Unlock()
+	if err := s.ensureTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	backoff := 200 * time.Millisecond
+	for {
+		start := time.Now()
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var f *fatal
+		if errors.As(err, &f) {
+			return fmt.Errorf("cdc/postgres: %w", f.err)
+		}
+		if time.Since(start) > time.Minute {
+			backoff = 200 * time.Millisecond
+		}
+		s.log.Warn("cdc/postgres: the session with the database ended; reconnecting", "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Close closes the Kafka client. Call it after Run has returned.
+func (s *Source) Close() { s.kc.Close() }
