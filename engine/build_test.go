@@ -343,6 +343,7 @@ func TestBuildNilFunctions(t *testing.T) {
 		{"FlatMap", func(b *engine.Builder) { engine.FlatMap[string, int64, string, int64](src(b), nil, named) }, "n", "flat-map"},
 		{"FlatMapValues", func(b *engine.Builder) { engine.FlatMapValues[string, int64, int64](src(b), nil, named) }, "n", "flat-map"},
 		{"Split.Branch", func(b *engine.Builder) { src(b).Split().Branch("n", nil) }, "n", "branch predicate"},
+		{"RepartitionBy", func(b *engine.Builder) { src(b).RepartitionBy(nil, named).To("out") }, "n-sink", "partition"},
 		{"GroupBy", func(b *engine.Builder) {
 			engine.GroupBy[string, int64, string](src(b), nil, named).Count()
 		}, "n-key", "key"},

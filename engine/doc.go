@@ -41,6 +41,9 @@
 // [GroupBy], [Process]) marks the stream for repartitioning: the next
 // stateful step first writes the stream through an internal topic
 // partitioned by the new key, which starts a new sub-topology.
+// [Stream.Repartition] does it explicitly; [Stream.RepartitionBy] lets a
+// function choose each record's partitions, several of them to send a copy
+// to each (a truncate that every partition's state must see).
 //
 // # Time and windows
 //

@@ -257,3 +257,54 @@ func ExampleVersioned() {
 	// 7 ACME at 10.00
 	// 100 ACME at 11.00
 }
+
+// A truncate in a stream of row changes concerns every key, so it must
+// reach every partition of the repartition topic, and with it every task
+// downstream; the rows themselves go to the partition their key hashes to.
+// The driver has one partition per topic, so there the truncate is written
+// once; on a broker it is written once to each partition.
+func ExampleStream_RepartitionBy() {
+	everywhere := func(_ string, change string, partitions int) []int {
+		if change != "truncate" {
+			return nil // by the key
+		}
+		all := make([]int, partitions)
+		for p := range all {
+			all[p] = p
+		}
+		return all
+	}
+	b := engine.NewBuilder()
+	engine.NewStream(b, "changes", serde.String, serde.String).
+		RepartitionBy(everywhere, engine.Named("by-row")).
+		To("rows")
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, line := range strings.Split(topology.Describe(), "\n") {
+		if strings.Contains(line, "Sink: by-row") {
+			fmt.Println(strings.TrimSpace(line))
+		}
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	in := enginetest.NewInput(d, "changes", serde.String, serde.String)
+	in.Pipe("r1", "insert", enginetest.At(1))
+	in.Pipe("", "truncate", enginetest.At(2))
+	in.Pipe("r2", "insert", enginetest.At(3))
+	for _, kv := range enginetest.NewOutput(d, d.InternalTopic("by-row-repartition"), serde.String, serde.String).ReadKeyValues() {
+		fmt.Printf("%q %s\n", kv.Key, kv.Value)
+	}
+	// Output:
+	// Sink: by-row-sink (topic: ${app}-by-row-repartition, partitioned by a function)
+	// "r1" insert
+	// "" truncate
+	// "r2" insert
+}

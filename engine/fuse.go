@@ -170,13 +170,22 @@ type sinkStep[K, V any] struct {
 	node *topo.Node
 	ks   serde.Serde[K]
 	vs   serde.Serde[V]
+	// part is the sink's partitioner (RepartitionBy), typed; nil: by the
+	// key.
+	part func(K, V, int) []int
 }
 
 func newSinkStep[K, V any](n *topo.Node, ks serde.Serde[K], vs serde.Serde[V]) any {
 	if ks == nil || vs == nil || !plain[K]() || !plain[V]() {
 		return nil
 	}
-	return sinkStep[K, V]{n, ks, vs}
+	return sinkStep[K, V]{node: n, ks: ks, vs: vs}
+}
+
+// partitions is topo.Output.Partitions for a record (its own function, so
+// that the emit of a sink without a partitioner captures nothing).
+func (s sinkStep[K, V]) partitions(k K, v V) func(n int) []int {
+	return func(n int) []int { return s.part(k, v, n) }
 }
 
 func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
@@ -209,6 +218,9 @@ func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
 				b = []byte{}
 			}
 			out.Value = b
+		}
+		if s.part != nil {
+			out.Partitions = s.partitions(k, v)
 		}
 		return l.env.Send(out)
 	})

@@ -286,14 +286,55 @@ func (s *Stream[K, V]) Repartition(opts ...Option) *Stream[K, V] {
 	return r
 }
 
+// RepartitionBy is Repartition with the partitions chosen by partition: it
+// is given each record's key and value (for a null key or a tombstone, the
+// zero K or V) and the topic's partition count, and returns the partitions
+// the record is written to — one, several (each gets a copy: a multicast,
+// as KIP-837 lets a Kafka Streams partitioner do), or none (nil: the
+// partition its key hashes to, as Repartition does). A partition is written
+// once however often it is returned; one outside [0, partitions) fails
+// processing with an error naming the topic, the partition and the count,
+// as a value that cannot be encoded does. It takes the same options as
+// Repartition ([Partitions], [Named]).
+//
+// Broadcasting to every partition is how an event that concerns all keys
+// (a CDC truncate, a configuration change) reaches the state of every task
+// downstream. The stream that comes back is taken to be partitioned by its
+// key, as after Repartition, so the stateful operations after it do not
+// repartition again: keys the function sends elsewhere than their hash have
+// their state there, where [KeyOwner] and queries by key do not look.
+func (s *Stream[K, V]) RepartitionBy(partition func(key K, value V, partitions int) []int, opts ...Option) *Stream[K, V] {
+	o, err := s.b.opts("RepartitionBy", opts, "Partitions")
+	name := s.b.name("repartition-by", o, []*topo.Node{s.node}, "")
+	if partition == nil {
+		err = errors.Join(err, errNilFunc("partition"))
+	}
+	r := s.repartitionBy(name, o.partitions, partition, err)
+	r.rekeyed = false
+	return r
+}
+
 // repartition adds sink -> internal topic -> source.
 func (s *Stream[K, V]) repartition(name string, partitions int, err error) *Stream[K, V] {
+	return s.repartitionBy(name, partitions, nil, err)
+}
+
+// repartitionBy is repartition with a sink partitioned by partition, if
+// not nil.
+func (s *Stream[K, V]) repartitionBy(name string, partitions int, partition func(K, V, int) []int, err error) *Stream[K, V] {
 	it := &topo.InternalTopic{Name: name + "-repartition", Kind: topo.RepartitionTopic, Partitions: partitions}
 	kc, vc := codecOf(s.ks), codecOf(s.vs)
 	serdeErr := nilSerdes(s.ks == nil, s.vs == nil)
 	sink := &topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
 		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}
 	sink.Typed = newSinkStep(sink, s.ks, s.vs)
+	if partition != nil {
+		sink.Partitioner = func(key, value any, n int) []int { return partition(as[K](key), as[V](value), n) }
+		if st, ok := sink.Typed.(sinkStep[K, V]); ok {
+			st.part = partition
+			sink.Typed = st
+		}
+	}
 	s.b.add(sink, errors.Join(err, serdeErr))
 	src := s.b.add(&topo.Node{Name: name + "-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: it.Name, Internal: true,
 		KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K](), Typed: newSourceStep(s.ks, s.vs)}, nil)

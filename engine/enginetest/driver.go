@@ -153,8 +153,15 @@ func (d *Driver) ChangelogTopic(store string) string {
 	return d.InternalTopic(topo.ChangelogTopic(store))
 }
 
-// Send takes a task's output: it implements the tasks' collector.
+// Send takes a task's output: it implements the tasks' collector. Every
+// topic has one partition, so a sink's partitioner is asked to choose among
+// one, and a record it sends to partition 0 (or to all) is written once.
 func (d *Driver) Send(out topo.Output) error {
+	if out.Partition == topo.AnyPartition {
+		if _, err := out.Targets(1); err != nil {
+			return err
+		}
+	}
 	msgs := d.topics[out.Topic]
 	m := Message{Key: out.Key, Value: out.Value, Timestamp: topo.TimeOf(out.Timestamp), Headers: out.Headers, Offset: int64(len(msgs))}
 	d.topics[out.Topic] = append(msgs, m)

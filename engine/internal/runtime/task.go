@@ -578,7 +578,8 @@ func newCollector(r *Runtime, t *rtask) *collector {
 	return c
 }
 
-// Send produces one record; it implements topo.Collector.
+// Send produces a record, or a copy of it to each partition its sink's
+// partitioner chose; it implements topo.Collector.
 func (c *collector) Send(out topo.Output) error {
 	p := out.Partition
 	if p == topo.AnyPartition {
@@ -590,6 +591,16 @@ func (c *collector) Send(out topo.Output) error {
 		if n == 0 {
 			return fmt.Errorf("engine: no partition count known for topic %s", out.Topic)
 		}
+		if out.Partitions != nil {
+			ps, err := out.Targets(n)
+			if err != nil {
+				return err
+			}
+			if len(ps) > 0 {
+				c.multicast(out, ps)
+				return nil
+			}
+		}
 		if out.Key != nil {
 			p = partitionFor(out.Key, n)
 		} else {
@@ -597,6 +608,24 @@ func (c *collector) Send(out topo.Output) error {
 			p = int32(c.rr % uint32(n))
 		}
 	}
+	c.produce(out, p)
+	return nil
+}
+
+// multicast produces a copy of out to each of the partitions its
+// partitioner chose; only the first copy reports to out.Produced, which
+// expects one call.
+func (c *collector) multicast(out topo.Output, ps []int32) {
+	for i, p := range ps {
+		if i == 1 {
+			out.Produced = nil
+		}
+		c.produce(out, p)
+	}
+}
+
+// produce produces out to partition p.
+func (c *collector) produce(out topo.Output, p int32) {
 	if len(c.slab) == 0 {
 		c.slab = make([]kgo.Record, recordSlab)
 	}
@@ -622,7 +651,6 @@ func (c *collector) Send(out topo.Output) error {
 	// record fail its whole batch.
 	c.inflight.Add(1)
 	c.r.cl.Produce(context.Background(), rec, c.promise)
-	return nil
 }
 
 const recordSlab = 256

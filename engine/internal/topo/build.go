@@ -261,7 +261,11 @@ func (t *Topology) Describe() string {
 			case SourceNode:
 				fmt.Fprintf(&b, "    Source: %s (topics: [%s])\n", n.Name, n.Ref())
 			case SinkNode:
-				fmt.Fprintf(&b, "    Sink: %s (topic: %s)\n", n.Name, n.Ref())
+				how := ""
+				if n.Partitioner != nil {
+					how = ", partitioned by a function"
+				}
+				fmt.Fprintf(&b, "    Sink: %s (topic: %s%s)\n", n.Name, n.Ref(), how)
 			default:
 				fmt.Fprintf(&b, "    Processor: %s (stores: [%s])\n", n.Name, strings.Join(n.Stores, ", "))
 			}

@@ -181,6 +181,11 @@ type Node struct {
 	// interface (a sink may then compare values with ==).
 	ValueComparable bool
 	InternalTopic   *InternalTopic
+	// Partitioner (sinks), if set, chooses the partitions of each record
+	// from its key and value (nil for a null key or a tombstone) and the
+	// topic's partition count n: one or several (a copy to each), or none
+	// (by the key, as without it). See Output.Partitions.
+	Partitioner func(key, value any, n int) []int
 
 	// Processor nodes.
 	New    func() Processor

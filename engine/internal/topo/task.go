@@ -39,12 +39,53 @@ type Output struct {
 	Timestamp int64
 	Headers   []Header
 	// Produced, if set, is called with the record's partition and offset
-	// once Kafka has acknowledged it.
+	// once Kafka has acknowledged it; for a record sent to several
+	// partitions (see Partitions), with those of the first copy only.
 	Produced func(partition int32, offset int64)
+	// Partitions, if set, chooses the partitions of a record whose
+	// Partition is AnyPartition, given the topic's partition count: a
+	// sink's Partitioner applied to the record. A collector reads it
+	// through Targets.
+	Partitions func(n int) []int
 }
 
 // AnyPartition lets the collector choose the partition from the key.
 const AnyPartition int32 = -1
+
+// Targets returns the partitions, in a topic of n, that a record whose
+// Partition is AnyPartition goes to by its Partitions function: each once,
+// in the order the function first gave them; none (nil) means by the key,
+// as without the function. A partition outside [0, n) is an error, which
+// fails processing as an encoding error does.
+func (o *Output) Targets(n int32) ([]int32, error) {
+	if o.Partitions == nil {
+		return nil, nil
+	}
+	ps := o.Partitions(int(n))
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	out := make([]int32, 0, len(ps))
+	var seen []uint64 // a bitset, for many partitions
+	if len(ps) > 16 {
+		seen = make([]uint64, (n+63)/64)
+	}
+	for _, p := range ps {
+		if p < 0 || p >= int(n) {
+			return nil, fmt.Errorf("engine: the partitioner of topic %s chose partition %d, not in [0, %d)", o.Topic, p, n)
+		}
+		if seen != nil {
+			if seen[p/64]&(1<<(p%64)) != 0 {
+				continue
+			}
+			seen[p/64] |= 1 << (p % 64)
+		} else if slices.Contains(out, int32(p)) {
+			continue
+		}
+		out = append(out, int32(p))
+	}
+	return out, nil
+}
 
 // Collector sends a task's output records, changelog records included.
 type Collector interface {
@@ -497,6 +538,9 @@ func (ni *nodeInst) forwardAll(r Record) error {
 
 func (ni *nodeInst) sink(r Record) error {
 	out := Output{Topic: ni.topic, Partition: AnyPartition, Timestamp: r.Timestamp.UnixMilli(), Headers: r.Headers, Produced: r.produced}
+	if ni.node.Partitioner != nil {
+		out.Partitions = partitionsOf(ni.node.Partitioner, r.Key, r.Value)
+	}
 	where := func(part string, err error) error {
 		return &serde.Error{Topic: ni.topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
 	}
@@ -535,6 +579,13 @@ func (ni *nodeInst) sink(r Record) error {
 		out.Value = v
 	}
 	return ni.task.cfg.Collector.Send(out)
+}
+
+// partitionsOf is Output.Partitions for a record of a sink with a
+// partitioner (its own function, so that the sink's fast path captures
+// nothing).
+func partitionsOf(p func(key, value any, n int) []int, key, value any) func(n int) []int {
+	return func(n int) []int { return p(key, value, n) }
 }
 
 // RawKey returns the bytes r's key was read from, if its key is still the
