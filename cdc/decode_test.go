@@ -116,3 +116,33 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 }
+
+// A change's position: by its transaction's commit (Oxbow's commit_lsn, or
+// Debezium's lastCommitLsn from "sequence"), then its own LSN.
+func TestDecodePosition(t *testing.T) {
+	src := func(fields string) string {
+		return `{"before":null,"after":{"id":1},"source":{` + fields + `},"op":"c"}`
+	}
+	for _, c := range []struct {
+		name, value string
+		want        cdc.Position
+	}{
+		{"Debezium's sequence", src(`"sequence":"[\"24023119\",\"24023128\"]","lsn":24023128`), cdc.Position{Commit: 24023119, LSN: 24023128}},
+		{"a snapshot's sequence", src(`"sequence":"[null,\"500\"]","lsn":500`), cdc.Position{LSN: 500}},
+		{"Oxbow's commit_lsn first", src(`"sequence":"[\"1\",\"7\"]","lsn":7,"commit_lsn":9`), cdc.Position{Commit: 9, LSN: 7}},
+		{"only an lsn", src(`"lsn":42`), cdc.Position{LSN: 42}},
+		{"nothing", src(`"table":"t"`), cdc.Position{}},
+	} {
+		ev, err := cdc.Decode([]byte(`{"id":1}`), []byte(c.value))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := ev.Source.Position(); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	a, b := cdc.Position{Commit: 1, LSN: 9}, cdc.Position{Commit: 2, LSN: 3}
+	if !a.Before(b) || b.Before(a) || a.Before(a) || !(cdc.Position{}).IsZero() || a.IsZero() {
+		t.Error("Position.Before orders by commit, then LSN")
+	}
+}

@@ -26,18 +26,18 @@ func Column[K any](name string) func(Row) (K, error) {
 
 // change is a decoded event, re-keyed by the table's key.
 type change struct {
-	Op  Op    `json:"op"`
-	Row Row   `json:"row,omitempty"`
-	LSN int64 `json:"lsn,omitempty"`
+	Op  Op       `json:"op"`
+	Row Row      `json:"row,omitempty"`
+	Pos Position `json:"pos"`
 }
 
 // rowState is a key's row as the table keeps it: the row (deleted rows
 // are kept, without columns, so that a replayed older event does not bring
-// them back) and the log position of the change that made it.
+// them back) and the position of the change that made it.
 type rowState struct {
-	Row     Row   `json:"row,omitempty"`
-	LSN     int64 `json:"lsn,omitempty"`
-	Deleted bool  `json:"deleted,omitempty"`
+	Row     Row      `json:"row,omitempty"`
+	Pos     Position `json:"pos"`
+	Deleted bool     `json:"deleted,omitempty"`
 }
 
 // NewTable reads a topic of Debezium change events (any shape Decode
@@ -49,16 +49,23 @@ type rowState struct {
 // Creates, snapshot reads and updates upsert the row (a column with the
 // unavailable-TOAST placeholder keeps its previous value); deletes delete
 // it; a primary-key change is the delete of the old key and the create of
-// the new one. An event at a log position (LSN) no later than the one that
-// last changed its key — a duplicate replayed after a connector restart —
-// changes nothing. Tombstones are ignored (the delete before them
-// deleted). Events that do not decode, whose key is not a K or whose row is
-// not a V are skipped and counted; so are truncates, which this table
-// does not apply yet (a truncate reaches one partition of the topic).
+// the new one. A truncate empties the table: it is sent to every partition
+// of the repartition topic, and there deletes the rows changed before it
+// (by position: a row the truncating transaction or a later one wrote
+// stays, whichever partition of the source topic it came through first).
 //
-// The rows are kept in the store "<name>-rows" and the table in "<name>"
-// (queryable under that name); name also names the nodes and internal
-// topics.
+// Changes are ordered by their position in the database's log
+// ([Source.Position]): an event no later than the last one applied to its
+// key — a duplicate replayed after a connector restart — changes nothing,
+// nor does one from before the last truncate. Events without positions are
+// applied in the order they come. Tombstones are ignored (the delete before
+// them deleted). Events that do not decode, whose key is not a K or whose
+// row is not a V are skipped and counted.
+//
+// The rows are kept in the store "<name>-rows" (a deleted row leaves its
+// key and position there), the last truncate's position in
+// "<name>-truncated", and the table in "<name>" (queryable under that
+// name); name also names the nodes and internal topics.
 func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K, error), keys serde.Serde[K], values serde.Serde[V]) *engine.Table[K, V] {
 	raw := engine.NewStream(b, topic, serde.Bytes, serde.Bytes, engine.Named(name+"-events"))
 	decoded := engine.Process(raw, func() engine.Processor[[]byte, []byte, K, change] {
@@ -72,19 +79,19 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 				ctx.Skip("cdc: " + err.Error())
 				return nil
 			}
+			c := change{Op: ev.Op, Pos: ev.Source.Position()}
+			var k K
 			switch ev.Op {
 			case Tombstone:
 				return nil
 			case Truncate:
-				ctx.Skip("cdc: a truncate (not applied)")
-				return nil
+				// For every partition, under the zero key.
+				return ctx.Forward(engine.Record[K, change]{Key: k, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
 			}
-			k, err := key(ev.Key)
-			if err != nil {
+			if k, err = key(ev.Key); err != nil {
 				ctx.Skip("cdc: the key: " + err.Error())
 				return nil
 			}
-			c := change{Op: ev.Op, LSN: ev.Source.LSN}
 			if ev.Op != Delete {
 				c.Row = ev.After
 				if _, err := decodeRow[V](c.Row); err != nil {
@@ -95,27 +102,119 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 			return ctx.Forward(engine.Record[K, change]{Key: k, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
 		})
 	}, engine.Named(name+"-decode"))
-	states := engine.Aggregate(decoded.WithSerdes(keys, serde.JSON[change]()).GroupByKey(engine.Named(name+"-by-key")),
-		func() rowState { return rowState{} },
-		func(_ K, c change, s rowState) rowState {
-			if c.LSN != 0 && c.LSN <= s.LSN {
-				return s // replayed
+	byKey := decoded.WithSerdes(keys, serde.JSON[change]()).RepartitionBy(func(_ K, c change, n int) []int {
+		if c.Op != Truncate {
+			return nil // by the key
+		}
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all
+	}, engine.Named(name+"-by-key"))
+	rows := engine.NewKeyValueStore(name+"-rows", keys, serde.JSON[rowState]())
+	truncated := engine.NewKeyValueStore(name+"-truncated", serde.String, serde.JSON[Position]())
+	applied := engine.Process(byKey, func() engine.Processor[K, change, K, V] {
+		return &applier[K, V]{rowsDef: rows, truncatedDef: truncated}
+	}, engine.Named(name+"-apply"), engine.WithStores(rows, truncated))
+	return applied.WithSerdes(keys, values).ToTable(engine.Named(name), engine.Materialized(name))
+}
+
+// applier applies a partition's changes to its rows.
+type applier[K, V any] struct {
+	rowsDef      *engine.KeyValueStoreDef[K, rowState]
+	truncatedDef *engine.KeyValueStoreDef[string, Position]
+	rows         engine.KeyValueStore[K, rowState]
+	truncated    engine.KeyValueStore[string, Position]
+}
+
+func (a *applier[K, V]) Init(ctx *engine.ProcessorContext[K, V]) error {
+	var err error
+	if a.rows, err = a.rowsDef.Open(ctx); err != nil {
+		return err
+	}
+	a.truncated, err = a.truncatedDef.Open(ctx)
+	return err
+}
+
+const lastTruncate = "last"
+
+func (a *applier[K, V]) Process(ctx *engine.ProcessorContext[K, V], rec engine.Record[K, change]) error {
+	c := rec.Value
+	trunc, _, err := a.truncated.Get(lastTruncate)
+	if err != nil {
+		return err
+	}
+	if c.Op == Truncate {
+		return a.truncate(ctx, rec, trunc)
+	}
+	if !c.Pos.IsZero() && !trunc.IsZero() && !trunc.Before(c.Pos) {
+		return nil // changed before the last truncate
+	}
+	s, ok, err := a.rows.Get(rec.Key)
+	if err != nil {
+		return err
+	}
+	if ok && !c.Pos.IsZero() && !s.Pos.Before(c.Pos) {
+		return nil // replayed
+	}
+	if c.Op == Delete {
+		if err := a.rows.Put(rec.Key, rowState{Pos: c.Pos, Deleted: true}); err != nil {
+			return err
+		}
+		if !ok || s.Deleted {
+			return nil
+		}
+		return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Tombstone: true, Timestamp: rec.Timestamp, Headers: rec.Headers})
+	}
+	row := c.Row
+	if ok && !s.Deleted {
+		row = Merge(s.Row, c.Row)
+	}
+	if err := a.rows.Put(rec.Key, rowState{Row: row, Pos: c.Pos}); err != nil {
+		return err
+	}
+	v, err := decodeRow[V](row)
+	if err != nil { // checked when the change came; a merged row decodes too
+		ctx.Skip("cdc: the row: " + err.Error())
+		return nil
+	}
+	return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
+}
+
+// truncate deletes the rows changed before the truncate (and their
+// deleted markers: the truncate's position now keeps older changes out).
+func (a *applier[K, V]) truncate(ctx *engine.ProcessorContext[K, V], rec engine.Record[K, change], last Position) error {
+	if !rec.Value.Pos.IsZero() && !last.Before(rec.Value.Pos) {
+		return nil // replayed
+	}
+	if err := a.truncated.Put(lastTruncate, rec.Value.Pos); err != nil {
+		return err
+	}
+	type gone struct {
+		key  K
+		live bool
+	}
+	var drop []gone
+	for kv, err := range a.rows.All() {
+		if err != nil {
+			return err
+		}
+		if rec.Value.Pos.IsZero() || kv.Value.Pos.Before(rec.Value.Pos) {
+			drop = append(drop, gone{kv.Key, !kv.Value.Deleted})
+		}
+	}
+	for _, g := range drop {
+		if err := a.rows.Delete(g.key); err != nil {
+			return err
+		}
+		if g.live {
+			if err := ctx.Forward(engine.Record[K, V]{Key: g.key, Tombstone: true, Timestamp: rec.Timestamp, Headers: rec.Headers}); err != nil {
+				return err
 			}
-			if c.Op == Delete {
-				return rowState{LSN: c.LSN, Deleted: true}
-			}
-			row := c.Row
-			if !s.Deleted {
-				row = Merge(s.Row, c.Row)
-			}
-			return rowState{Row: row, LSN: c.LSN}
-		},
-		engine.Named(name+"-rows"), engine.Materialized(name+"-rows"), engine.ValueSerde(serde.JSON[rowState]()))
-	live := states.Filter(func(_ K, s rowState) bool { return !s.Deleted && s.Row != nil }, engine.Named(name+"-live"))
-	return engine.MapTableValues(live, func(_ K, s rowState) V {
-		v, _ := decodeRow[V](s.Row) // checked when the change came
-		return v
-	}, engine.Named(name), engine.Materialized(name), engine.ValueSerde(values))
+		}
+	}
+	return nil
 }
 
 func decodeRow[V any](r Row) (V, error) {

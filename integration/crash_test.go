@@ -190,8 +190,16 @@ type crashChild struct {
 
 func startCrashChild(t *testing.T, c crashConfig) *crashChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashChild$", "-test.v")
-	cmd.Env = c.env()
+	return startChild(t, "TestCrashChild", c.env(), fmt.Sprintf("%s-%s", c.appID, cmp.Or(c.id, "crash-0")))
+}
+
+// startChild runs this test binary's test run (a child test that does
+// nothing unless its environment says) with env, as a child process;
+// logName names its log file under OXBOW_CRASH_LOGDIR.
+func startChild(t *testing.T, run string, env []string, logName string) *crashChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+run+"$", "-test.v")
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +207,7 @@ func startCrashChild(t *testing.T, c crashConfig) *crashChild {
 	ch := &crashChild{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
 	var sink io.Writer = &ch.log
 	if dir := os.Getenv(crashLogDirEnv); dir != "" {
-		name := fmt.Sprintf("%s-%s-%03d.log", c.appID, cmp.Or(c.id, "crash-0"), crashStarts.Add(1))
+		name := fmt.Sprintf("%s-%03d.log", logName, crashStarts.Add(1))
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

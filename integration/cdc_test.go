@@ -1,0 +1,406 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/cdc"
+	"github.com/oxbow-dev/oxbow/cdc/postgres"
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+const cdcChildEnv = "OXBOW_CDC_CHILD"
+
+// TestCDCSourceChild is the CDC crash test's child: a PostgreSQL source
+// that runs until it is killed (or, on SIGTERM, stops). It does nothing in
+// a normal test run.
+func TestCDCSourceChild(t *testing.T) {
+	if os.Getenv(cdcChildEnv) == "" {
+		t.Skip("the CDC crash test's child process; run by TestCDCSourceCrash")
+	}
+	src, err := postgres.New(postgres.Config{
+		DSN:            os.Getenv("OXBOW_CDC_DSN"),
+		Tables:         []string{"items"},
+		Slot:           os.Getenv("OXBOW_CDC_SLOT"),
+		TopicPrefix:    os.Getenv("OXBOW_CDC_PREFIX"),
+		Brokers:        strings.Split(os.Getenv("OXBOW_CDC_BROKERS"), ","),
+		Partitions:     3,
+		StatusInterval: 200 * time.Millisecond,
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := src.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cdcChange is a change of a row: what the writer's audit table says was
+// committed, and what a change event in Kafka says.
+type cdcChange struct {
+	op string // c, u or d (a snapshot's r is a c)
+	v  int64  // the row's v after the change (0 for a delete)
+}
+
+func (c cdcChange) String() string { return fmt.Sprintf("%s%d", c.op, c.v) }
+
+// The source is killed with SIGKILL four times and the database restarted
+// once while 10,000 row changes commit (one to four per transaction, on 300
+// keys). Afterwards every committed change is in Kafka, in commit order per
+// key once replays (duplicates at positions already seen) are passed over,
+// and a CDC-fed table of the topic equals the database's table.
+func TestCDCSourceCrash(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	const keys, total = 300, 10_000
+	pgtest.Exec(t, dsn,
+		`CREATE TABLE items (id int PRIMARY KEY, v bigint NOT NULL, note text)`,
+		`CREATE TABLE audit (seq bigserial PRIMARY KEY, id int NOT NULL, v bigint NOT NULL, op text NOT NULL)`,
+		`CREATE SEQUENCE vseq`,
+		`INSERT INTO items SELECT i, nextval('vseq'), 'initial' FROM generate_series(1, 100) i`,
+		`INSERT INTO audit (id, v, op) SELECT id, v, 'c' FROM items ORDER BY id`)
+	prefix := fmt.Sprintf("cdccrash%d", time.Now().UnixNano())
+	slot := "crash_" + prefix[len(prefix)-12:]
+	topic := prefix + ".public.items"
+	childEnv := append(os.Environ(), cdcChildEnv+"=1", "OXBOW_CDC_DSN="+dsn, "OXBOW_CDC_SLOT="+slot,
+		"OXBOW_CDC_PREFIX="+prefix, "OXBOW_CDC_BROKERS="+strings.Join(env.Brokers, ","))
+	child := startChild(t, "TestCDCSourceChild", childEnv, prefix)
+	t.Cleanup(func() {
+		if child != nil {
+			child.kill(t)
+		}
+	})
+
+	// The writer starts once the snapshot is in Kafka: changes before it
+	// are in the snapshot's rows, not events of their own.
+	adm := kadm.NewClient(mustClient(t, env))
+	for {
+		ends, err := adm.ListEndOffsets(context.Background(), topic)
+		var n int64
+		if err == nil {
+			ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		}
+		if n >= 100 {
+			break
+		}
+		select {
+		case <-child.exited:
+			t.Fatalf("the source exited\n%s", child.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	// The writer.
+	var done atomic.Int64
+	writerErr := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	go func() { writerErr <- writeChanges(ctx, dsn, keys, total, &done) }()
+
+	for i, at := range []int64{1500, 3500, 5000, 6500, 8500} {
+		for done.Load() < at {
+			select {
+			case err := <-writerErr:
+				t.Fatalf("the writer stopped early at %d changes: %v", done.Load(), err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if i == 2 {
+			t.Logf("restarting the database at %d changes", done.Load())
+			pgtest.Restart(t)
+			continue
+		}
+		t.Logf("killing the source at %d changes", done.Load())
+		child.kill(t)
+		child = startChild(t, "TestCDCSourceChild", childEnv, prefix)
+	}
+	if err := <-writerErr; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+
+	// The source acknowledges the end of the WAL: everything is in Kafka.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var end string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var caught bool
+		err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2`, end, slot).Scan(&caught)
+		if err != nil {
+			t.Fatalf("the slot: %v\n%s", err, child.output())
+		}
+		if caught {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the source did not acknowledge %s in time\n%s", end, child.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	_ = child.cmd.Process.Signal(syscall.SIGTERM)
+	<-child.exited
+	child = nil
+
+	// Every committed change, in order, per key.
+	committed := map[int][]cdcChange{}
+	rows, err := conn.Query(ctx, `SELECT id, v, op FROM audit ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int
+	var v int64
+	var op string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &v, &op}, func() error {
+		if op == "d" {
+			v = 0
+		}
+		committed[id] = append(committed[id], cdcChange{op, v})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inKafka, events, replays := readItems(t, env, topic)
+	if len(committed) == 0 {
+		t.Fatal("no changes committed")
+	}
+	n := 0
+	for id, want := range committed {
+		n += len(want)
+		if got := inKafka[id]; !slices.Equal(got, want) {
+			t.Errorf("key %d: in Kafka %v\ncommitted %v", id, got, want)
+		}
+	}
+	for id := range inKafka {
+		if committed[id] == nil {
+			t.Errorf("key %d is in Kafka, never committed: %v", id, inKafka[id])
+		}
+	}
+	t.Logf("%d committed changes (with the snapshot's); %d change events in Kafka, %d of them replays", n, events, replays)
+
+	// The table the topic makes equals the database's.
+	want := map[int64]item{}
+	rows, err = conn.Query(ctx, `SELECT id, v, note FROM items`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it item
+	if _, err := pgx.ForEachRow(rows, []any{&it.ID, &it.V, &it.Note}, func() error {
+		want[it.ID] = it
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	cdc.NewTable(b, "items", topic, cdc.Column[int64]("id"), serde.Int64, serde.JSON[item]())
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := enginetest.StartApp(t, top, engine.Config{AppID: prefix, Brokers: env.Brokers, Guarantee: engine.ExactlyOnce})
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got := map[int64]item{}
+		st, err := engine.QueryKeyValueStore(app, "items", serde.Int64, serde.JSON[item]())
+		if err == nil {
+			for kv, err := range st.All() {
+				if err == nil {
+					got[kv.Key] = kv.Value
+				}
+			}
+		}
+		if maps.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the CDC-fed table has %d rows, the database %d; they differ", len(got), len(want))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func mustClient(t *testing.T, env *kafkaenv.Env) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+type item struct {
+	ID   int64  `json:"id"`
+	V    int64  `json:"v"`
+	Note string `json:"note"`
+}
+
+// writeChanges commits total row changes to items, one to four per
+// transaction, each recorded in audit in the same transaction. It
+// reconnects when the database goes away; a transaction whose commit
+// failed is not counted (the audit table says whether it happened).
+func writeChanges(ctx context.Context, dsn string, keys, total int, done *atomic.Int64) error {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for int(done.Load()) < total {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("reconnecting: %w", err)
+				}
+				time.Sleep(100 * time.Millisecond) // the database is restarting
+				continue
+			}
+			conn = c
+		}
+		n := 1 + rng.IntN(4)
+		ids := map[int]bool{}
+		for len(ids) < n {
+			ids[1+rng.IntN(keys)] = true
+		}
+		note := fmt.Sprintf("n%d", rng.IntN(1000))
+		del := rng.IntN(5) == 0
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, id := range slices.Sorted(maps.Keys(ids)) {
+				var old int64
+				err := tx.QueryRow(ctx, `SELECT v FROM items WHERE id = $1 FOR UPDATE`, id).Scan(&old)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					_, err = tx.Exec(ctx, `WITH n AS (INSERT INTO items VALUES ($1, nextval('vseq'), $2) RETURNING v)
+						INSERT INTO audit (id, v, op) SELECT $1, v, 'c' FROM n`, id, note)
+				case err != nil:
+				case del:
+					_, err = tx.Exec(ctx, `WITH d AS (DELETE FROM items WHERE id = $1 RETURNING v)
+						INSERT INTO audit (id, v, op) SELECT $1, v, 'd' FROM d`, id)
+				default:
+					_, err = tx.Exec(ctx, `WITH u AS (UPDATE items SET v = nextval('vseq'), note = $2 WHERE id = $1 RETURNING v)
+						INSERT INTO audit (id, v, op) SELECT $1, v, 'u' FROM u`, id, note)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		done.Add(int64(n))
+	}
+	return nil
+}
+
+// readItems reads the whole topic and returns, per key, its change events
+// in order with replays passed over: an event at a position no later than
+// one already seen for its key is a duplicate the source wrote again after
+// a crash.
+func readItems(t *testing.T, env *kafkaenv.Env, topic string) (map[int][]cdcChange, int, int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remaining := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			remaining[o.Partition] = o.Offset
+		}
+	})
+	type seen struct {
+		pos cdc.Position
+		any bool
+	}
+	last := map[int]seen{}
+	out := map[int][]cdcChange{}
+	events, replays := 0, 0
+	for len(remaining) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= remaining[r.Partition] {
+				delete(remaining, r.Partition)
+			}
+			ev, err := cdc.Decode(r.Key, r.Value)
+			if err != nil {
+				t.Fatalf("offset %d: %v", r.Offset, err)
+			}
+			if ev.Op == cdc.Tombstone {
+				return
+			}
+			events++
+			var k struct {
+				ID int `json:"id"`
+			}
+			if err := json.Unmarshal(r.Key, &k); err != nil {
+				t.Fatalf("key %s: %v", r.Key, err)
+			}
+			p := ev.Source.Position()
+			if s := last[k.ID]; s.any && !s.pos.Before(p) {
+				replays++
+				return
+			}
+			last[k.ID] = seen{p, true}
+			c := cdcChange{op: string(ev.Op)}
+			if c.op == "r" {
+				c.op = "c"
+			}
+			if ev.Op != cdc.Delete {
+				if err := json.Unmarshal(ev.After["v"], &c.v); err != nil {
+					t.Fatalf("offset %d: v: %v", r.Offset, err)
+				}
+			}
+			out[k.ID] = append(out[k.ID], c)
+		})
+	}
+	return out, events, replays
+}
