@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -96,11 +97,22 @@ func (s *Source) session(ctx context.Context) error {
 		for i, t := range s.tables {
 			names[i] = t.String()
 		}
-		if err := s.writeState(ctx, state{Slot: s.cfg.Slot, Snapshot: "done", At: start.String(), Tables: names}); err != nil {
+		st = state{Slot: s.cfg.Slot, Snapshot: "done", At: start.String(), Tables: names}
+		if err := s.writeState(ctx, st); err != nil {
 			return err
 		}
 	}
-	return s.stream(ctx, repl, conn, keys, start)
+	// The server keeps a slot's confirmed position in memory and writes
+	// it to disk only now and then: after the database restarts, the slot
+	// may be back where it was long before. The source's own record of what
+	// Kafka acknowledged, in the state topic, is then further on: what is
+	// before it is passed over rather than written again.
+	skip := start
+	if acked, err := pglogrepl.ParseLSN(st.Acked); err == nil && acked > skip {
+		s.log.Info("cdc/postgres: the slot is behind what Kafka has; passing over the transactions before the source's record", "slot", start, "record", acked)
+		skip = acked
+	}
+	return s.stream(ctx, repl, conn, keys, st, skip)
 }
 
 func containsString(ss []string, s string) bool {
@@ -190,7 +202,7 @@ func (s *Source) produce(ctx context.Context, a *acks, t *txnAck, r *kgo.Record)
 }
 
 // stream reads the slot's changes from start and writes them to Kafka.
-func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, start pglogrepl.LSN) error {
+func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, rec state, start pglogrepl.LSN) error {
 	err := pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication)},
@@ -204,7 +216,9 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	}
 	acks := newAcks()
 	acks.flushed = start
-	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, lastCommit: start}
+	s.log.Info("cdc/postgres: streaming", "from", start)
+	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, lastCommit: start, skipBelow: start}
+	recorded := start
 	// However the session ends, what Kafka has acknowledged is reported.
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -221,6 +235,10 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 		if !time.Now().Before(next) {
 			if err := s.status(ctx, repl, acks); err != nil {
 				return err
+			}
+			if lsn := acks.position(); lsn > recorded {
+				recorded, rec.Acked = lsn, lsn.String()
+				s.recordState(ctx, rec, acks)
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
@@ -268,10 +286,22 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	}
 }
 
+// recordState writes the state record, with the acknowledged position,
+// without waiting: records of the one-partition state topic stay in order.
+func (s *Source) recordState(ctx context.Context, st state, a *acks) {
+	v, _ := json.Marshal(st)
+	s.kc.Produce(ctx, &kgo.Record{Topic: s.cfg.StateTopic, Partition: 0, Key: []byte(s.cfg.Slot), Value: v}, func(_ *kgo.Record, err error) {
+		if err != nil && ctx.Err() == nil {
+			a.fail(fmt.Errorf("writing the state to %s: %w", s.cfg.StateTopic, err))
+		}
+	})
+}
+
 // status tells the server how far Kafka has acknowledged.
 func (s *Source) status(ctx context.Context, repl *pgconn.PgConn, a *acks) error {
 	lsn := a.position()
 	s.acked.Store(uint64(lsn))
+	s.log.Debug("cdc/postgres: acknowledged", "lsn", lsn)
 	return pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn})
 }
 
@@ -289,6 +319,8 @@ type streamState struct {
 	commit     pglogrepl.LSN // the transaction's commit
 	lastCommit pglogrepl.LSN // the commit before it
 	ts         time.Time
+	skipBelow  pglogrepl.LSN // transactions committed before it are in Kafka
+	skipping   bool
 	buf        []cell
 	oldBuf     []cell
 }
@@ -322,9 +354,11 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		st.inTxn = true
 		st.txn = st.acks.begin()
 		st.xid, st.commit, st.ts = m.Xid, m.FinalLSN, m.CommitTime
+		// A transaction that committed before what Kafka is known to have.
+		st.skipping = m.FinalLSN < st.skipBelow
 	case *pglogrepl.CommitMessage:
 		st.acks.commit(st.txn, m.TransactionEndLSN)
-		st.inTxn, st.txn = false, nil
+		st.inTxn, st.txn, st.skipping = false, nil, false
 		st.lastCommit = m.CommitLSN
 	case *pglogrepl.InsertMessage:
 		t, err := st.table(m.RelationID)
@@ -444,6 +478,9 @@ func (st *streamState) event(op byte, t *table, lsn pglogrepl.LSN, before, after
 }
 
 func (st *streamState) emit(ctx context.Context, ev event) {
+	if st.skipping {
+		return
+	}
 	if st.txn == nil { // a change outside a transaction: pgoutput sends none
 		st.txn = st.acks.begin()
 	}
@@ -620,6 +657,14 @@ func (a *acks) position() pglogrepl.LSN {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.flushed
+}
+
+func (a *acks) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
 }
 
 func (a *acks) failed() error {

@@ -51,6 +51,9 @@ type state struct {
 	Snapshot string   `json:"snapshot"`
 	At       string   `json:"at"`
 	Tables   []string `json:"tables"`
+	// Acked is how far in the WAL Kafka had acknowledged everything when
+	// the record was written.
+	Acked string `json:"acked,omitempty"`
 }
 
 // readState reads the slot's last state record, if any.
