@@ -100,70 +100,129 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // ExtractNewRecordState (with its "__deleted" and "__op" fields when the
 // transform adds them). A nil value is the tombstone after a delete.
 func Decode(key, value []byte) (Event, error) {
+	ev, _, err := decode(key, value, true)
+	return ev, err
+}
+
+// envelope is the top level of a change event, or of its schema wrapper.
+type envelope struct {
+	Schema  json.RawMessage `json:"schema"`
+	Payload json.RawMessage `json:"payload"`
+	Before  json.RawMessage `json:"before"`
+	After   json.RawMessage `json:"after"`
+	Source  *sourceJSON     `json:"source"`
+	Op      json.RawMessage `json:"op"`
+	TsMs    json.RawMessage `json:"ts_ms"`
+}
+
+// decode is Decode that also returns the after image's JSON; without
+// images, Before and After are left nil when the event is an envelope
+// (NewTable reads the JSON).
+func decode(key, value []byte, images bool) (Event, json.RawMessage, error) {
 	var ev Event
-	if len(bytes.TrimSpace(key)) > 0 {
-		k, err := payload(key)
-		if err != nil {
-			return ev, &DecodeError{"key", err}
+	if len(key) > 0 && !isNull(key) {
+		var k envelope
+		if err := json.Unmarshal(key, &k); err != nil {
+			var v any
+			if json.Unmarshal(key, &v) != nil {
+				return ev, nil, &DecodeError{"key", fmt.Errorf("not JSON: %w", err)}
+			}
+			return ev, nil, &DecodeError{"key", errors.New("want the primary key's columns as an object")}
 		}
-		if !bytes.Equal(bytes.TrimSpace(k), []byte("null")) {
-			if err := json.Unmarshal(k, &ev.Key); err != nil {
-				return ev, &DecodeError{"key", fmt.Errorf("want the primary key's columns as an object: %w", err)}
+		kb := json.RawMessage(key)
+		if k.Schema != nil && k.Payload != nil {
+			kb = k.Payload
+		}
+		if !isNull(kb) {
+			if err := json.Unmarshal(kb, &ev.Key); err != nil {
+				return ev, nil, &DecodeError{"key", fmt.Errorf("want the primary key's columns as an object: %w", err)}
 			}
 		}
 	}
 	if value == nil {
 		ev.Op = Tombstone
-		return ev, nil
+		return ev, nil, nil
 	}
-	p, err := payload(value)
-	if err != nil {
-		return ev, &DecodeError{"value", err}
+	var env envelope
+	if err := json.Unmarshal(value, &env); err != nil {
+		var v any
+		if json.Unmarshal(value, &v) != nil {
+			return ev, nil, &DecodeError{"value", fmt.Errorf("not JSON: %w", err)}
+		}
+		if _, ok := v.(map[string]any); ok {
+			return ev, nil, &DecodeError{"value", err}
+		}
+		return ev, nil, &DecodeError{"value", errors.New("the payload is not an object")}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(p, &fields); err != nil || fields == nil {
-		return ev, &DecodeError{"value", errors.New("the payload is not an object")}
-	}
-	opRaw, enveloped := fields["op"]
-	_, hasAfter := fields["after"]
-	_, hasBefore := fields["before"]
-	if !enveloped || !(hasAfter || hasBefore || string(opRaw) == `"t"`) {
-		return decodeUnwrapped(ev, fields)
+	p := json.RawMessage(value)
+	if env.Schema != nil && env.Payload != nil && env.Op == nil {
+		p = env.Payload
+		env = envelope{}
+		if err := json.Unmarshal(p, &env); err != nil {
+			var v any
+			if json.Unmarshal(p, &v) == nil {
+				if _, ok := v.(map[string]any); ok {
+					return ev, nil, &DecodeError{"value", err}
+				}
+			}
+			return ev, nil, &DecodeError{"value", errors.New("the payload is not an object")}
+		}
 	}
 	var op string
-	if err := json.Unmarshal(opRaw, &op); err != nil {
-		return ev, &DecodeError{"value", fmt.Errorf("op: %w", err)}
+	if env.Op != nil {
+		if err := json.Unmarshal(env.Op, &op); err != nil {
+			return ev, nil, &DecodeError{"value", fmt.Errorf("op: %w", err)}
+		}
+	}
+	if env.Op == nil || !(env.After != nil || env.Before != nil || op == "t") {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(p, &fields); err != nil || fields == nil {
+			return ev, nil, &DecodeError{"value", errors.New("the payload is not an object")}
+		}
+		ev, err := decodeUnwrapped(ev, fields)
+		if err != nil || ev.After == nil {
+			return ev, nil, err
+		}
+		after, err := json.Marshal(ev.After)
+		return ev, after, err
 	}
 	ev.Op = Op(op)
 	switch ev.Op {
 	case Create, Update, Delete, Read, Truncate:
 	default:
-		return ev, &DecodeError{"value", fmt.Errorf("unknown op %q", op)}
+		return ev, nil, &DecodeError{"value", fmt.Errorf("unknown op %q", op)}
 	}
-	if ev.Before, err = row(fields["before"]); err != nil {
-		return ev, &DecodeError{"value", fmt.Errorf("before: %w", err)}
-	}
-	if ev.After, err = row(fields["after"]); err != nil {
-		return ev, &DecodeError{"value", fmt.Errorf("after: %w", err)}
-	}
-	if src := fields["source"]; len(src) > 0 && string(src) != "null" {
-		if ev.Source, err = source(src); err != nil {
-			return ev, &DecodeError{"value", fmt.Errorf("source: %w", err)}
+	var err error
+	if images {
+		if ev.Before, err = row(env.Before); err != nil {
+			return ev, nil, &DecodeError{"value", fmt.Errorf("before: %w", err)}
+		}
+		if ev.After, err = row(env.After); err != nil {
+			return ev, nil, &DecodeError{"value", fmt.Errorf("after: %w", err)}
 		}
 	}
-	if ev.Source.TsMs == 0 {
-		if ts, ok := fields["ts_ms"]; ok {
-			ev.Source.TsMs, _ = number(ts)
-		}
+	after := env.After
+	if after == nil || isNull(after) {
+		after = nil
+	} else if t := bytes.TrimSpace(after); len(t) == 0 || t[0] != '{' {
+		return ev, nil, &DecodeError{"value", errors.New("after: not an object")}
+	}
+	if env.Source != nil {
+		ev.Source = source(env.Source)
+	}
+	if ev.Source.TsMs == 0 && env.TsMs != nil {
+		ev.Source.TsMs, _ = number(env.TsMs)
 	}
 	switch {
-	case (ev.Op == Create || ev.Op == Read || ev.Op == Update) && ev.After == nil:
-		return ev, &DecodeError{"value", fmt.Errorf("op %q without an after image", op)}
+	case (ev.Op == Create || ev.Op == Read || ev.Op == Update) && after == nil:
+		return ev, nil, &DecodeError{"value", fmt.Errorf("op %q without an after image", op)}
 	case ev.Op == Truncate:
 		ev.Key = nil
 	}
-	return ev, nil
+	return ev, after, nil
 }
+
+func isNull(b []byte) bool { return bytes.Equal(bytes.TrimSpace(b), []byte("null")) }
 
 // decodeUnwrapped reads a row flattened by ExtractNewRecordState: "__deleted"
 // ("true") marks a delete in the rewrite mode, "__op" the operation when
@@ -204,30 +263,6 @@ func decodeUnwrapped(ev Event, fields map[string]json.RawMessage) (Event, error)
 	return ev, nil
 }
 
-// payload returns the payload of an event with an embedded schema, or the
-// event itself.
-func payload(b []byte) (json.RawMessage, error) {
-	var env struct {
-		Schema  json.RawMessage `json:"schema"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if !json.Valid(b) {
-		var v any
-		return nil, fmt.Errorf("not JSON: %w", json.Unmarshal(b, &v))
-	}
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(b, &probe) != nil {
-		return b, nil // not an object: the caller says what it wanted
-	}
-	if len(probe) == 2 && probe["schema"] != nil && probe["payload"] != nil {
-		if err := json.Unmarshal(b, &env); err != nil {
-			return nil, err
-		}
-		return env.Payload, nil
-	}
-	return b, nil
-}
-
 func row(b json.RawMessage) (Row, error) {
 	if len(b) == 0 || string(bytes.TrimSpace(b)) == "null" {
 		return nil, nil
@@ -239,20 +274,19 @@ func row(b json.RawMessage) (Row, error) {
 	return r, nil
 }
 
-func source(b json.RawMessage) (Source, error) {
-	var s struct {
-		LSN      json.RawMessage `json:"lsn"`
-		TxID     json.RawMessage `json:"txId"`
-		TsMs     json.RawMessage `json:"ts_ms"`
-		Schema   string          `json:"schema"`
-		Table    string          `json:"table"`
-		Snapshot json.RawMessage `json:"snapshot"`
-		Sequence json.RawMessage `json:"sequence"`
-		Commit   json.RawMessage `json:"commit_lsn"`
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return Source{}, err
-	}
+// sourceJSON is the source block as it is written.
+type sourceJSON struct {
+	LSN      json.RawMessage `json:"lsn"`
+	TxID     json.RawMessage `json:"txId"`
+	TsMs     json.RawMessage `json:"ts_ms"`
+	Schema   string          `json:"schema"`
+	Table    string          `json:"table"`
+	Snapshot json.RawMessage `json:"snapshot"`
+	Sequence json.RawMessage `json:"sequence"`
+	Commit   json.RawMessage `json:"commit_lsn"`
+}
+
+func source(s *sourceJSON) Source {
 	out := Source{Schema: s.Schema, Table: s.Table}
 	out.LSN, _ = number(s.LSN)
 	out.TxID, _ = number(s.TxID)
@@ -266,45 +300,62 @@ func source(b json.RawMessage) (Source, error) {
 			out.LSN, _ = number(seq[1])
 		}
 	}
-	var snap string
-	var b2 bool
-	if json.Unmarshal(s.Snapshot, &snap) == nil {
-		out.Snapshot = snap == "true" || snap == "first" || snap == "last" || snap == "first_in_data_collection" || snap == "last_in_data_collection"
-	} else if json.Unmarshal(s.Snapshot, &b2) == nil {
-		out.Snapshot = b2
+	switch snap := string(bytes.Trim(bytes.TrimSpace(s.Snapshot), `"`)); snap {
+	case "true", "first", "last", "first_in_data_collection", "last_in_data_collection":
+		out.Snapshot = true
 	}
-	return out, nil
+	return out
 }
 
 // sequence reads Debezium's "sequence": a string holding a JSON array.
 func sequence(b json.RawMessage) []json.RawMessage {
-	var s string
-	if len(b) == 0 || json.Unmarshal(b, &s) != nil {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '"' {
+		return nil
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 {
+		// Escaped quotes, as Debezium writes them: unquote first.
+		var s string
+		if json.Unmarshal(b, &s) != nil {
+			return nil
+		}
+		inner = []byte(s)
+	}
+	inner = bytes.TrimSpace(inner)
+	if len(inner) < 2 || inner[0] != '[' || inner[len(inner)-1] != ']' {
 		return nil
 	}
 	var seq []json.RawMessage
-	if json.Unmarshal([]byte(s), &seq) != nil {
-		return nil
+	for part := range bytes.SplitSeq(inner[1:len(inner)-1], []byte(",")) {
+		seq = append(seq, json.RawMessage(bytes.TrimSpace(part)))
 	}
 	return seq
 }
 
 // number reads a JSON number or a numeric string.
 func number(b json.RawMessage) (int64, bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		b = b[1 : len(b)-1]
+	}
 	if len(b) == 0 {
 		return 0, false
 	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err == nil {
-		v, err := n.Int64()
-		return v, err == nil
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		// A JSON number with a fraction or exponent that is still whole.
+		var n json.Number
+		if json.Unmarshal(b, &n) != nil {
+			return 0, false
+		}
+		f, err := n.Float64()
+		if err != nil || f != float64(int64(f)) {
+			return 0, false
+		}
+		return int64(f), true
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := strconv.ParseInt(s, 10, 64)
-		return v, err == nil
-	}
-	return 0, false
+	return v, true
 }
 
 // Merge returns the row after an update whose after image may hold the

@@ -1,6 +1,8 @@
 package cdc
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
@@ -24,20 +26,66 @@ func Column[K any](name string) func(Row) (K, error) {
 	}
 }
 
-// change is a decoded event, re-keyed by the table's key.
+// change is a decoded event, re-keyed by the table's key: the operation,
+// the after image's JSON and the position.
 type change struct {
-	Op  Op       `json:"op"`
-	Row Row      `json:"row,omitempty"`
-	Pos Position `json:"pos"`
+	Op  Op
+	Row json.RawMessage
+	Pos Position
 }
 
-// rowState is a key's row as the table keeps it: the row (deleted rows
-// are kept, without columns, so that a replayed older event does not bring
+// rowState is a key's row as the table keeps it: the row's JSON (deleted
+// rows are kept, without it, so that a replayed older event does not bring
 // them back) and the position of the change that made it.
 type rowState struct {
-	Row     Row      `json:"row,omitempty"`
-	Pos     Position `json:"pos"`
-	Deleted bool     `json:"deleted,omitempty"`
+	Row     json.RawMessage
+	Pos     Position
+	Deleted bool
+}
+
+// changeSerde and rowSerde write a byte (the operation; deleted or not),
+// the position's two numbers and the row's JSON, as it came.
+var (
+	changeSerde = serde.Func(func(c change) ([]byte, error) {
+		return appendPosition(append(make([]byte, 0, 17+len(c.Row)), c.Op[0]), c.Pos, c.Row), nil
+	}, func(b []byte) (change, error) {
+		if len(b) < 17 {
+			return change{}, fmt.Errorf("cdc: a change of %d bytes", len(b))
+		}
+		op := Op(b[:1])
+		switch op {
+		case Create, Update, Delete, Read, Truncate:
+		default:
+			return change{}, fmt.Errorf("cdc: a change with the operation %q", op)
+		}
+		return change{Op: op, Pos: readPosition(b[1:]), Row: b[17:]}, nil
+	})
+	rowSerde = serde.Func(func(r rowState) ([]byte, error) {
+		flags := byte(0)
+		if r.Deleted {
+			flags = 1
+		}
+		return appendPosition(append(make([]byte, 0, 17+len(r.Row)), flags), r.Pos, r.Row), nil
+	}, func(b []byte) (rowState, error) {
+		if len(b) < 17 {
+			return rowState{}, fmt.Errorf("cdc: a row of %d bytes", len(b))
+		}
+		r := rowState{Pos: readPosition(b[1:]), Deleted: b[0]&1 != 0}
+		if len(b) > 17 {
+			r.Row = bytes.Clone(b[17:])
+		}
+		return r, nil
+	})
+)
+
+func appendPosition(b []byte, p Position, row []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Commit))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.LSN))
+	return append(b, row...)
+}
+
+func readPosition(b []byte) Position {
+	return Position{Commit: int64(binary.BigEndian.Uint64(b)), LSN: int64(binary.BigEndian.Uint64(b[8:]))}
 }
 
 // NewTable reads a topic of Debezium change events (any shape Decode
@@ -74,7 +122,7 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 			if !rec.Tombstone {
 				value = rec.Value
 			}
-			ev, err := Decode(rec.Key, value)
+			ev, after, err := decode(rec.Key, value, false)
 			if err != nil {
 				ctx.Skip("cdc: " + err.Error())
 				return nil
@@ -93,16 +141,12 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 				return nil
 			}
 			if ev.Op != Delete {
-				c.Row = ev.After
-				if _, err := decodeRow[V](c.Row); err != nil {
-					ctx.Skip("cdc: the row: " + err.Error())
-					return nil
-				}
+				c.Row = after
 			}
 			return ctx.Forward(engine.Record[K, change]{Key: k, Value: c, Timestamp: rec.Timestamp, Headers: rec.Headers})
 		})
 	}, engine.Named(name+"-decode"))
-	byKey := decoded.WithSerdes(keys, serde.JSON[change]()).RepartitionBy(func(_ K, c change, n int) []int {
+	byKey := decoded.WithSerdes(keys, changeSerde).RepartitionBy(func(_ K, c change, n int) []int {
 		if c.Op != Truncate {
 			return nil // by the key
 		}
@@ -112,7 +156,7 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 		}
 		return all
 	}, engine.Named(name+"-by-key"))
-	rows := engine.NewKeyValueStore(name+"-rows", keys, serde.JSON[rowState]())
+	rows := engine.NewKeyValueStore(name+"-rows", keys, rowSerde)
 	truncated := engine.NewKeyValueStore(name+"-truncated", serde.String, serde.JSON[Position]())
 	applied := engine.Process(byKey, func() engine.Processor[K, change, K, V] {
 		return &applier[K, V]{rowsDef: rows, truncatedDef: truncated}
@@ -168,18 +212,35 @@ func (a *applier[K, V]) Process(ctx *engine.ProcessorContext[K, V], rec engine.R
 		return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Tombstone: true, Timestamp: rec.Timestamp, Headers: rec.Headers})
 	}
 	row := c.Row
-	if ok && !s.Deleted {
-		row = Merge(s.Row, c.Row)
+	if ok && !s.Deleted && bytes.Contains(row, unavailable) {
+		if row, err = mergeJSON(s.Row, row); err != nil {
+			ctx.Skip("cdc: the row: " + err.Error())
+			return nil
+		}
+	}
+	var v V
+	if err := json.Unmarshal(row, &v); err != nil {
+		ctx.Skip(fmt.Sprintf("cdc: the row: not a %T: %v", v, err))
+		return nil
 	}
 	if err := a.rows.Put(rec.Key, rowState{Row: row, Pos: c.Pos}); err != nil {
 		return err
 	}
-	v, err := decodeRow[V](row)
-	if err != nil { // checked when the change came; a merged row decodes too
-		ctx.Skip("cdc: the row: " + err.Error())
-		return nil
-	}
 	return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
+}
+
+var unavailable = []byte(`"` + Unavailable + `"`)
+
+// mergeJSON is Merge on rows' JSON.
+func mergeJSON(previous, after json.RawMessage) (json.RawMessage, error) {
+	var p, a Row
+	if err := json.Unmarshal(previous, &p); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(after, &a); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Merge(p, a))
 }
 
 // truncate deletes the rows changed before the truncate (and their
@@ -215,16 +276,4 @@ func (a *applier[K, V]) truncate(ctx *engine.ProcessorContext[K, V], rec engine.
 		}
 	}
 	return nil
-}
-
-func decodeRow[V any](r Row) (V, error) {
-	var v V
-	b, err := json.Marshal(r)
-	if err != nil {
-		return v, err
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("not a %T: %w", v, err)
-	}
-	return v, nil
 }
