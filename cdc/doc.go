@@ -14,6 +14,14 @@
 //	customers := cdc.NewTable(b, "customers", "pg.public.customers", cdc.Column[int64]("id"), serde.Int64, serde.JSON[Customer]())
 //	engine.Join(orders, customers, enrich).To("enriched-orders")
 //
-// Still to come (the CDC issue): truncates applied to every partition, and
-// cdc/postgres, a logical-replication source.
+// Changes are ordered by their place in the database's log
+// ([Source.Position]: the transaction's commit, then the change's own
+// LSN), which makes the table idempotent: a connector that restarts and
+// writes changes again changes nothing twice, and a truncate, sent to every
+// partition, deletes exactly the rows changed before it, wherever they
+// came from.
+//
+// Package cdc/postgres is a source that writes these events from
+// PostgreSQL itself, by logical replication; cmd/oxbow-pgcdc runs it as a
+// command.
 package cdc

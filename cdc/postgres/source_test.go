@@ -25,7 +25,7 @@ type running struct {
 	done chan error
 }
 
-func start(t *testing.T, cfg postgres.Config) *running {
+func start(t testing.TB, cfg postgres.Config) *running {
 	t.Helper()
 	src, err := postgres.New(cfg)
 	if err != nil {
@@ -40,7 +40,7 @@ func start(t *testing.T, cfg postgres.Config) *running {
 }
 
 // close stops the source and waits for Run to return.
-func (r *running) close(t *testing.T) {
+func (r *running) close(t testing.TB) {
 	t.Helper()
 	r.stop()
 	select {
@@ -57,7 +57,7 @@ func (r *running) close(t *testing.T) {
 
 // changes reads a topic from the start until want events (tombstones
 // included) are there.
-func changes(t *testing.T, brokers []string, topic string, want int) []*kgo.Record {
+func changes(t testing.TB, brokers []string, topic string, want int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -95,7 +95,7 @@ func decodeAll(t *testing.T, recs []*kgo.Record) []decoded {
 	return out
 }
 
-func config(t *testing.T, dsn string, env *kafkaenv.Env, tables ...string) postgres.Config {
+func config(t testing.TB, dsn string, env *kafkaenv.Env, tables ...string) postgres.Config {
 	return postgres.Config{
 		DSN: dsn, Tables: tables, Slot: "s_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")),
 		TopicPrefix: fmt.Sprintf("pg%d", time.Now().UnixNano()), Brokers: env.Brokers, StatusInterval: 100 * time.Millisecond,
