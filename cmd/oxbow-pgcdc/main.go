@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,11 +27,16 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string) int {
+// run runs the command until ctx is done; it returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("oxbow-pgcdc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
 		dsn         = fs.String("dsn", os.Getenv("OXBOW_PG_DSN"), "the database's connection string (default $OXBOW_PG_DSN)")
 		tables      = fs.String("tables", "", "the tables to capture, comma-separated schema.table")
@@ -49,18 +55,16 @@ func run(args []string) int {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	src, err := postgres.New(postgres.Config{
 		DSN: *dsn, Tables: split(*tables), Slot: *slot, Publication: *publication, TopicPrefix: *prefix,
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "oxbow-pgcdc:", err)
+		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
 		return 2
 	}
 	defer src.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := src.Run(ctx); err != nil {
 		log.Error("oxbow-pgcdc: stopped", "err", err)
 		return 1

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+)
+
+// Bad flags and configurations exit 2 and say why.
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "flag provided but not defined"},
+		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "Bad-Slot", "-topic-prefix", "p", "-brokers", "b:9092"}, "Config.Slot"},
+		{[]string{"-dsn", "postgres://x/y", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092"}, "Config.Tables is empty"},
+	} {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), c.args, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// The command captures a table until it is told to stop, then exits 0.
+func TestCaptures(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `INSERT INTO t VALUES (1, 'a')`)
+	prefix := fmt.Sprintf("cmd%d", time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-dsn", dsn, "-tables", "t", "-slot", "cmd_" + prefix[len(prefix)-9:], "-topic-prefix", prefix,
+			"-brokers", strings.Join(env.Brokers, ","), "-status-interval", "100ms"}, &stderr)
+	}()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(prefix+".public.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pcancel()
+	var got []string
+	inserted := false
+	for len(got) < 2 {
+		if pctx.Err() != nil {
+			cancel()
+			t.Fatalf("records %v after a minute\n%s", got, stderr.String())
+		}
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Key)) })
+		if len(got) == 1 && !inserted {
+			pgtest.Exec(t, dsn, `INSERT INTO t VALUES (2, 'b')`)
+			inserted = true
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+	if got[0] != `{"id":1}` || got[1] != `{"id":2}` {
+		t.Errorf("keys %v", got)
+	}
+}
