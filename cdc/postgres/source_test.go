@@ -306,3 +306,25 @@ func TestSourceErrors(t *testing.T) {
 		}
 	}
 }
+
+// A column added while the source streams: the relation message that
+// comes before the next change names it, and the events have it.
+func TestSourceSchemaChange(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY, v int)`, `INSERT INTO t VALUES (1, 1)`)
+	r := start(t, config(t, dsn, env, "t"))
+	topic := r.src.Topic("t")
+	changes(t, env.Brokers, topic, 1)
+	pgtest.Exec(t, dsn, `UPDATE t SET v = 2`, `ALTER TABLE t ADD COLUMN note text DEFAULT 'n'`, `INSERT INTO t VALUES (2, 1, 'added')`,
+		`ALTER TABLE t DROP COLUMN v`, `UPDATE t SET note = 'x' WHERE id = 1`)
+	got := decodeAll(t, changes(t, env.Brokers, topic, 4))
+	var rows []string
+	for _, d := range got[1:] {
+		rows = append(rows, fmt.Sprintf("%s", d.ev.After))
+	}
+	want := []string{`map[id:1 v:2]`, `map[id:2 note:"added" v:1]`, `map[id:1 note:"x"]`}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("rows %v, want %v", rows, want)
+	}
+}
