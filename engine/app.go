@@ -71,6 +71,13 @@ type Config struct {
 	Version string
 	// Brokers are the Kafka seed brokers. Required.
 	Brokers []string
+	// Batch runs the application as a job: Run notes the end offsets of the
+	// topology's source topics when it starts and returns nil once the
+	// group has committed them all, and the records they caused in the
+	// internal repartition topics are processed too. Records that arrive
+	// meanwhile may be processed as well. Every instance of the group
+	// stops; a later Run goes on from there (a periodic job).
+	Batch bool
 	// StateDir is where the instance keeps its local state. Every instance
 	// needs its own. Default: <os.TempDir()>/oxbow/<group>/<InstanceID>.
 	StateDir string
@@ -280,8 +287,15 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 }
 
 // Run runs the instance until ctx is cancelled or Close is called (then it
-// commits, leaves the group and returns nil), or until it fails.
-func (a *App) Run(ctx context.Context) error { return a.rt.Run(ctx) }
+// commits, leaves the group and returns nil), or until it fails. With
+// Config.Batch it also returns nil once the application has processed its
+// inputs up to the ends they had when Run started (see Batch).
+func (a *App) Run(ctx context.Context) error {
+	if a.cfg.Batch {
+		return a.runBatch(ctx)
+	}
+	return a.rt.Run(ctx)
+}
 
 // Close stops the instance and waits until Run has returned.
 func (a *App) Close() error { return a.rt.Close() }
@@ -303,6 +317,12 @@ func (a *App) ID() string { return a.cfg.InstanceID }
 // Group is the consumer group and internal-topic prefix:
 // AppID, or AppID-Version.
 func (a *App) Group() string { return a.group }
+
+// AppID is the application's id (Config.AppID).
+func (a *App) AppID() string { return a.cfg.AppID }
+
+// Version is the application's version (Config.Version), "" if none.
+func (a *App) Version() string { return a.cfg.Version }
 
 // StateDir is where the instance keeps its local state.
 func (a *App) StateDir() string { return a.cfg.StateDir }

@@ -64,6 +64,26 @@ func (b *Builder) Build() (*Topology, error) {
 // runtime gives them.
 func (t *Topology) Describe() string { return t.t.Describe() }
 
+// SourceTopics lists the topics the topology reads as streams and tables
+// (not its internal topics, nor the topics of global tables, which every
+// instance reads whole), sorted: the topics whose consumption by the
+// application's group its lag measures.
+func (t *Topology) SourceTopics() []string {
+	var out []string
+	for _, sub := range t.t.Subs {
+		if sub.Global {
+			continue
+		}
+		for _, ref := range sub.SourceTopics() {
+			if !ref.Internal {
+				out = append(out, ref.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Stores lists the names of the topology's stores.
 func (t *Topology) Stores() []string {
 	return slices.Sorted(maps.Keys(t.t.Stores))
