@@ -89,7 +89,32 @@ type Config struct {
 	// continues the caller's trace (W3C traceparent); a command's span is
 	// the parent of its processing, through the command record.
 	TracerProvider trace.TracerProvider
+
+	// Versions, set instead of Instance, Views and Topology, serves several
+	// versions of the application side by side (each its own engine.App,
+	// a consumer group of its own): a request is served by the version it
+	// names (the Oxbow-Version header, or ?version=), else by the one
+	// Active names — a versions.Watcher's Active, so that a promotion
+	// switches readers within moments. Every answer says which version
+	// served it (Oxbow-Version), and a request forwarded to another
+	// instance is served there by the same version. GET /versions lists
+	// them.
+	Versions map[string]Served
+	Active   func() string
+
+	versioned bool // a version's handler under a Versions dispatcher
 }
+
+// Served is one version of the application, as Config.Versions serves it.
+type Served struct {
+	Instance Instance
+	Views    *projection.Registry
+	Topology *engine.Topology
+}
+
+// VersionHeader names the version of the application that serves, or is
+// asked to serve, a request.
+const VersionHeader = "Oxbow-Version"
 
 // Submitter submits a command in its JSON envelope and waits for its
 // outcome: *aggregate.Client.
@@ -106,12 +131,19 @@ const ForwardedHeader = "Oxbow-Forwarded-By"
 // down, so that change feeds end (the requests in flight finish).
 type Handler struct {
 	http.Handler
-	a *api
+	a    *api
+	subs []*Handler // Config.Versions: one per version
 }
 
 // Close ends the change feeds (later ones are refused with 503) and
 // closes the API's Kafka client.
 func (h *Handler) Close() {
+	for _, s := range h.subs {
+		s.Close()
+	}
+	if h.a == nil {
+		return
+	}
 	h.a.closeOnce.Do(func() {
 		close(h.a.done)
 		h.a.admMu.Lock()
@@ -124,6 +156,9 @@ func (h *Handler) Close() {
 
 // New returns the API's handler.
 func New(cfg Config) (*Handler, error) {
+	if len(cfg.Versions) > 0 {
+		return newVersioned(cfg)
+	}
 	if cfg.Instance == nil || cfg.Views == nil {
 		return nil, errors.New("httpapi: Config.Instance and Config.Views must be set")
 	}
@@ -478,6 +513,9 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 		return
 	}
 	req.Header.Set(ForwardedHeader, a.cfg.Instance.ID())
+	if a.cfg.Version != "" {
+		req.Header.Set(VersionHeader, a.cfg.Version)
+	}
 	for _, h := range []string{"Accept", "Authorization", "traceparent", "tracestate"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
@@ -740,6 +778,9 @@ func (a *api) peerPage(r *http.Request, p engine.Instance) (localPage, error) {
 		return localPage{}, err
 	}
 	req.Header.Set(scanLocalHeader, a.cfg.Instance.ID())
+	if a.cfg.Version != "" {
+		req.Header.Set(VersionHeader, a.cfg.Version)
+	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

@@ -74,6 +74,11 @@ func (a *api) openAPI() map[string]any {
 			},
 		}},
 	}
+	if a.cfg.versioned {
+		paths["/versions"] = get("the versions of the application this instance serves, and the active one", jsonBody("the versions", map[string]any{"type": "object",
+			"properties": map[string]any{"active": str, "versions": map[string]any{"type": "array", "items": map[string]any{"type": "object",
+				"properties": map[string]any{"version": str, "state": str, "active": map[string]any{"type": "boolean"}}}}}}))
+	}
 	if a.cfg.Metrics != nil {
 		paths["/metrics"] = get("metrics in Prometheus' format", map[string]any{"description": "the metrics", "content": map[string]any{"text/plain": map[string]any{"schema": str}}})
 	}
@@ -107,6 +112,9 @@ func (a *api) openAPIHandler(w http.ResponseWriter, _ *http.Request) {
 
 // Routes lists the API's routes, "<METHOD> <pattern>", sorted.
 func (h *Handler) Routes() []string {
+	if len(h.subs) > 0 {
+		return slices.Sorted(slices.Values(append(h.subs[0].Routes(), "GET /versions")))
+	}
 	var out []string
 	_ = chi.Walk(h.Handler.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		out = append(out, method+" "+strings.TrimSuffix(route, "/"))

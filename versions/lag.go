@@ -1,0 +1,136 @@
+package versions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Lag is how far a version's consumer group is behind its inputs.
+type Lag struct {
+	App, Version, Group string
+	// State is the group's state (Stable, Empty, PreparingRebalance, ...,
+	// Dead when it has never committed), Members its live instances.
+	State   string
+	Members int
+	// Partitions are the inputs' partitions, by topic then partition.
+	Partitions []PartitionLag
+	// Total is the records between the committed offsets and the ends;
+	// Consumed the records from the starts to the committed offsets.
+	Total, Consumed int64
+}
+
+// PartitionLag is one input partition's lag.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Committed is the group's committed offset, -1 if it has none (it
+	// will read from Start).
+	Committed int64 `json:"committed"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+	Lag       int64 `json:"lag"`
+}
+
+// CaughtUp reports whether the group has committed on every input
+// partition and is at most maxLag records behind in all.
+func (l Lag) CaughtUp(maxLag int64) bool {
+	if len(l.Partitions) == 0 {
+		return false
+	}
+	for _, p := range l.Partitions {
+		if p.Committed < 0 && p.End > p.Start {
+			return false
+		}
+	}
+	return l.Total <= maxLag
+}
+
+// Progress is the share of the inputs' records (from their starts) the
+// group has consumed, from 0 to 1.
+func (l Lag) Progress() float64 {
+	if l.Consumed+l.Total == 0 {
+		return 1
+	}
+	return float64(l.Consumed) / float64(l.Consumed+l.Total)
+}
+
+// Lag measures a registered version's lag on its inputs.
+func (c *Control) Lag(ctx context.Context, app, version string) (Lag, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return Lag{}, err
+	}
+	v, ok := a.Versions[version]
+	if !ok {
+		return Lag{}, notRegistered(a, version)
+	}
+	return c.groupLag(ctx, app, version, v.Group, v.Inputs)
+}
+
+func notRegistered(a *App, version string) error {
+	if len(a.Versions) == 0 {
+		return fmt.Errorf("versions: %s has no registered versions (an instance registers its version when it starts)", a.App)
+	}
+	return fmt.Errorf("versions: %s has no version %q (it has %s)", a.App, version, strings.Join(a.Names(), ", "))
+}
+
+// groupLag measures a group's lag on topics.
+func (c *Control) groupLag(ctx context.Context, app, version, group string, inputs []string) (Lag, error) {
+	l := Lag{App: app, Version: version, Group: group}
+	if len(inputs) == 0 {
+		return l, fmt.Errorf("versions: %s has no inputs to measure", group)
+	}
+	described, err := c.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return l, fmt.Errorf("versions: describing %s: %w", group, err)
+	}
+	if d, ok := described[group]; ok {
+		l.State, l.Members = d.State, len(d.Members)
+	}
+	committed, err := c.adm.FetchOffsetsForTopics(ctx, group, inputs...)
+	if err != nil {
+		return l, fmt.Errorf("versions: the offsets of %s: %w", group, err)
+	}
+	starts, err := c.adm.ListStartOffsets(ctx, inputs...)
+	if err != nil {
+		return l, fmt.Errorf("versions: the starts of %v: %w", inputs, err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, inputs...)
+	if err != nil {
+		return l, fmt.Errorf("versions: the ends of %v: %w", inputs, err)
+	}
+	var errs []error
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", e.Topic, e.Partition, e.Err))
+			return
+		}
+		p := PartitionLag{Topic: e.Topic, Partition: e.Partition, Committed: -1, End: e.Offset}
+		if s, ok := starts.Lookup(e.Topic, e.Partition); ok && s.Err == nil {
+			p.Start = s.Offset
+		}
+		from := p.Start
+		if o, ok := committed.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
+			p.Committed, from = o.At, o.At
+		}
+		p.Lag = max(p.End-from, 0)
+		l.Total += p.Lag
+		l.Consumed += max(from-p.Start, 0)
+		l.Partitions = append(l.Partitions, p)
+	})
+	if len(errs) > 0 {
+		return l, fmt.Errorf("versions: the ends of %s's inputs: %w", group, errors.Join(errs...))
+	}
+	slices.SortFunc(l.Partitions, func(a, b PartitionLag) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return l, nil
+}

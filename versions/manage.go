@@ -1,0 +1,339 @@
+package versions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// DefaultMaxLag is how many records behind its inputs a version may be
+// and still be promoted without force.
+const DefaultMaxLag = 100
+
+// NotCaughtUpError refuses the promotion of a version that is behind.
+type NotCaughtUpError struct {
+	Lag    Lag
+	MaxLag int64
+}
+
+func (e *NotCaughtUpError) Error() string {
+	return fmt.Sprintf("versions: %s %s has not caught up: %d records behind (at most %d to promote; %.1f%% done); wait, or force it",
+		e.Lag.App, e.Lag.Version, e.Lag.Total, e.MaxLag, 100*e.Lag.Progress())
+}
+
+// PromoteOptions tune Promote.
+type PromoteOptions struct {
+	// Force promotes a version whatever its lag.
+	Force bool
+	// MaxLag is the lag a version may have and be promoted (default
+	// DefaultMaxLag).
+	MaxLag int64
+}
+
+// Promote makes a version the application's active one: the one its
+// readers are served (every Watcher sees it within moments). A version
+// that has not caught up with its inputs is refused with a
+// *NotCaughtUpError unless forced. Promoting the active version again does
+// nothing.
+func (c *Control) Promote(ctx context.Context, app, version string, o PromoteOptions) error {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return err
+	}
+	if _, ok := a.Versions[version]; !ok {
+		return notRegistered(a, version)
+	}
+	if a.Active == version {
+		return nil
+	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = DefaultMaxLag
+	}
+	if !o.Force {
+		l, err := c.Lag(ctx, app, version)
+		if err != nil {
+			return err
+		}
+		if !l.CaughtUp(o.MaxLag) {
+			return &NotCaughtUpError{Lag: l, MaxLag: o.MaxLag}
+		}
+	}
+	return c.write(ctx, activeKey(app), promotion{Active: version, Previous: a.Active, PromotedAt: time.Now().UTC(), Forced: o.Force})
+}
+
+// Rollback promotes the version that was active before the active one,
+// which must still be registered. It is forced: the previous version was
+// serving until the promotion and has kept up since, unless stopped.
+func (c *Control) Rollback(ctx context.Context, app string) (string, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return "", err
+	}
+	if a.Previous == "" {
+		return "", fmt.Errorf("versions: %s has no previous version to roll back to", app)
+	}
+	if _, ok := a.Versions[a.Previous]; !ok {
+		return "", fmt.Errorf("versions: %s's previous version %s is retired", app, a.Previous)
+	}
+	return a.Previous, c.write(ctx, activeKey(app), promotion{Active: a.Previous, Previous: a.Active, PromotedAt: time.Now().UTC(), Forced: true})
+}
+
+// Plan is what Retire or Reset does, or would do with DryRun.
+type Plan struct {
+	App, Version, Group string
+	// Topics are the internal topics deleted.
+	Topics []string
+	// Dirs are the local state directories deleted.
+	Dirs []string
+	// Offsets are the inputs' offsets set (Reset).
+	Offsets []PartitionLag
+	// Done: carried out (false with DryRun).
+	Done bool
+}
+
+// RetireOptions tune Retire.
+type RetireOptions struct {
+	// DryRun says what would be deleted, deleting nothing.
+	DryRun bool
+	// StateRoots are directories under which instances keep their state
+	// in a directory named after the group (the engine's default root is
+	// <os.TempDir()>/oxbow, which is always looked in).
+	StateRoots []string
+}
+
+// Retire deletes a version: its consumer group, its internal topics, its
+// local state under the state roots on this machine, and its registration.
+// The active version cannot be retired, nor one whose instances are still
+// running.
+func (c *Control) Retire(ctx context.Context, app, version string, o RetireOptions) (Plan, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return Plan{}, err
+	}
+	v, ok := a.Versions[version]
+	if !ok {
+		return Plan{}, notRegistered(a, version)
+	}
+	if a.Active == version {
+		return Plan{}, fmt.Errorf("versions: %s is %s's active version; promote another first", version, app)
+	}
+	p := Plan{App: app, Version: version, Group: v.Group}
+	if err := c.stopped(ctx, v.Group); err != nil {
+		return p, err
+	}
+	if p.Topics, err = c.internalTopics(ctx, a, v.Group); err != nil {
+		return p, err
+	}
+	p.Dirs = stateDirs(v.Group, o.StateRoots)
+	if o.DryRun {
+		return p, nil
+	}
+	if err := c.deleteTopics(ctx, p.Topics); err != nil {
+		return p, err
+	}
+	if _, err := c.adm.DeleteGroup(ctx, v.Group); err != nil && !isGroupGone(err) {
+		return p, fmt.Errorf("versions: deleting the group %s: %w", v.Group, err)
+	}
+	if err := removeDirs(p.Dirs); err != nil {
+		return p, err
+	}
+	if err := c.write(ctx, versionKey(app, version), nil); err != nil {
+		return p, err
+	}
+	p.Done = true
+	return p, nil
+}
+
+// ResetOptions tune Reset.
+type ResetOptions struct {
+	// To is the time the inputs are read again from (the first offset at
+	// or after it); zero: from the earliest offsets.
+	To time.Time
+	// DryRun says what would be done, doing nothing.
+	DryRun     bool
+	StateRoots []string // as RetireOptions.StateRoots
+}
+
+// Reset makes a version process its inputs again, in place (as Kafka
+// Streams' reset tool does): the group's offsets on its inputs are set to
+// the earliest ones or to a time, its internal topics (and the group's
+// offsets on them) deleted, its local state under the state roots wiped.
+// Its instances must be stopped.
+func (c *Control) Reset(ctx context.Context, app, version string, o ResetOptions) (Plan, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return Plan{}, err
+	}
+	v, ok := a.Versions[version]
+	if !ok {
+		return Plan{}, notRegistered(a, version)
+	}
+	p := Plan{App: app, Version: version, Group: v.Group}
+	if err := c.stopped(ctx, v.Group); err != nil {
+		return p, err
+	}
+	if p.Topics, err = c.internalTopics(ctx, a, v.Group); err != nil {
+		return p, err
+	}
+	p.Dirs = stateDirs(v.Group, o.StateRoots)
+	var offsets kadm.ListedOffsets
+	if o.To.IsZero() {
+		offsets, err = c.adm.ListStartOffsets(ctx, v.Inputs...)
+	} else {
+		offsets, err = c.adm.ListOffsetsAfterMilli(ctx, o.To.UnixMilli(), v.Inputs...)
+	}
+	if err != nil {
+		return p, fmt.Errorf("versions: the inputs' offsets: %w", err)
+	}
+	if err := offsets.Error(); err != nil {
+		return p, fmt.Errorf("versions: the inputs' offsets: %w", err)
+	}
+	commit := kadm.Offsets{}
+	offsets.Each(func(lo kadm.ListedOffset) {
+		commit.Add(kadm.Offset{Topic: lo.Topic, Partition: lo.Partition, At: lo.Offset, LeaderEpoch: -1})
+		p.Offsets = append(p.Offsets, PartitionLag{Topic: lo.Topic, Partition: lo.Partition, Committed: lo.Offset})
+	})
+	slices.SortFunc(p.Offsets, func(a, b PartitionLag) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	if o.DryRun {
+		return p, nil
+	}
+	// The group's offsets on the internal topics go with them.
+	if len(p.Topics) > 0 {
+		ts := kadm.TopicsSet{}
+		for _, t := range p.Topics {
+			ts.Add(t)
+		}
+		if _, err := c.adm.DeleteOffsets(ctx, v.Group, ts); err != nil && !isGroupGone(err) {
+			return p, fmt.Errorf("versions: deleting %s's offsets on its internal topics: %w", v.Group, err)
+		}
+	}
+	if err := c.deleteTopics(ctx, p.Topics); err != nil {
+		return p, err
+	}
+	res, err := c.adm.CommitOffsets(ctx, v.Group, commit)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		return p, fmt.Errorf("versions: setting %s's offsets: %w", v.Group, err)
+	}
+	if err := removeDirs(p.Dirs); err != nil {
+		return p, err
+	}
+	p.Done = true
+	return p, nil
+}
+
+// stopped fails unless the group has no live members.
+func (c *Control) stopped(ctx context.Context, group string) error {
+	d, err := c.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return fmt.Errorf("versions: describing %s: %w", group, err)
+	}
+	if g, ok := d[group]; ok && len(g.Members) > 0 {
+		return fmt.Errorf("versions: %s still has %d running instance(s) (group state %s); stop them first", group, len(g.Members), g.State)
+	}
+	return nil
+}
+
+// internalTopics lists a group's internal topics: those named
+// "<group>-…-changelog" or "…-repartition" (or another internal suffix)
+// that no other registered version's longer group name claims.
+func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]string, error) {
+	td, err := c.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("versions: listing topics: %w", err)
+	}
+	var others []string
+	for _, v := range a.Versions {
+		if v.Group != group && strings.HasPrefix(v.Group, group+"-") {
+			others = append(others, v.Group+"-")
+		}
+	}
+	var out []string
+	for _, t := range td.Names() {
+		if !strings.HasPrefix(t, group+"-") || !internalSuffix(t) {
+			continue
+		}
+		if slices.ContainsFunc(others, func(p string) bool { return strings.HasPrefix(t, p) }) {
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// internalSuffix: the engine's internal topics end so (changelogs,
+// repartition topics, foreign-key joins' subscription and response topics).
+func internalSuffix(t string) bool {
+	for _, s := range []string{"-changelog", "-repartition", "-subscription", "-response"} {
+		if strings.HasSuffix(t, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Control) deleteTopics(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	res, err := c.adm.DeleteTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("versions: deleting topics: %w", err)
+	}
+	var errs []error
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !isTopicGone(r.Err) {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Topic, r.Err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("versions: deleting topics: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// stateDirs are the group's state directories under the roots that exist.
+func stateDirs(group string, roots []string) []string {
+	roots = append(slices.Clone(roots), filepath.Join(os.TempDir(), "oxbow"))
+	var out []string
+	for _, r := range roots {
+		d := filepath.Join(r, group)
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func removeDirs(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("versions: removing %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func isGroupGone(err error) bool {
+	return errors.Is(err, kerr.GroupIDNotFound)
+}
+
+func isTopicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
