@@ -85,15 +85,16 @@ func (c *Control) groupLag(ctx context.Context, app, version, group string, inpu
 	if len(inputs) == 0 {
 		return l, fmt.Errorf("versions: %s has no inputs to measure", group)
 	}
+	l.State = "Dead" // a group that has never been
 	described, err := c.adm.DescribeGroups(ctx, group)
-	if err != nil {
+	if err != nil && !isGroupGone(err) {
 		return l, fmt.Errorf("versions: describing %s: %w", group, err)
 	}
-	if d, ok := described[group]; ok {
+	if d, ok := described[group]; ok && d.Err == nil {
 		l.State, l.Members = d.State, len(d.Members)
 	}
 	committed, err := c.adm.FetchOffsetsForTopics(ctx, group, inputs...)
-	if err != nil {
+	if err != nil && !isGroupGone(err) {
 		return l, fmt.Errorf("versions: the offsets of %s: %w", group, err)
 	}
 	starts, err := c.adm.ListStartOffsets(ctx, inputs...)

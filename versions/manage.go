@@ -240,7 +240,7 @@ func (c *Control) Reset(ctx context.Context, app, version string, o ResetOptions
 // stopped fails unless the group has no live members.
 func (c *Control) stopped(ctx context.Context, group string) error {
 	d, err := c.adm.DescribeGroups(ctx, group)
-	if err != nil {
+	if err != nil && !isGroupGone(err) {
 		return fmt.Errorf("versions: describing %s: %w", group, err)
 	}
 	if g, ok := d[group]; ok && len(g.Members) > 0 {

@@ -1,0 +1,544 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/versions"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitRefused = 3
+)
+
+// env is what a command runs with.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	json   bool
+	ctl    func() (*versions.Control, error)
+}
+
+type command struct {
+	name, usage, help string
+	flags             func(fs *flag.FlagSet) func(e *env, args []string) int
+}
+
+var commands = []command{
+	{"versions", "versions --app APP", "lists an application's registered versions: group state, instances, lag and which is active", cmdVersions},
+	{"lag", "lag --app APP --version V [--watch] [--interval D]", "shows a version's lag on its inputs, with a progress bar; --watch follows it (rate, ETA) until it has caught up", cmdLag},
+	{"promote", "promote --app APP --version V [--force] [--max-lag N]", "makes a version the one readers are served; refused (exit 3) if it has not caught up, unless --force", cmdPromote},
+	{"rollback", "rollback --app APP", "makes the previously active version active again", cmdRollback},
+	{"retire", "retire --app APP --version V [--yes] [--dry-run] [--state-dir DIR]...", "deletes a version's consumer group, internal topics, local state and registration, after confirmation", cmdRetire},
+	{"reset", "reset --app APP --version V [--to-earliest | --to-datetime T] [--yes] [--dry-run] [--state-dir DIR]...", "makes a stopped version process its inputs again: offsets to the earliest or a time, internal topics deleted, local state wiped", cmdReset},
+	{"describe", "describe --url URL", "prints the topology of a running instance (its HTTP API's /topology)", cmdDescribe},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: oxbow COMMAND [FLAGS]")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.help)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Every command takes --brokers (default $KAFKA_BROKERS), --control-topic and --json; oxbow COMMAND --help says more.")
+}
+
+// run runs the command line; it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var cmd *command
+	for i := range commands {
+		if commands[i].name == args[0] {
+			cmd = &commands[i]
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "oxbow: no command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("oxbow "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's seed brokers, comma-separated")
+	topic := fs.String("control-topic", versions.DefaultTopic, "the control topic")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: oxbow %s\n\n%s.\n\nflags:\n", cmd.usage, capitalize(cmd.help))
+		fs.PrintDefaults()
+	}
+	runCmd := cmd.flags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: *asJSON}
+	e.ctl = func() (*versions.Control, error) {
+		bs := split(*brokers)
+		if len(bs) == 0 {
+			return nil, errors.New("no brokers: give --brokers or set KAFKA_BROKERS")
+		}
+		return versions.New(bs, versions.Options{Topic: *topic})
+	}
+	return runCmd(e, fs.Args())
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fail prints an error and returns the exit code.
+func (e *env) fail(err error) int {
+	fmt.Fprintln(e.stderr, "oxbow:", err)
+	var nc *versions.NotCaughtUpError
+	if errors.As(err, &nc) {
+		return exitRefused
+	}
+	return exitFailed
+}
+
+func (e *env) usageErr(format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "oxbow: "+format+"\n", args...)
+	return exitUsage
+}
+
+func (e *env) printJSON(v any) {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// withControl runs fn with a Control.
+func (e *env) withControl(fn func(c *versions.Control) int) int {
+	c, err := e.ctl()
+	if err != nil {
+		return e.fail(err)
+	}
+	defer c.Close()
+	return fn(c)
+}
+
+func noArgs(e *env, args []string) bool {
+	if len(args) > 0 {
+		e.usageErr("unexpected arguments %q", args)
+		return false
+	}
+	return true
+}
+
+func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application (its AppID)")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" {
+			return e.usageErr("versions needs --app")
+		}
+		return e.withControl(func(c *versions.Control) int {
+			a, err := c.App(e.ctx, *app)
+			if err != nil {
+				return e.fail(err)
+			}
+			type row struct {
+				Version    string    `json:"version"`
+				Group      string    `json:"group"`
+				Active     bool      `json:"active"`
+				State      string    `json:"state"`
+				Instances  int       `json:"instances"`
+				Lag        int64     `json:"lag"`
+				Progress   float64   `json:"progress"`
+				Registered time.Time `json:"registered"`
+				Error      string    `json:"error,omitempty"`
+			}
+			var rows []row
+			for _, name := range a.Names() {
+				v := a.Versions[name]
+				r := row{Version: name, Group: v.Group, Active: name == a.Active, Registered: v.Registered, Lag: -1}
+				if l, err := c.Lag(e.ctx, *app, name); err != nil {
+					r.Error = err.Error()
+				} else {
+					r.State, r.Instances, r.Lag, r.Progress = l.State, l.Members, l.Total, l.Progress()
+				}
+				rows = append(rows, r)
+			}
+			if e.json {
+				e.printJSON(map[string]any{"app": *app, "active": a.Active, "previous": a.Previous, "versions": rows})
+				return exitOK
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(e.stdout, "%s has no registered versions (an instance registers its version when it starts)\n", *app)
+				return exitOK
+			}
+			tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\tVERSION\tGROUP\tSTATE\tINSTANCES\tLAG\tDONE")
+			for _, r := range rows {
+				mark := ""
+				if r.Active {
+					mark = "*"
+				}
+				if r.Error != "" {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t?\t?\t?\t%s\n", mark, r.Version, r.Group, r.Error)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%\n", mark, r.Version, r.Group, r.State, r.Instances, r.Lag, 100*r.Progress)
+			}
+			_ = tw.Flush()
+			if a.Active == "" {
+				fmt.Fprintln(e.stdout, "no version is active yet: oxbow promote --app", *app, "--version V")
+			}
+			return exitOK
+		})
+	}
+}
+
+func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application")
+	version := fs.String("version", "", "the version")
+	watch := fs.Bool("watch", false, "follow the lag until the version has caught up (--max-lag)")
+	interval := fs.Duration("interval", 2*time.Second, "how often --watch measures")
+	maxLag := fs.Int64("max-lag", versions.DefaultMaxLag, "the lag at which --watch stops")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" || *version == "" {
+			return e.usageErr("lag needs --app and --version")
+		}
+		if *interval <= 0 {
+			return e.usageErr("--interval must be positive")
+		}
+		return e.withControl(func(c *versions.Control) int {
+			l, err := c.Lag(e.ctx, *app, *version)
+			if err != nil {
+				return e.fail(err)
+			}
+			if !*watch {
+				if e.json {
+					e.printJSON(lagJSON(l, 0, -1))
+					return exitOK
+				}
+				fmt.Fprintln(e.stdout, progressLine(l, 0, -1))
+				tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+				for _, p := range l.Partitions {
+					committed := fmt.Sprint(p.Committed)
+					if p.Committed < 0 {
+						committed = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", p.Topic, p.Partition, committed, p.End, p.Lag)
+				}
+				_ = tw.Flush()
+				return exitOK
+			}
+			prev, prevAt := l, time.Now()
+			for {
+				rate, eta := 0.0, time.Duration(-1)
+				if !l.CaughtUp(*maxLag) && prevAt.Before(time.Now().Add(-time.Millisecond)) {
+					dt := time.Since(prevAt).Seconds()
+					rate = float64(l.Consumed-prev.Consumed) / dt
+					if shrink := float64(prev.Total-l.Total) / dt; shrink > 0 {
+						eta = time.Duration(float64(l.Total) / shrink * float64(time.Second))
+					}
+				}
+				if e.json {
+					e.printJSON(lagJSON(l, rate, eta))
+				} else {
+					fmt.Fprintln(e.stdout, progressLine(l, rate, eta))
+				}
+				if l.CaughtUp(*maxLag) {
+					return exitOK
+				}
+				select {
+				case <-e.ctx.Done():
+					return exitFailed
+				case <-time.After(*interval):
+				}
+				prev, prevAt = l, time.Now()
+				if l, err = c.Lag(e.ctx, *app, *version); err != nil {
+					return e.fail(err)
+				}
+			}
+		})
+	}
+}
+
+func lagJSON(l versions.Lag, rate float64, eta time.Duration) map[string]any {
+	out := map[string]any{"app": l.App, "version": l.Version, "group": l.Group, "state": l.State, "instances": l.Members,
+		"lag": l.Total, "consumed": l.Consumed, "progress": l.Progress(), "partitions": l.Partitions}
+	if rate > 0 {
+		out["rate"] = rate
+	}
+	if eta >= 0 {
+		out["etaSeconds"] = eta.Seconds()
+	}
+	return out
+}
+
+// progressLine is a progress bar: done, lag, rate and ETA.
+func progressLine(l versions.Lag, rate float64, eta time.Duration) string {
+	const width = 30
+	p := l.Progress()
+	n := int(p * width)
+	bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
+	s := fmt.Sprintf("%s %s [%s] %5.1f%%  lag %d", l.App, l.Version, bar, 100*p, l.Total)
+	if rate > 0 {
+		s += fmt.Sprintf("  %.0f records/s", rate)
+	}
+	if eta >= 0 {
+		s += "  ETA " + eta.Round(time.Second).String()
+	}
+	return s
+}
+
+func cmdPromote(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application")
+	version := fs.String("version", "", "the version to make active")
+	force := fs.Bool("force", false, "promote it even if it has not caught up")
+	maxLag := fs.Int64("max-lag", versions.DefaultMaxLag, "the lag a version may have and be promoted")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" || *version == "" {
+			return e.usageErr("promote needs --app and --version")
+		}
+		return e.withControl(func(c *versions.Control) int {
+			if err := c.Promote(e.ctx, *app, *version, versions.PromoteOptions{Force: *force, MaxLag: *maxLag}); err != nil {
+				return e.fail(err)
+			}
+			if e.json {
+				e.printJSON(map[string]any{"app": *app, "active": *version, "forced": *force})
+			} else {
+				fmt.Fprintf(e.stdout, "%s: %s is active\n", *app, *version)
+			}
+			return exitOK
+		})
+	}
+}
+
+func cmdRollback(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" {
+			return e.usageErr("rollback needs --app")
+		}
+		return e.withControl(func(c *versions.Control) int {
+			v, err := c.Rollback(e.ctx, *app)
+			if err != nil {
+				return e.fail(err)
+			}
+			if e.json {
+				e.printJSON(map[string]any{"app": *app, "active": v})
+			} else {
+				fmt.Fprintf(e.stdout, "%s: rolled back; %s is active\n", *app, v)
+			}
+			return exitOK
+		})
+	}
+}
+
+// stateDirs is a repeatable --state-dir.
+type stateDirs []string
+
+func (s *stateDirs) String() string     { return strings.Join(*s, ",") }
+func (s *stateDirs) Set(v string) error { *s = append(*s, v); return nil }
+
+func (e *env) confirm(what, answer string) bool {
+	fmt.Fprintf(e.stderr, "%s\nType %q to go on: ", what, answer)
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return false
+	}
+	return strings.TrimSpace(line) == answer
+}
+
+func (e *env) printPlan(p versions.Plan, verb string) {
+	if e.json {
+		e.printJSON(p)
+		return
+	}
+	state := "would be " + verb
+	if p.Done {
+		state = verb
+	}
+	fmt.Fprintf(e.stdout, "%s %s (group %s): %s\n", p.App, p.Version, p.Group, state)
+	for _, t := range p.Topics {
+		fmt.Fprintf(e.stdout, "  topic     %s\n", t)
+	}
+	for _, d := range p.Dirs {
+		fmt.Fprintf(e.stdout, "  state dir %s\n", d)
+	}
+	for _, o := range p.Offsets {
+		fmt.Fprintf(e.stdout, "  offset    %s[%d] -> %d\n", o.Topic, o.Partition, o.Committed)
+	}
+}
+
+func cmdRetire(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application")
+	version := fs.String("version", "", "the version to retire")
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	dry := fs.Bool("dry-run", false, "say what would be deleted, delete nothing")
+	var dirs stateDirs
+	fs.Var(&dirs, "state-dir", "a directory holding instances' state, by group (repeatable; <tmp>/oxbow is always looked in)")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" || *version == "" {
+			return e.usageErr("retire needs --app and --version")
+		}
+		return e.withControl(func(c *versions.Control) int {
+			p, err := c.Retire(e.ctx, *app, *version, versions.RetireOptions{DryRun: true, StateRoots: dirs})
+			if err != nil {
+				return e.fail(err)
+			}
+			if *dry {
+				e.printPlan(p, "deleted")
+				return exitOK
+			}
+			if !*yes && !e.confirm(fmt.Sprintf("This deletes %s %s: group %s, %d topics, %d state dirs.", *app, *version, p.Group, len(p.Topics), len(p.Dirs)), *version) {
+				fmt.Fprintln(e.stderr, "oxbow: not confirmed; nothing deleted")
+				return exitRefused
+			}
+			if p, err = c.Retire(e.ctx, *app, *version, versions.RetireOptions{StateRoots: dirs}); err != nil {
+				return e.fail(err)
+			}
+			e.printPlan(p, "deleted")
+			return exitOK
+		})
+	}
+}
+
+func cmdReset(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application")
+	version := fs.String("version", "", "the version to reset")
+	earliest := fs.Bool("to-earliest", false, "read the inputs from their earliest offsets (the default)")
+	at := fs.String("to-datetime", "", "read the inputs from this time (RFC 3339)")
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	dry := fs.Bool("dry-run", false, "say what would be done, do nothing")
+	var dirs stateDirs
+	fs.Var(&dirs, "state-dir", "a directory holding instances' state, by group (repeatable; <tmp>/oxbow is always looked in)")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *app == "" || *version == "" {
+			return e.usageErr("reset needs --app and --version")
+		}
+		var to time.Time
+		if *at != "" {
+			if *earliest {
+				return e.usageErr("give --to-earliest or --to-datetime, not both")
+			}
+			t, err := time.Parse(time.RFC3339, *at)
+			if err != nil {
+				return e.usageErr("--to-datetime %q: want RFC 3339, like 2026-11-01T00:00:00Z", *at)
+			}
+			to = t
+		}
+		return e.withControl(func(c *versions.Control) int {
+			o := versions.ResetOptions{To: to, DryRun: true, StateRoots: dirs}
+			p, err := c.Reset(e.ctx, *app, *version, o)
+			if err != nil {
+				return e.fail(err)
+			}
+			if *dry {
+				e.printPlan(p, "reset")
+				return exitOK
+			}
+			if !*yes && !e.confirm(fmt.Sprintf("This resets %s %s: %d input partitions, %d internal topics deleted, %d state dirs wiped.", *app, *version, len(p.Offsets), len(p.Topics), len(p.Dirs)), *version) {
+				fmt.Fprintln(e.stderr, "oxbow: not confirmed; nothing done")
+				return exitRefused
+			}
+			o.DryRun = false
+			if p, err = c.Reset(e.ctx, *app, *version, o); err != nil {
+				return e.fail(err)
+			}
+			e.printPlan(p, "reset")
+			return exitOK
+		})
+	}
+}
+
+func cmdDescribe(fs *flag.FlagSet) func(*env, []string) int {
+	u := fs.String("url", "", "an instance's HTTP API, like http://host:8080")
+	token := fs.String("token", os.Getenv("OXBOW_TOKEN"), "a bearer token for the API (default $OXBOW_TOKEN)")
+	return func(e *env, args []string) int {
+		if !noArgs(e, args) {
+			return exitUsage
+		}
+		if *u == "" {
+			return e.usageErr("describe needs --url")
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(*u, "/")+"/topology", nil)
+		if err != nil {
+			return e.usageErr("--url: %v", err)
+		}
+		if *token != "" {
+			req.Header.Set("Authorization", "Bearer "+*token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return e.fail(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			return e.fail(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return e.fail(fmt.Errorf("%s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body))))
+		}
+		if e.json {
+			e.printJSON(map[string]any{"url": *u, "version": resp.Header.Get("Oxbow-Version"), "topology": string(body)})
+			return exitOK
+		}
+		_, _ = e.stdout.Write(body)
+		return exitOK
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/versions"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func oxbow(stdin string, args ...string) result {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// Usage errors exit 2 and say why; --help exits 0.
+func TestUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "usage: oxbow COMMAND"},
+		{[]string{"help"}, exitOK, "promote"},
+		{[]string{"nope"}, exitUsage, `no command "nope"`},
+		{[]string{"promote", "--help"}, exitOK, "usage: oxbow promote --app APP --version V"},
+		{[]string{"promote", "--app", "a"}, exitUsage, "promote needs --app and --version"},
+		{[]string{"lag", "--app", "a", "--version", "v", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"versions", "--app", "a", "extra"}, exitUsage, "unexpected arguments"},
+		{[]string{"reset", "--app", "a", "--version", "v", "--to-earliest", "--to-datetime", "2026-01-01T00:00:00Z"}, exitUsage, "not both"},
+		{[]string{"reset", "--app", "a", "--version", "v", "--to-datetime", "yesterday"}, exitUsage, "want RFC 3339"},
+		{[]string{"versions", "--app", "a", "--brokers", ""}, exitFailed, "no brokers"},
+		{[]string{"describe"}, exitUsage, "describe needs --url"},
+	} {
+		r := oxbow("", c.args...)
+		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+			t.Errorf("oxbow %v: exit %d\n%s%s\nwant exit %d and %q", c.args, r.code, r.stdout, r.stderr, c.code, c.want)
+		}
+	}
+}
+
+// The commands against a real broker, on versions registered by hand.
+func TestCommands(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx := context.Background()
+	app := fmt.Sprintf("cli%d", time.Now().UnixNano())
+	topic := app + "-in"
+	env.CreateTopics(t, 2, topic)
+	control := app + "-control"
+	ctl, err := versions.New(env.Brokers, versions.Options{Topic: control})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []string{"v1", "v2"} {
+		if err := ctl.Register(ctx, app, v, []string{topic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"--brokers", strings.Join(env.Brokers, ","), "--control-topic", control, "--app", app}
+	cmd := func(stdin string, name string, args ...string) result {
+		return oxbow(stdin, append(append([]string{name}, common...), args...)...)
+	}
+
+	r := cmd("", "versions", "--json")
+	var vs struct {
+		Active   string `json:"active"`
+		Versions []struct {
+			Version string `json:"version"`
+			Lag     int64  `json:"lag"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &vs); err != nil || r.code != 0 || len(vs.Versions) != 2 || vs.Versions[0].Lag != 5 || vs.Active != "" {
+		t.Fatalf("versions --json: %d %s %s (%v)", r.code, r.stdout, r.stderr, err)
+	}
+	if r := cmd("", "versions"); r.code != 0 || !strings.Contains(r.stdout, "no version is active") {
+		t.Errorf("versions: %+v", r)
+	}
+	if r := cmd("", "promote", "--version", "v1"); r.code != exitRefused || !strings.Contains(r.stderr, "has not caught up: 5 records behind") {
+		t.Errorf("promote of a version behind: %+v", r)
+	}
+	if r := cmd("", "promote", "--version", "v3"); r.code != exitFailed || !strings.Contains(r.stderr, `no version "v3" (it has v1, v2)`) {
+		t.Errorf("promote of an unknown version: %+v", r)
+	}
+	// v1 catches up: its group commits the ends.
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := kadm.Offsets{}
+	ends.Each(func(o kadm.ListedOffset) {
+		commit.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	})
+	if _, err := adm.CommitOffsets(ctx, versions.Group(app, "v1"), commit); err != nil {
+		t.Fatal(err)
+	}
+	if r := cmd("", "lag", "--version", "v1", "--watch", "--interval", "10ms"); r.code != 0 || !strings.Contains(r.stdout, "100.0%  lag 0") {
+		t.Errorf("lag --watch of a version caught up: %+v", r)
+	}
+	if r := cmd("", "lag", "--version", "v2"); r.code != 0 || !strings.Contains(r.stdout, "0.0%  lag 5") || !strings.Contains(r.stdout, topic) {
+		t.Errorf("lag: %+v", r)
+	}
+	if r := cmd("", "promote", "--version", "v1"); r.code != 0 || !strings.Contains(r.stdout, "v1 is active") {
+		t.Errorf("promote: %+v", r)
+	}
+	if r := cmd("", "promote", "--version", "v2", "--force", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"forced": true`) {
+		t.Errorf("promote --force: %+v", r)
+	}
+	if r := cmd("", "rollback"); r.code != 0 || !strings.Contains(r.stdout, "v1 is active") {
+		t.Errorf("rollback: %+v", r)
+	}
+	if r := cmd("", "retire", "--version", "v1"); r.code != exitFailed || !strings.Contains(r.stderr, "active version") {
+		t.Errorf("retiring the active version: %+v", r)
+	}
+	if r := cmd("no\n", "retire", "--version", "v2"); r.code != exitRefused || !strings.Contains(r.stderr, "not confirmed") {
+		t.Errorf("retire not confirmed: %+v", r)
+	}
+	if r := cmd("", "retire", "--version", "v2", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "would be deleted") {
+		t.Errorf("retire --dry-run: %+v", r)
+	}
+	if r := cmd("v2\n", "retire", "--version", "v2"); r.code != 0 || !strings.Contains(r.stdout, ": deleted") {
+		t.Errorf("retire: %+v", r)
+	}
+	if a, err := ctl.App(ctx, app); err != nil || len(a.Versions) != 1 || a.Active != "v1" {
+		t.Errorf("after retiring v2: %+v %v", a, err)
+	}
+	if r := cmd("", "reset", "--version", "v1", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "would be reset") || !strings.Contains(r.stdout, topic+"[0] -> 0") {
+		t.Errorf("reset --dry-run: %+v", r)
+	}
+	if r := cmd("", "reset", "--version", "v1", "--yes"); r.code != 0 {
+		t.Errorf("reset: %+v", r)
+	}
+	if l, err := ctl.Lag(ctx, app, "v1"); err != nil || l.Total != 5 {
+		t.Errorf("lag after the reset: %+v %v", l, err)
+	}
+}
+
+// describe prints an instance's topology.
+func TestDescribe(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/topology" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, `{"title":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Oxbow-Version", "v2")
+		fmt.Fprintln(w, "Topologies:\n   Sub-topology: 0")
+	}))
+	defer srv.Close()
+	if r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret"); r.code != 0 || !strings.Contains(r.stdout, "Sub-topology: 0") {
+		t.Errorf("describe: %+v", r)
+	}
+	if r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"version": "v2"`) {
+		t.Errorf("describe --json: %+v", r)
+	}
+	if r := oxbow("", "describe", "--url", srv.URL); r.code != exitFailed || !strings.Contains(r.stderr, "401") {
+		t.Errorf("describe without the token: %+v", r)
+	}
+}
