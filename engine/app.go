@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -245,7 +246,10 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	}
 	var meter metric.Meter
 	if cfg.MeterProvider != nil {
-		meter = cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/engine")
+		// The group names the application's version: two versions in one
+		// process (reprocessing side by side) report apart.
+		meter = cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/engine",
+			metric.WithInstrumentationAttributes(attribute.String("oxbow.app", cfg.AppID), attribute.String("oxbow.version", cfg.Version)))
 	}
 	rcfg := runtime.Config{
 		AppID:              group,

@@ -173,7 +173,7 @@ func TestTelemetryMetrics(t *testing.T) {
 	m := newTelMetrics(t)
 	// No periodic commit: the record cache keeps every update until the
 	// final commit, so its hits are known exactly.
-	a := k.start(top, engine.Config{MeterProvider: m.mp, OnDeserializationError: engine.Skip, CommitInterval: time.Hour})
+	a := k.start(top, engine.Config{Version: "v7", MeterProvider: m.mp, OnDeserializationError: engine.Skip, CommitInterval: time.Hour})
 	telReady(t, k, a)
 
 	one, _ := serde.Int64.Encode(1)
@@ -231,6 +231,17 @@ func TestTelemetryMetrics(t *testing.T) {
 	}
 	if got := a.Skipped(); got["decode-error"] != 1 {
 		t.Errorf("App.Skipped: %v, want decode-error: 1", got)
+	}
+	// The instruments' scope names the application and its version: two
+	// versions in one process (reprocessing side by side) report apart.
+	var rm metricdata.ResourceMetrics
+	if err := m.r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if got := telLabel(sm.Scope.Attributes); got != "oxbow.app="+k.prefix+",oxbow.version=v7" {
+			t.Errorf("the scope %s has the attributes %s", sm.Scope.Name, got)
+		}
 	}
 
 	// The final commit flushes the cache and is timed.
