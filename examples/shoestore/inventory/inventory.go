@@ -17,14 +17,15 @@ type ReceiveShipment struct {
 	UnitCost int64 `json:"unitCost"` // cents
 }
 
-// SellPair sells one pair at a price.
+// SellPair sells one pair: at the catalog price, or at Price if given.
 type SellPair struct {
-	Price int64 `json:"price"` // cents
+	Price int64 `json:"price,omitempty"` // cents; 0: the catalog's
 }
 
-// AcceptReturn takes a sold pair back, refunding its price.
+// AcceptReturn takes a sold pair back, refunding the catalog price (or
+// Price, if given), and says why.
 type AcceptReturn struct {
-	Price  int64  `json:"price"` // cents
+	Price  int64  `json:"price,omitempty"` // cents; 0: the catalog's
 	Reason string `json:"reason"`
 }
 
@@ -41,14 +42,15 @@ type ShipmentReceived struct {
 	UnitCost int64 `json:"unitCost"`
 }
 
-// PairSold: a pair left the store.
+// PairSold: a pair left the store (at the catalog price unless Price).
 type PairSold struct {
-	Price int64 `json:"price"`
+	Price int64 `json:"price,omitempty"`
 }
 
-// PairReturned: a sold pair came back.
+// PairReturned: a sold pair came back (refunded at the catalog price
+// unless Price).
 type PairReturned struct {
-	Price  int64  `json:"price"`
+	Price  int64  `json:"price,omitempty"`
 	Reason string `json:"reason"`
 }
 

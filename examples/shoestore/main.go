@@ -1,0 +1,235 @@
+// Command shoestore is Oxbow's main example: an event-sourced shoe store.
+//
+// Shipments arrive, pairs are sold and returned, through commands to the
+// inventory aggregate (one per shoe; a sale of a shoe not in stock is
+// rejected). Views over the events are served over HTTP: the inventory per
+// shoe, the till (the money taken, at the catalog's prices, and the number
+// of transactions), the log of returns with their reasons, and the pairs
+// sold per shoe per day. The catalog (model → name, price) lives in a
+// PostgreSQL table captured by CDC and joined to the sales; without a
+// database the store seeds a catalog topic itself, and says so.
+//
+//	go run ./examples/shoestore                       # embedded Kafka, temporary state
+//	go run ./examples/shoestore -brokers localhost:9092 -pg postgres://…/shop
+//
+// README.md walks through the classic scenario with curl.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	"github.com/oxbow-dev/oxbow/httpapi"
+)
+
+// config is what the store runs with.
+type config struct {
+	// Name names the application, its topics ("<Name>-inventory-commands",
+	// "<Name>.public.catalog", ...) and its replication slot; default
+	// "shoestore".
+	Name     string
+	Addr     string   // HTTP listen address
+	Brokers  []string // none: an embedded broker
+	PGDSN    string   // none: a seeded catalog
+	StateDir string   // none: a temporary directory
+	Logger   *slog.Logger
+	// EngineLogger is the engine's and the capture's (default: Logger).
+	EngineLogger *slog.Logger
+	// Ready, if set, is called with the API's URL once the store serves.
+	Ready func(url string)
+}
+
+func main() {
+	fs := flag.NewFlagSet("shoestore", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "the HTTP API's listen address")
+	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's brokers, comma-separated (default $KAFKA_BROKERS; none: an embedded broker)")
+	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
+	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
+	verbose := fs.Bool("v", false, "log what the engine does, too")
+	_ = fs.Parse(os.Args[1:])
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	engineLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *verbose {
+		engineLog = log
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := config{Addr: *addr, PGDSN: *pg, StateDir: *stateDir, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+		fmt.Printf("The shoe store serves %s\n  curl %s/views\n  curl -H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, url, url)
+	}}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Brokers = append(cfg.Brokers, b)
+		}
+	}
+	if err := run(ctx, cfg); err != nil {
+		log.Error("shoestore: " + err.Error())
+		os.Exit(1)
+	}
+}
+
+// run runs the store until ctx is done.
+func run(ctx context.Context, cfg config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Name == "" {
+		cfg.Name = "shoestore"
+	}
+	if cfg.EngineLogger == nil {
+		cfg.EngineLogger = log
+	}
+	if len(cfg.Brokers) == 0 {
+		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		cfg.Brokers = env.Brokers
+		log.Info("shoestore: on an embedded Kafka broker (give -brokers for a real one)", "brokers", env.Brokers)
+	}
+	if cfg.StateDir == "" {
+		dir, err := os.MkdirTemp("", "shoestore-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.StateDir = dir
+	}
+
+	inv, err := inventory.New(cfg.Name + "-inventory")
+	if err != nil {
+		return err
+	}
+	commands, events, replies := inv.Topics()
+	if err := createTopics(ctx, cfg.Brokers, commands, events, replies, catalogTopic(cfg.Name)); err != nil {
+		return err
+	}
+	catalog, err := startCatalog(ctx, cfg.Name, cfg.PGDSN, cfg.Brokers, log, cfg.EngineLogger)
+	if err != nil {
+		return err
+	}
+	top, views, err := topology(cfg.Name, inv)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String()
+	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
+		InstanceID: "shoestore-0", Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	appDone := make(chan error, 1)
+	go func() { appDone <- app.Run(runCtx) }()
+
+	client, err := inv.NewClient(ctx, aggregate.ClientConfig{Brokers: cfg.Brokers, Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers,
+		Commands: map[string]httpapi.Submitter{"inventory": client}, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+
+	select {
+	case <-app.Ready():
+		if cfg.Ready != nil {
+			cfg.Ready(url)
+		}
+	case err := <-appDone:
+		return errors.Join(err, srv.Close())
+	case <-ctx.Done():
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-appDone:
+	case runErr = <-srvDone:
+	}
+	h.Close()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	cancel()
+	if err := app.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := catalog.wait(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	return runErr
+}
+
+// createTopics creates the store's topics if they are missing.
+func createTopics(ctx context.Context, brokers []string, topics ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("shoestore: creating the topics: %w", err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("shoestore: creating %s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
+
+// topicRecords counts a topic's records (end minus start offsets).
+func topicRecords(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
+			n += o.Offset - s.Offset
+		}
+	})
+	return n, nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+)
+
+// The store, in-process, driven through its HTTP API with the classic
+// scenario — red, blue and green shoes arrive; blue is sold; red is sold;
+// blue is returned; green is sold — and a sale of a shoe out of stock;
+// then the exact inventory, till, returns log and daily sales. On a real
+// broker when KAFKA_BROKERS is set, and with the catalog captured from
+// real PostgreSQL when OXBOW_PG_DSN is (then a price changed in the
+// database prices the next sale).
+func TestShoeStore(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	cfg := config{Name: fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000), Addr: "127.0.0.1:0", Brokers: env.Brokers,
+		StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	if os.Getenv("OXBOW_PG_DSN") != "" {
+		cfg.PGDSN = pgtest.Database(t)
+	}
+	ready := make(chan string, 1)
+	cfg.Ready = func(url string) { ready <- url }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-done:
+		t.Fatalf("the store stopped: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the store is not serving after 2 minutes")
+	}
+	s := &store{t: t, url: url}
+
+	s.command("red", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3000}}`, 200)
+	s.command("blue", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":2500}}`, 200)
+	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3500}}`, 200)
+	s.command("blue", `{"type":"SellPair","data":{}}`, 200)
+	s.command("red", `{"type":"SellPair","data":{}}`, 200)
+	s.command("blue", `{"type":"AcceptReturn","data":{"reason":"too small"}}`, 200)
+	s.command("green", `{"type":"SellPair","data":{}}`, 200)
+	if body := s.command("red", `{"type":"SellPair","data":{}}`, 422); !strings.Contains(body, "out-of-stock") {
+		t.Errorf("a sale of red, out of stock: %s", body)
+	}
+
+	s.await("/views/inventory/keys/red", `{"key":"red","value":{"inStock":0,"sold":1,"returned":0}}`)
+	s.await("/views/inventory/keys/blue", `{"key":"blue","value":{"inStock":1,"sold":1,"returned":1}}`)
+	s.await("/views/inventory/keys/green", `{"key":"green","value":{"inStock":0,"sold":1,"returned":0}}`)
+	// 60.00 (red) + 55.00 (blue) - 55.00 (blue back) + 70.00 (green).
+	s.await("/views/till/keys/till", `{"key":"till","value":{"revenueCents":13000,"transactions":4,"sales":3,"returns":1}}`)
+	returns := s.await("/views/returns/entries", "")
+	var page struct {
+		Entries []struct {
+			Key   string `json:"key"`
+			Value Return `json:"value"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(returns), &page); err != nil || len(page.Entries) != 1 {
+		t.Fatalf("returns: %s (%v)", returns, err)
+	}
+	if e := page.Entries[0]; e.Key != "blue/000003" || e.Value.Reason != "too small" || e.Value.Refund != 5500 || e.Value.Shoe != "blue" {
+		t.Errorf("the return: %+v", e)
+	}
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for _, shoe := range []string{"red", "blue", "green"} {
+		s.await("/views/daily-sales/keys/"+shoe+"/windows", fmt.Sprintf(`{"key":%q,"windows":[{"start":%q,"end":%q,"value":1}]}`,
+			shoe, today.Format(time.RFC3339), today.Add(24*time.Hour).Format(time.RFC3339)))
+	}
+
+	if cfg.PGDSN == "" {
+		return
+	}
+	// The catalog lives in PostgreSQL: a new price reaches the next sale.
+	pgtest.Exec(t, cfg.PGDSN, `UPDATE catalog SET price_cents = 8000 WHERE model = 'green'`)
+	s.await("/views/catalog/keys/green", `{"key":"green","value":{"model":"green","name":"Green Loafer","price_cents":8000}}`)
+	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3500}}`, 200)
+	s.command("green", `{"type":"SellPair","data":{}}`, 200)
+	s.await("/views/till/keys/till", `{"key":"till","value":{"revenueCents":21000,"transactions":5,"sales":4,"returns":1}}`)
+}
+
+// store drives the store's API.
+type store struct {
+	t   *testing.T
+	url string
+}
+
+// command posts a command and checks its status; it returns the body.
+func (s *store) command(shoe, body string, status int) string {
+	s.t.Helper()
+	resp, err := http.Post(s.url+"/aggregates/inventory/"+shoe+"/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		s.t.Fatalf("%s %s: %d %s, want %d", shoe, body, resp.StatusCode, b, status)
+	}
+	return string(b)
+}
+
+// await gets path until it answers 200 with want (compact JSON; any body
+// if want is ""), and returns the body.
+func (s *store) await(path, want string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for {
+		resp, err := http.Get(s.url + path)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var c bytes.Buffer
+			if json.Compact(&c, b) == nil {
+				last = c.String()
+			} else {
+				last = string(b)
+			}
+			if resp.StatusCode == 200 && (want == "" || last == want) {
+				return last
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, last)
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("GET %s: %s after 60s, want %s", path, last, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/cdc"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// CatalogItem is a row of the catalog table: a shoe model, its name and
+// price.
+type CatalogItem struct {
+	Model      string `json:"model"`
+	Name       string `json:"name"`
+	PriceCents int64  `json:"price_cents"`
+}
+
+// Till is the money side of the store: what the sales brought in minus
+// what the returns gave back, and how many of each.
+type Till struct {
+	RevenueCents int64 `json:"revenueCents"`
+	Transactions int64 `json:"transactions"`
+	Sales        int64 `json:"sales"`
+	Returns      int64 `json:"returns"`
+}
+
+// Return is an entry of the returns log.
+type Return struct {
+	Shoe   string    `json:"shoe"`
+	Reason string    `json:"reason"`
+	Refund int64     `json:"refundCents"`
+	At     time.Time `json:"at"`
+}
+
+// movement is a sale or a return, priced: cents into the till (negative
+// for a refund).
+type movement struct {
+	Shoe   string    `json:"shoe"`
+	Cents  int64     `json:"cents"`
+	Return bool      `json:"return,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// partitions is the partition count of the store's topics.
+const partitions = 3
+
+// catalogTopic is the topic of the catalog's change events: Debezium's
+// name for the table public.catalog captured under the store's name.
+func catalogTopic(name string) string { return name + ".public.catalog" }
+
+// topology is the shoe store: the inventory aggregate deciding commands,
+// and the views over its events, the sales priced by the catalog.
+func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.Command, inventory.Event]) (*engine.Topology, *projection.Registry, error) {
+	b := engine.NewBuilder()
+	inv.AddTo(b)
+	_, eventsTopic, _ := inv.Topics()
+
+	events := engine.NewStream(b, eventsTopic, serde.String, inv.EventSerde(), engine.Named("events"))
+
+	// Inventory per shoe: the events folded as the aggregate folds them.
+	engine.Aggregate(events.GroupByKey(engine.Named("inventory-by-shoe")),
+		func() inventory.State { return inventory.State{} },
+		func(_ string, e inventory.Event, s inventory.State) inventory.State { return inventory.Evolve(s, e) },
+		engine.Named("inventory"), engine.Materialized("inventory"), engine.ValueSerde(serde.JSON[inventory.State]()))
+	stock, err := projection.NewKeyValue("inventory", "inventory", serde.String, serde.JSON[inventory.State]())
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// The catalog, captured from PostgreSQL (or seeded, see catalog.go),
+	// as a table keyed by model — the shoe's id.
+	catalog := cdc.NewTable(b, "catalog", catalogTopic(name), cdc.Column[string]("model"), serde.String, serde.JSON[CatalogItem]())
+
+	// Sales and returns, priced at the catalog's price when they happened
+	// unless the command gave one.
+	moves := engine.Process(events, func() engine.Processor[string, inventory.Event, string, movement] {
+		return engine.ProcessorFunc[string, inventory.Event, string, movement](func(ctx *engine.ProcessorContext[string, movement], r engine.Record[string, inventory.Event]) error {
+			m := movement{Shoe: r.Key, At: r.Timestamp}
+			switch e := r.Value.(type) {
+			case inventory.PairSold:
+				m.Cents = e.Price
+			case inventory.PairReturned:
+				m.Cents, m.Return, m.Reason = -e.Price, true, e.Reason
+			default:
+				return nil
+			}
+			return ctx.Forward(engine.Record[string, movement]{Key: r.Key, Value: m, Timestamp: r.Timestamp, Headers: r.Headers})
+		})
+	}, engine.Named("movements"))
+	priced := engine.LeftJoin(moves.WithSerdes(serde.String, serde.JSON[movement]()), catalog, func(_ string, m movement, c CatalogItem, found bool) movement {
+		if m.Cents == 0 && found {
+			m.Cents = c.PriceCents
+			if m.Return {
+				m.Cents = -c.PriceCents
+			}
+		}
+		return m
+	}, engine.Named("priced"))
+
+	// The till: one key for the whole store.
+	engine.Aggregate(engine.GroupBy(priced.WithSerdes(serde.String, serde.JSON[movement]()), func(string, movement) string { return "till" }, engine.Named("till-by-store")),
+		func() Till { return Till{} },
+		func(_ string, m movement, t Till) Till {
+			t.RevenueCents += m.Cents
+			t.Transactions++
+			if m.Return {
+				t.Returns++
+			} else {
+				t.Sales++
+			}
+			return t
+		}, engine.Named("till"), engine.Materialized("till"), engine.ValueSerde(serde.JSON[Till]()))
+	till, err := projection.NewKeyValue("till", "till", serde.String, serde.JSON[Till]())
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// The returns log, keyed "<shoe>/<aggregate version>": why each pair
+	// came back.
+	returned := engine.Process(priced.Filter(func(_ string, m movement) bool { return m.Return }, engine.Named("returns-only")),
+		func() engine.Processor[string, movement, string, Return] {
+			return engine.ProcessorFunc[string, movement, string, Return](func(ctx *engine.ProcessorContext[string, Return], r engine.Record[string, movement]) error {
+				version := "0"
+				for _, h := range r.Headers {
+					if h.Key == aggregate.HeaderAggregateVersion {
+						version = string(h.Value)
+					}
+				}
+				var v int64
+				_, _ = fmt.Sscan(version, &v)
+				key := fmt.Sprintf("%s/%06d", r.Key, v)
+				return ctx.Forward(engine.Record[string, Return]{Key: key, Value: Return{Shoe: r.Key, Reason: r.Value.Reason, Refund: -r.Value.Cents, At: r.Value.At}, Timestamp: r.Timestamp})
+			})
+		}, engine.Named("returns-log"))
+	returned.WithSerdes(serde.String, serde.JSON[Return]()).ToTable(engine.Named("returns"), engine.Materialized("returns"))
+	returnsView, err := projection.NewKeyValue("returns", "returns", serde.String, serde.JSON[Return]())
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// Pairs sold per shoe per day.
+	sold := moves.Filter(func(_ string, m movement) bool { return !m.Return }, engine.Named("sales-only"))
+	engine.WindowedCount(sold.WithSerdes(serde.String, serde.JSON[movement]()).GroupByKey(engine.Named("daily-by-shoe")).WindowedBy(engine.TumblingWindows(24*time.Hour)),
+		engine.Named("daily-sales"), engine.Materialized("daily-sales"))
+	daily, err := projection.NewWindowed("daily-sales", "daily-sales", serde.String, serde.Int64, 24*time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	top, err := b.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	catalogView, err := projection.NewKeyValue("catalog", "catalog", serde.String, serde.JSON[CatalogItem]())
+	if err != nil {
+		return nil, nil, err
+	}
+	views, err := projection.NewRegistry(stock, till, returnsView, daily, catalogView)
+	if err != nil {
+		return nil, nil, err
+	}
+	return top, views, nil
+}
