@@ -37,6 +37,7 @@ import (
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 	"github.com/oxbow-dev/oxbow/httpapi"
 )
@@ -125,7 +126,9 @@ func run(ctx context.Context, cfg config) error {
 	if err := createTopics(ctx, cfg.Brokers, commands, events, replies, catalogTopic(cfg.Name)); err != nil {
 		return err
 	}
-	catalog, err := startCatalog(ctx, cfg.Name, cfg.PGDSN, cfg.Brokers, log, cfg.EngineLogger)
+	catCtx, catCancel := context.WithCancel(ctx)
+	defer catCancel()
+	catalog, err := startCatalog(catCtx, cfg.Name, cfg.PGDSN, cfg.Brokers, log, cfg.EngineLogger)
 	if err != nil {
 		return err
 	}
@@ -165,11 +168,18 @@ func run(ctx context.Context, cfg config) error {
 
 	select {
 	case <-app.Ready():
+		// Sales are priced by the catalog: serve once it is loaded.
+		if err := awaitCatalog(ctx, app); err != nil {
+			cancel()
+			catCancel()
+			return errors.Join(err, srv.Close(), app.Close(), catalog.wait())
+		}
 		if cfg.Ready != nil {
 			cfg.Ready(url)
 		}
 	case err := <-appDone:
-		return errors.Join(err, srv.Close())
+		catCancel()
+		return errors.Join(err, srv.Close(), catalog.wait())
 	case <-ctx.Done():
 	}
 	var runErr error
@@ -186,6 +196,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := app.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
+	catCancel()
 	if err := catalog.wait(); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -193,6 +204,37 @@ func run(ctx context.Context, cfg config) error {
 		runErr = nil
 	}
 	return runErr
+}
+
+// awaitCatalog waits until the catalog table has the seed catalog's
+// models (a minute at most).
+func awaitCatalog(ctx context.Context, app *engine.App) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		missing := ""
+		st, err := engine.QueryKeyValueStore(app, "catalog", serde.String, serde.JSON[CatalogItem]())
+		if err == nil {
+			for _, c := range seedCatalog {
+				if _, ok, err := st.Get(c.Model); err != nil || !ok {
+					missing = c.Model
+					break
+				}
+			}
+		} else {
+			missing = err.Error()
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("shoestore: the catalog has no %s after a minute: is its capture running?", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // createTopics creates the store's topics if they are missing.

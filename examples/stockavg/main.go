@@ -1,0 +1,254 @@
+// Command stockavg follows stock trades: a 5-minute moving average per
+// ticker advancing every minute, each ticker's day (open, high, low, last)
+// and the day's top 10 movers, served over HTTP and shown in the terminal.
+//
+//	go run ./examples/stockavg                      # generated trades, embedded Kafka
+//	go run ./examples/stockavg -brokers localhost:9092 -trades my-trades -generate=false
+//
+// Trades are keyed by ticker, JSON {"ticker","price","size","time"}, and
+// go by their own time: the generator sends them a little out of order, and
+// a few too late for their windows.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/httpapi"
+)
+
+type config struct {
+	Name     string // the application's id; default "stockavg"
+	Addr     string
+	Brokers  []string // none: an embedded broker
+	Trades   string   // the trades topic; default "<Name>-trades"
+	Generate bool     // write generated trades to it
+	Rate     int      // generated trades per second
+	StateDir string
+	Logger   *slog.Logger
+	// Table, if set, gets the terminal table every Every.
+	Table io.Writer
+	Every time.Duration
+	Ready func(url string)
+}
+
+func main() {
+	fs := flag.NewFlagSet("stockavg", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:8081", "the HTTP API's listen address")
+	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's brokers, comma-separated (default $KAFKA_BROKERS; none: an embedded broker)")
+	trades := fs.String("trades", "", "the trades topic (default stockavg-trades)")
+	gen := fs.Bool("generate", true, "generate trades into the topic")
+	rate := fs.Int("rate", 200, "generated trades per second")
+	quiet := fs.Bool("quiet", false, "no table in the terminal")
+	stateDir := fs.String("state-dir", "", "where the state is kept (default: a temporary directory)")
+	_ = fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := config{Addr: *addr, Trades: *trades, Generate: *gen, Rate: *rate, StateDir: *stateDir, Every: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Ready: func(url string) {
+			fmt.Printf("stockavg serves %s\n  curl %s/views/top-movers/entries\n  curl %s/views/moving-average/keys/NVDA/windows\n", url, url, url)
+		}}
+	if !*quiet {
+		cfg.Table = os.Stdout
+	}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Brokers = append(cfg.Brokers, b)
+		}
+	}
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "stockavg:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	if cfg.Name == "" {
+		cfg.Name = "stockavg"
+	}
+	if cfg.Trades == "" {
+		cfg.Trades = cfg.Name + "-trades"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Brokers) == 0 {
+		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		cfg.Brokers = env.Brokers
+	}
+	if cfg.StateDir == "" {
+		dir, err := os.MkdirTemp("", "stockavg-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.StateDir = dir
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, 3, -1, nil, cfg.Trades)
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("creating %s: %w", r.Topic, r.Err)
+		}
+	}
+	top, views, err := topology(cfg.Trades)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
+		InstanceID: cfg.Name + "-0", AdvertisedAddr: ln.Addr().String(), Logger: cfg.Logger, CommitInterval: time.Second})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	appDone := make(chan error, 1)
+	go func() { appDone <- app.Run(runCtx) }()
+	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	genDone := make(chan error, 1)
+	if cfg.Generate {
+		go func() { genDone <- generate(runCtx, cl, cfg.Trades, cfg.Rate, uint64(time.Now().UnixNano())) }()
+	} else {
+		genDone <- nil
+	}
+
+	var runErr error
+	select {
+	case <-app.Ready():
+		if cfg.Ready != nil {
+			cfg.Ready("http://" + ln.Addr().String())
+		}
+	case runErr = <-appDone:
+	case <-ctx.Done():
+	}
+	if runErr == nil && ctx.Err() == nil {
+		var tick <-chan time.Time
+		if cfg.Table != nil && cfg.Every > 0 {
+			t := time.NewTicker(cfg.Every)
+			defer t.Stop()
+			tick = t.C
+		}
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case runErr = <-appDone:
+				break loop
+			case <-tick:
+				printTable(cfg.Table, app)
+			}
+		}
+	}
+	h.Close()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	cancel()
+	<-genDone
+	if err := app.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// printTable prints the tickers' days and latest averages, and the top
+// movers, read from the instance's stores.
+func printTable(w io.Writer, app *engine.App) {
+	days, err := engine.QueryWindowStore(app, "daily", serde.String, serde.JSON[Day](), daySize)
+	if err != nil {
+		return
+	}
+	avgs, err := engine.QueryWindowStore(app, "moving-average", serde.String, serde.JSON[Average](), averageSize)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	type row struct {
+		ticker string
+		day    Day
+		avg    Average
+	}
+	var rows []row
+	for kv, err := range days.All() {
+		if err != nil || !kv.Key.Window.End.After(now) {
+			continue
+		}
+		r := row{ticker: kv.Key.Key, day: kv.Value}
+		// The latest window that has ended by now... or the one in progress.
+		for a, err := range avgs.Fetch(kv.Key.Key, now.Add(-averageSize), now) {
+			if err == nil {
+				r.avg = a.Value
+			}
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.ticker, b.ticker) })
+	if f, ok := w.(*os.File); ok && isTerminal(f) {
+		fmt.Fprint(w, "\033[H\033[2J")
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tLAST\tCHG%%\tHIGH\tLOW\t5M AVG\t5M VWAP\tTRADES\t\n", now.Format("15:04:05"))
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.2f\t%+.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.ticker, r.day.Last, r.day.ChangePc, r.day.High, r.day.Low, r.avg.Mean, r.avg.VWAP, r.day.Trades)
+	}
+	_ = tw.Flush()
+	movers, err := engine.QueryKeyValueStore(app, "top-movers", serde.String, serde.JSON[[]Mover]())
+	if err != nil {
+		return
+	}
+	if ms, ok, err := movers.Get(now.UTC().Format(time.DateOnly)); err == nil && ok {
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, fmt.Sprintf("%s %+.2f%%", m.Ticker, m.ChangePc))
+		}
+		fmt.Fprintf(w, "top movers: %s\n\n", strings.Join(parts, ", "))
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
