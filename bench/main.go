@@ -1,0 +1,691 @@
+// Command bench measures Oxbow against raw franz-go and against Kafka
+// Streams, on one real broker, with the same input and guarantees:
+//
+//	scripts/services.sh start kafka && eval "$(scripts/services.sh env)"
+//	go run ./bench                      # the full run (5M records), written to bench/REPORT.md
+//	go run ./bench -smoke               # seconds: the harness works, nothing said of speed
+//
+// It loads a fixed input (keys "k%08d", 100-byte values, event times
+// spread over half an hour, 6 partitions) and a table for the join, then
+// runs, one after another: the franz-go passthrough (the limit); each
+// Oxbow topology (stateless, count, hopping-window count, stream–table
+// join) at least once and exactly once; and each Kafka Streams twin
+// (bench/kstreams, built with Maven), with the same commit interval, cache
+// size and threads. Every run is a child process, timed from its start to
+// when its group has committed the input's end; its CPU seconds and peak
+// RSS come from /proc. Then, still running, it gets a paced live input
+// whose end-to-end latency (event time to the output being readable) gives
+// p50 and p99. Each Oxbow output is compared with its twin's (records, or
+// each key's last value), so that the figures compare like with like.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-child" {
+		os.Exit(runChild(os.Args[1:]))
+	}
+	os.Exit(runBench(os.Args[1:]))
+}
+
+type benchConfig struct {
+	brokers    []string
+	records    int
+	keys       int
+	partitions int32
+	valueSize  int
+	only       []string
+	kstreams   bool
+	jar        string
+	out        string
+	smoke      bool
+	liveRate   int
+	liveFor    time.Duration
+	commitMs   int
+	cacheBytes int64
+	threads    int
+}
+
+func runBench(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var c benchConfig
+	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "the broker (default $KAFKA_BROKERS; none: scripts/services.sh starts one)")
+	fs.IntVar(&c.records, "records", 5_000_000, "input records")
+	fs.IntVar(&c.keys, "keys", 10_000, "distinct keys")
+	partitions := fs.Int("partitions", 6, "input partitions")
+	fs.IntVar(&c.valueSize, "value-size", 100, "value bytes")
+	only := fs.String("only", "", "comma-separated topologies to run (default all: "+strings.Join(topologyNames, ",")+")")
+	fs.BoolVar(&c.kstreams, "kstreams", true, "run the Kafka Streams twins (needs Java 17 and Maven)")
+	fs.StringVar(&c.out, "out", "bench/REPORT.md", "the report file (empty: standard output only)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a run of seconds that checks the harness (20k records, no report file)")
+	fs.IntVar(&c.liveRate, "live-rate", 5000, "records/s of the latency phase")
+	fs.DurationVar(&c.liveFor, "live-for", 5*time.Second, "how long the latency phase feeds records")
+	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
+	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines)")
+	fs.IntVar(&c.threads, "threads", runtime.NumCPU(), "Oxbow workers and Kafka Streams threads")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c.partitions = int32(*partitions)
+	if c.smoke {
+		c.records, c.keys, c.liveRate, c.liveFor = 20_000, 500, 1000, time.Second
+		if !isFlagSet(fs, "out") {
+			c.out = ""
+		}
+	}
+	c.only = topologyNames
+	if *only != "" {
+		c.only = strings.Split(*only, ",")
+	}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.brokers = append(c.brokers, b)
+		}
+	}
+	ctx := context.Background()
+	if len(c.brokers) == 0 {
+		b, err := startBroker(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		c.brokers = b
+	}
+	if c.kstreams {
+		jar, err := buildKStreams(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		c.jar = jar
+	}
+	rep, err := bench(ctx, c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	text := rep.markdown(c)
+	fmt.Print(text)
+	if c.out != "" {
+		if err := os.WriteFile(c.out, []byte(text), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "bench: report written to", c.out)
+	}
+	if len(rep.mismatches) > 0 {
+		fmt.Fprintln(os.Stderr, "bench: outputs differ:\n  "+strings.Join(rep.mismatches, "\n  "))
+		return 1
+	}
+	return 0
+}
+
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// repoRoot is the repository's root (the bench runs from it or below).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "services.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the bench from the repository (no scripts/services.sh above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+// startBroker starts the repo's Kafka broker and returns its address.
+func startBroker(ctx context.Context) ([]string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(root, "scripts", "services.sh")
+	cmd := exec.CommandContext(ctx, "bash", script, "start", "kafka")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("starting Kafka with %s: %w", script, err)
+	}
+	out, err := exec.CommandContext(ctx, "bash", script, "env").Output()
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "export KAFKA_BROKERS="); ok {
+			return strings.Split(v, ","), nil
+		}
+	}
+	return nil, errors.New("scripts/services.sh started no broker")
+}
+
+// buildKStreams builds the Kafka Streams twins' jar with Maven, if needed.
+func buildKStreams(ctx context.Context) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	jar := filepath.Join(root, "bench", "kstreams", "target", "oxbow-kstreams-bench.jar")
+	if _, err := os.Stat(jar); err == nil {
+		return jar, nil
+	}
+	fmt.Fprintln(os.Stderr, "bench: building bench/kstreams with Maven")
+	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-Dmaven.repo.local="+filepath.Join(root, ".cache", "m2"),
+		"-f", filepath.Join(root, "bench", "kstreams", "pom.xml"), "package")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building bench/kstreams (mvn package): %w", err)
+	}
+	return jar, nil
+}
+
+// run is one measured run.
+type run struct {
+	engine, topology, guarantee string
+	seconds                     float64
+	recordsPerSec               float64
+	cpuSeconds                  float64
+	peakRSSMB                   float64
+	p50, p99                    time.Duration
+	output, group, stateDir     string
+	start                       starter
+}
+
+type report struct {
+	runs       []run
+	mismatches []string
+	input      int64
+	started    time.Time
+}
+
+func bench(ctx context.Context, c benchConfig) (*report, error) {
+	rep := &report{started: time.Now()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	id := strconv.FormatInt(time.Now().Unix(), 36)
+	input, table := "oxbench-"+id+"-input", "oxbench-"+id+"-table"
+	if err := createTopics(ctx, adm, c.partitions, input, table); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: loading %d records (%d keys, %d-byte values) into %s\n", c.records, c.keys, c.valueSize, input)
+	if err := load(ctx, cl, c, input, table); err != nil {
+		return nil, err
+	}
+	rep.input = int64(c.records)
+
+	// A run's first phase: from its start until its group has committed
+	// the inputs' ends, as they were at its start.
+	throughput := func(eng, topology, guarantee string, start starter) (run, error) {
+		out := fmt.Sprintf("oxbench-%s-%s-%s-%s-out", id, eng, topology, guarantee)
+		group := fmt.Sprintf("oxbench-%s-%s-%s-%s", id, eng, topology, guarantee)
+		if err := createTopics(ctx, adm, c.partitions, out); err != nil {
+			return run{}, err
+		}
+		dir, err := os.MkdirTemp("", "oxbench-")
+		if err != nil {
+			return run{}, err
+		}
+		r := run{engine: eng, topology: topology, guarantee: guarantee, output: out, group: group, stateDir: dir, start: start}
+		fmt.Fprintf(os.Stderr, "bench: %s %s %s\n", eng, topology, guarantee)
+		res, records, err := watch(ctx, adm, start(out, group, dir), group, inputsOf(topology, input, table), nil)
+		if err != nil {
+			return r, fmt.Errorf("%s %s %s: %w", eng, topology, guarantee, err)
+		}
+		r.seconds, r.cpuSeconds, r.peakRSSMB = res.elapsed.Seconds(), res.cpu, res.rss
+		r.recordsPerSec = float64(records) / res.elapsed.Seconds()
+		return r, nil
+	}
+	// Its second phase: started again on its state, caught up, fed a paced
+	// live input.
+	live := func(r *run) error {
+		fmt.Fprintf(os.Stderr, "bench: %s %s %s: latency\n", r.engine, r.topology, r.guarantee)
+		_, _, err := watch(ctx, adm, r.start(r.output, r.group, r.stateDir), r.group, inputsOf(r.topology, input, table), func() error {
+			var err error
+			r.p50, r.p99, err = latency(ctx, c, cl, input, r.output, r.guarantee == "eos")
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s %s %s: latency: %w", r.engine, r.topology, r.guarantee, err)
+		}
+		return os.RemoveAll(r.stateDir)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	child := func(kind, topology, guarantee string) starter {
+		return func(out, group, dir string) *exec.Cmd {
+			f := childFlags{kind: kind, topology: topology, guarantee: guarantee, input: input, table: table, output: out, app: group,
+				brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, guarantee), cacheBytes: c.cacheBytes, workers: c.threads, stateDir: dir}
+			return exec.Command(self, f.args()...)
+		}
+	}
+	kstreams := func(topology, guarantee string) starter {
+		return func(out, group, dir string) *exec.Cmd {
+			return exec.Command("java", "-Xmx1g", "-jar", c.jar, "--brokers", strings.Join(c.brokers, ","), "--app-id", group,
+				"--topology", topology, "--input", input, "--output", out, "--table", table, "--guarantee", guarantee,
+				"--commit-ms", strconv.Itoa(commitMs(c, guarantee)), "--cache-bytes", strconv.FormatInt(c.cacheBytes, 10),
+				"--threads", strconv.Itoa(c.threads), "--state-dir", dir)
+		}
+	}
+
+	pass, err := throughput("franz-go", "passthrough", "alos", child("passthrough", "passthrough", "alos"))
+	if err != nil {
+		return nil, err
+	}
+	if err := live(&pass); err != nil {
+		return nil, err
+	}
+	rep.runs = append(rep.runs, pass)
+	for _, topology := range c.only {
+		for _, g := range []string{"alos", "eos"} {
+			// Both engines' throughput first, on the same input, and their
+			// outputs compared; then their latency phases, which add to
+			// the input.
+			ox, err := throughput("oxbow", topology, g, child("oxbow", topology, g))
+			if err != nil {
+				return nil, err
+			}
+			pair := []*run{&ox}
+			if c.kstreams {
+				ks, err := throughput("kstreams", topology, g, kstreams(topology, g))
+				if err != nil {
+					return nil, err
+				}
+				pair = append(pair, &ks)
+				if diff, err := compareOutputs(ctx, c.brokers, topology, ox.output, ks.output); err != nil {
+					return nil, err
+				} else if diff != "" {
+					rep.mismatches = append(rep.mismatches, fmt.Sprintf("%s %s: %s", topology, g, diff))
+				}
+			}
+			for _, r := range pair {
+				if err := live(r); err != nil {
+					return nil, err
+				}
+				rep.runs = append(rep.runs, *r)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// starter makes the command of a run, given its output, group and state
+// directory.
+type starter func(out, group, dir string) *exec.Cmd
+
+func inputsOf(topology, input, table string) []string {
+	if topology == "join" {
+		return []string{input, table}
+	}
+	return []string{input}
+}
+
+func commitMs(c benchConfig, guarantee string) int {
+	if guarantee == "eos" {
+		return 100
+	}
+	return c.commitMs
+}
+
+func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {
+	res, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return err
+	}
+	return res.Error()
+}
+
+// load writes the input: record i has key k(i mod keys), a value whose
+// first 8 bytes are i, then letters; event times spread evenly over half an
+// hour before now. And the table: one value per key.
+func load(ctx context.Context, cl *kgo.Client, c benchConfig, input, table string) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Now().Add(-30 * time.Minute)
+	step := 30 * time.Minute / time.Duration(max(c.records, 1))
+	var mu sync.Mutex
+	var firstErr error
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			firstErr = cmpErr(firstErr, err)
+			mu.Unlock()
+		}
+	}
+	for i := range c.records {
+		v := make([]byte, c.valueSize)
+		binary.BigEndian.PutUint64(v, uint64(i))
+		for j := 8; j < len(v); j++ {
+			v[j] = byte('a' + rng.IntN(26))
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: input, Key: []byte(fmt.Sprintf("k%08d", i%c.keys)), Value: v, Timestamp: base.Add(time.Duration(i) * step)}, done)
+	}
+	for k := range c.keys {
+		key := fmt.Sprintf("k%08d", k)
+		cl.Produce(ctx, &kgo.Record{Topic: table, Key: []byte(key), Value: []byte("t-" + key), Timestamp: base}, done)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+type watched struct {
+	elapsed  time.Duration
+	cpu, rss float64
+}
+
+// watch runs a process until its group has committed the topics' ends as
+// they were at its start, then runs then (if any), then stops it (SIGTERM)
+// and reads its CPU time and peak RSS. It returns the records between the
+// group's commits at the start and those ends.
+func watch(ctx context.Context, adm *kadm.Client, cmd *exec.Cmd, group string, topics []string, then func() error) (watched, int64, error) {
+	var w watched
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return w, 0, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &limited{w: &stderr, n: 16 << 10}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return w, 0, err
+	}
+	records := int64(0)
+	from, _ := adm.FetchOffsets(ctx, group)
+	ends.Each(func(e kadm.ListedOffset) {
+		at := int64(0)
+		if o, ok := from.Lookup(e.Topic, e.Partition); ok && o.At > 0 {
+			at = o.At
+		}
+		records += max(e.Offset-at, 0)
+	})
+	begin := time.Now()
+	if err := cmd.Start(); err != nil {
+		return w, 0, err
+	}
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+		}
+		exited <- cmd.Wait()
+	}()
+	var stats procStats
+	stop := func() {
+		stats, _ = readProc(cmd.Process.Pid)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(30 * time.Minute)
+	for !caughtUp(ctx, adm, group, ends) {
+		select {
+		case err := <-exited:
+			return w, 0, fmt.Errorf("the process exited: %v\n%s", err, stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return w, 0, errors.New("not done in 30 minutes")
+		}
+	}
+	w.elapsed = time.Since(begin)
+	if then != nil {
+		if err := then(); err != nil {
+			stop()
+			return w, 0, err
+		}
+	}
+	stop()
+	w.cpu, w.rss = stats.cpuSeconds, stats.peakRSSMB
+	return w, records, nil
+}
+
+// caughtUp: the group has committed every partition's end.
+func caughtUp(ctx context.Context, adm *kadm.Client, group string, ends kadm.ListedOffsets) bool {
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(e kadm.ListedOffset) {
+		o, found := committed.Lookup(e.Topic, e.Partition)
+		if e.Offset > 0 && (!found || o.At < e.Offset) {
+			ok = false
+		}
+	})
+	return ok
+}
+
+// latency feeds the running process records at a steady rate, their event
+// time the time they are written, and measures when each output record
+// with an event time in that phase is readable (read committed): p50, p99.
+func latency(ctx context.Context, c benchConfig, cl *kgo.Client, input, output string, eos bool) (time.Duration, time.Duration, error) {
+	phase := time.Now()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(output), kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(phase.UnixMilli())),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rd.Close()
+	var mu sync.Mutex
+	var lat []time.Duration
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			fs := rd.PollFetches(rctx)
+			if rctx.Err() != nil {
+				return
+			}
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				if !r.Timestamp.Before(phase) {
+					mu.Lock()
+					lat = append(lat, now.Sub(r.Timestamp))
+					mu.Unlock()
+				}
+			})
+		}
+	}()
+	n := int(c.liveFor.Seconds() * float64(c.liveRate))
+	tick := time.NewTicker(time.Second / time.Duration(max(c.liveRate, 1)))
+	for i := range n {
+		<-tick.C
+		v := make([]byte, c.valueSize)
+		binary.BigEndian.PutUint64(v, uint64(c.records+i))
+		v[8] = 'b' // even: the stateless filter keeps it
+		cl.Produce(ctx, &kgo.Record{Topic: input, Key: []byte(fmt.Sprintf("k%08d", i%c.keys)), Value: v, Timestamp: time.Now()}, nil)
+	}
+	tick.Stop()
+	_ = cl.Flush(ctx)
+	// Outputs follow within a commit interval or so.
+	settle := time.Second + time.Duration(commitMs(c, map[bool]string{true: "eos", false: "alos"}[eos]))*time.Millisecond
+	time.Sleep(settle)
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0, nil
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
+
+type procStats struct{ cpuSeconds, peakRSSMB float64 }
+
+// readProc reads a process's CPU seconds (user + system) and peak RSS.
+func readProc(pid int) (procStats, error) {
+	var s procStats
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the command name, which is in parentheses.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) > 12 {
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		s.cpuSeconds = (ut + st) / 100 // USER_HZ
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			s.peakRSSMB = kb / 1024
+		}
+	}
+	return s, nil
+}
+
+// compareOutputs compares two runs' outputs: the stateless and join
+// outputs as multisets of records, the counts as each key's last value.
+func compareOutputs(ctx context.Context, brokers []string, topology, a, b string) (string, error) {
+	read := func(topic string) (map[string]string, map[uint64]int, int, error) {
+		last := map[string]string{}
+		multi := map[uint64]int{}
+		n := 0
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		remaining := map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > 0 {
+				remaining[o.Partition] = o.Offset
+			}
+		})
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		for len(remaining) > 0 {
+			fs := cl.PollFetches(rctx)
+			if rctx.Err() != nil {
+				// The ends of a transactional topic are markers: what
+				// could be read was.
+				break
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset+2 >= remaining[r.Partition] {
+					delete(remaining, r.Partition)
+				}
+				n++
+				last[string(r.Key)] = string(r.Value)
+				h := fnv.New64a()
+				h.Write(r.Key)
+				h.Write([]byte{0})
+				h.Write(r.Value)
+				multi[h.Sum64()]++
+			})
+		}
+		return last, multi, n, nil
+	}
+	la, ma, na, err := read(a)
+	if err != nil {
+		return "", err
+	}
+	lb, mb, nb, err := read(b)
+	if err != nil {
+		return "", err
+	}
+	switch topology {
+	case "stateless", "join":
+		if na != nb || !equalCounts(ma, mb) {
+			return fmt.Sprintf("%d records against %d (or different records)", na, nb), nil
+		}
+	default:
+		if len(la) != len(lb) {
+			return fmt.Sprintf("%d keys against %d", len(la), len(lb)), nil
+		}
+		for k, v := range la {
+			if lb[k] != v {
+				return fmt.Sprintf("key %s: %x against %x", k, v, lb[k]), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func equalCounts(a, b map[uint64]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// limited keeps at most n bytes.
+type limited struct {
+	w interface{ WriteString(string) (int, error) }
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		_, _ = l.w.WriteString(string(p[:k]))
+		l.n -= k
+	}
+	return len(p), nil
+}

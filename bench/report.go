@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// markdown renders the report: the machine, the input, then a row per run
+// with its ratios to the passthrough and to its Kafka Streams twin.
+func (r *report) markdown(c benchConfig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Oxbow benchmark report\n\n")
+	fmt.Fprintf(&b, "Run %s with `go run ./bench%s`.\n\n", r.started.UTC().Format(time.RFC3339), map[bool]string{true: " -smoke", false: ""}[c.smoke])
+	fmt.Fprintf(&b, "- Machine: %s, %d CPUs, %s; %s/%s; %s; %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), javaVersion())
+	fmt.Fprintf(&b, "- Broker: %s (one node, on this machine: it shares the CPUs)\n", strings.Join(c.brokers, ","))
+	fmt.Fprintf(&b, "- Input: %d records, %d keys, %d-byte values, %d partitions, event times over half an hour; the join's table: %d keys\n",
+		c.records, c.keys, c.valueSize, c.partitions, c.keys)
+	fmt.Fprintf(&b, "- Both engines: %d threads/workers, record cache %d bytes, commit interval %d ms at least once and 100 ms exactly once\n",
+		c.threads, c.cacheBytes, c.commitMs)
+	fmt.Fprintf(&b, "- Latency: %d records/s for %s after each run has caught up, event time to the output being readable (read committed)\n\n",
+		c.liveRate, c.liveFor)
+	var pass float64
+	ks := map[string]run{}
+	for _, x := range r.runs {
+		if x.engine == "franz-go" {
+			pass = x.recordsPerSec
+		}
+		if x.engine == "kstreams" {
+			ks[x.topology+"/"+x.guarantee] = x
+		}
+	}
+	fmt.Fprintln(&b, "| Engine | Topology | Guarantee | Records/s | × passthrough | × Kafka Streams | p50 | p99 | CPU s | Peak RSS MB |")
+	fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range r.runs {
+		vsPass, vsKS := "", ""
+		if pass > 0 {
+			vsPass = fmt.Sprintf("%.2f", x.recordsPerSec/pass)
+		}
+		if t, ok := ks[x.topology+"/"+x.guarantee]; ok && x.engine == "oxbow" && t.recordsPerSec > 0 {
+			vsKS = fmt.Sprintf("%.2f", x.recordsPerSec/t.recordsPerSec)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee, x.recordsPerSec, vsPass, vsKS,
+			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
+	}
+	if len(r.mismatches) > 0 {
+		fmt.Fprintf(&b, "\nOutputs that differ between the engines:\n\n- %s\n", strings.Join(r.mismatches, "\n- "))
+	} else if len(ks) > 0 {
+		fmt.Fprintf(&b, "\nEvery Oxbow output equals its Kafka Streams twin's (records for stateless and join; each key's last value for the counts).\n")
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return runtime.GOARCH
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return fmt.Sprintf("%.0f GB RAM", float64(kb)/(1<<20))
+		}
+	}
+	return "?"
+}
+
+func javaVersion() string {
+	out, err := exec.Command("java", "-version").CombinedOutput()
+	if err != nil {
+		return "no Java"
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}

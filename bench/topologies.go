@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// The topologies, as Oxbow writes them. bench/kstreams has their Kafka
+// Streams twins; the harness checks that both give the same output.
+//
+//   - stateless: keep the records whose value's byte 8 is even; the value
+//     becomes its first 16 bytes;
+//   - count: records per key (8-byte big-endian counts);
+//   - window: records per key in 5-minute windows advancing by a minute
+//     (grace 1 minute), keyed "<key>@<window start ms>";
+//   - join: each record with the table's value of its key (inner join):
+//     its first 8 bytes, then the table's value.
+var topologyNames = []string{"stateless", "count", "window", "join"}
+
+func oxbowTopology(name, input, table, output string) (*engine.Topology, error) {
+	b := engine.NewBuilder()
+	in := engine.NewStream(b, input, serde.String, serde.Bytes, engine.Named("input"))
+	switch name {
+	case "stateless":
+		engine.MapValues(in.Filter(func(_ string, v []byte) bool { return len(v) > 8 && v[8]&1 == 0 }, engine.Named("even")),
+			func(_ string, v []byte) []byte { return v[:min(16, len(v))] }, engine.Named("head")).To(output)
+	case "count":
+		in.GroupByKey().Count(engine.Named("counts"), engine.Materialized("counts")).ToStream().To(output)
+	case "window":
+		counts := engine.WindowedCount(in.GroupByKey().WindowedBy(engine.HoppingWindows(5*time.Minute, time.Minute).Grace(time.Minute)),
+			engine.Named("window-counts"), engine.Materialized("window-counts"))
+		engine.Map(counts.ToStream(), func(w engine.Windowed[string], n int64) (string, int64) {
+			return fmt.Sprintf("%s@%d", w.Key, w.Window.Start.UnixMilli()), n
+		}, engine.Named("flatten")).WithSerdes(serde.String, serde.Int64).To(output)
+	case "join":
+		t := engine.NewTable(b, table, serde.String, serde.String, engine.Named("table"), engine.Materialized("join-table"))
+		engine.Join(in, t, func(_ string, v []byte, tv string) []byte {
+			return append(append(make([]byte, 0, 8+len(tv)), v[:min(8, len(v))]...), tv...)
+		}, engine.Named("joined")).WithSerdes(serde.String, serde.Bytes).To(output)
+	default:
+		return nil, fmt.Errorf("no topology %q (%v)", name, topologyNames)
+	}
+	return b.Build()
+}
