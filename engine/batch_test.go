@@ -64,30 +64,30 @@ func TestBatch(t *testing.T) {
 	}
 	produce(1000)
 	runBatch()
-	if got := latest(t, env, out); !maps.Equal(got, want) {
+	if got := latest(t, env, out, want); !maps.Equal(got, want) {
 		t.Fatalf("after the first batch: %v, want %v", got, want)
 	}
 	produce(500)
 	runBatch()
-	if got := latest(t, env, out); !maps.Equal(got, want) {
+	if got := latest(t, env, out, want); !maps.Equal(got, want) {
 		t.Fatalf("after the second batch: %v, want %v", got, want)
 	}
 }
 
-// latest reads a topic of counts to its end (read committed): each key's
-// last count.
-func latest(t *testing.T, env *kafkaenv.Env, topic string) map[string]int64 {
+// latest reads a topic of counts (read committed) from its start until
+// each key's last count is want's, or for a minute: it returns the counts.
+func latest(t *testing.T, env *kafkaenv.Env, topic string, want map[string]int64) map[string]int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	got := map[string]int64{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
+	for !maps.Equal(got, want) {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return got
@@ -100,4 +100,5 @@ func latest(t *testing.T, env *kafkaenv.Env, topic string) map[string]int64 {
 			got[string(r.Key)] = v
 		})
 	}
+	return got
 }
