@@ -206,4 +206,30 @@ func (e *Env) CreateTopics(tb testing.TB, partitions int32, topics ...string) {
 			tb.Fatalf("create topic %s: %v", r.Topic, r.Err)
 		}
 	}
+	// A broker answers for a new topic's partitions a moment after it has
+	// created them: wait until every partition has an end offset, so that
+	// the test's first request finds them.
+	adm := kadm.NewClient(cl)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		ready := err == nil
+		if ready {
+			n := 0
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					ready = false
+				}
+				n++
+			})
+			ready = ready && n == len(topics)*int(partitions)
+		}
+		if ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("topics %v: their partitions are not all served after a minute: %v", topics, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
