@@ -123,6 +123,7 @@ func (r *Runtime) reconcileEOS(ctx context.Context) (rewound bool, err error) {
 			}
 		}
 	}
+	r.noteAssignEnds(ctx, ids)
 	r.log.Info("assigned", "generation", r.balancer.Current().Generation, "tasks", taskList(ids))
 	return rewound, nil
 }

@@ -26,6 +26,9 @@ import (
 type streamTimes struct {
 	mu sync.Mutex
 	m  map[topicPartition]int64
+	// committed are the offsets the group had committed, as fetched
+	// after a rebalance (for bootstrap.go).
+	committed map[topicPartition]int64
 }
 
 // streamTimePrefix starts the offset commit metadata this engine writes.
@@ -53,24 +56,37 @@ func (s *streamTimes) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *k
 	if s.m == nil {
 		s.m = map[topicPartition]int64{}
 	}
-	add := func(topic string, p int32, meta *string) {
+	if s.committed == nil {
+		s.committed = map[topicPartition]int64{}
+	}
+	add := func(topic string, p int32, offset int64, meta *string) {
 		if ms, ok := decodeStreamTime(meta); ok {
 			s.m[topicPartition{topic, p}] = ms
 		}
+		s.committed[topicPartition{topic, p}] = offset
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			add(t.Topic, p.Partition, p.Metadata)
+			add(t.Topic, p.Partition, p.Offset, p.Metadata)
 		}
 	}
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				add(t.Topic, p.Partition, p.Metadata)
+				add(t.Topic, p.Partition, p.Offset, p.Metadata)
 			}
 		}
 	}
 	return nil
+}
+
+// committedOffset is the group's committed offset of a partition, as last
+// fetched: -1 if it has none, false if none was fetched.
+func (s *streamTimes) committedOffset(tp topicPartition) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.committed[tp]
+	return o, ok
 }
 
 // of is the largest stream time committed for any of the partitions.

@@ -36,6 +36,7 @@ type rtask struct {
 	paused    bool
 	restoring bool
 	idleSince time.Time // when the task first waited for an empty partition
+	bootSince time.Time // when it first waited for a partition's first records
 
 	out      *collector
 	logged   []loggedStore
@@ -58,6 +59,13 @@ type partQueue struct {
 	headSet  bool
 	hwm      int64 // the high watermark of the last fetch
 	next     int64 // the offset after the last record enqueued
+	// endAtAssign is the partition's end offset when the task was
+	// assigned (-1: unknown); seen: records of it have arrived since.
+	// boot: 0 undecided, 1 waiting for its first records, 2 not waiting.
+	endAtAssign int64
+	seen        bool
+	boot        uint8
+	tp          topicPartition
 	// consumed is the offset after the last record processed since the last
 	// commit, or -1.
 	consumed int64
@@ -104,6 +112,7 @@ func (t *rtask) enqueue(fp kgo.FetchTopicPartition) {
 	q.hwm = fp.HighWatermark
 	if len(fp.Records) > 0 {
 		t.startStreamTime()
+		q.seen = true
 	}
 	for _, rec := range fp.Records {
 		q.recs = append(q.recs, rec)
@@ -123,11 +132,14 @@ func (t *rtask) hasPunctuation(now time.Time) bool {
 // processed in event-time order across partitions.
 func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 	var best *partQueue
-	waiting := false
+	waiting, booting := false, false
 	for _, q := range t.qs {
 		if q.len() == 0 {
 			if q.hwm > q.next && t.r.cfg.MaxTaskIdle > 0 {
 				waiting = true
+			}
+			if len(t.qs) > 1 && t.bootstrapping(q) {
+				booting = true
 			}
 			continue
 		}
@@ -138,6 +150,18 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 	}
 	if best == nil {
 		return nil, nil
+	}
+	if booting {
+		if t.bootSince.IsZero() {
+			t.bootSince = now
+		}
+		if now.Sub(t.bootSince) < bootstrapWait {
+			return nil, nil
+		}
+		t.r.log.Warn("a task's partition known to have records sent none; processing the others", "task", t.id.String(), "waited", bootstrapWait)
+		for _, q := range t.qs {
+			q.boot = 2
+		}
 	}
 	if waiting {
 		if t.idleSince.IsZero() {
@@ -340,6 +364,7 @@ func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[st
 			return
 		}
 	}
+	r.noteAssignEnds(ctx, ids)
 	r.log.Info("assigned", "generation", cur.Generation, "tasks", taskList(ids))
 }
 
@@ -445,7 +470,8 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	}
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		q := &partQueue{consumed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic)))}
+		q := &partQueue{consumed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic))),
+			endAtAssign: -1, tp: tp}
 		t.queues[tp] = q
 		t.qs = append(t.qs, q)
 		r.byPart[tp] = t

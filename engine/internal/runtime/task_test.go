@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -83,3 +84,55 @@ func TestNextWaitsForLaggingPartitionUpToMaxTaskIdle(t *testing.T) {
 		t.Fatal("MaxTaskIdle 0 waited")
 	}
 }
+
+// Just after an assignment, a partition that had records then holds its
+// task back until its first records arrive (a join's table before its
+// stream), even without MaxTaskIdle; one with nothing past the group's
+// commit does not, and the wait is bounded.
+func TestNextWaitsForFirstRecordsOfAssignedPartition(t *testing.T) {
+	task := newTestTask(0, "stream", "table")
+	task.r.times.committed = map[topicPartition]int64{{"stream", 0}: -1, {"table", 0}: -1}
+	task.qs[0].tp, task.qs[1].tp = topicPartition{"stream", 0}, topicPartition{"table", 0}
+	task.qs[0].endAtAssign, task.qs[1].endAtAssign = 1, 2
+	task.fill("stream", 1, recAt("stream", 0, 50))
+	start := time.Unix(1000, 0)
+	if rec, _ := task.next(start); rec != nil {
+		t.Fatalf("processed the stream's record %d before the table's first records", rec.Offset)
+	}
+	task.fill("table", 2, recAt("table", 0, 10), recAt("table", 1, 20))
+	var got []string
+	for {
+		rec, _ := task.next(start)
+		if rec == nil {
+			break
+		}
+		got = append(got, rec.Topic)
+	}
+	if len(got) != 3 || got[0] != "table" || got[1] != "table" || got[2] != "stream" {
+		t.Errorf("order %v, want the table's records first", got)
+	}
+
+	caught := newTestTask(0, "stream", "table")
+	caught.r.times.committed = map[topicPartition]int64{{"table", 0}: 2}
+	caught.qs[0].tp, caught.qs[1].tp = topicPartition{"stream", 0}, topicPartition{"table", 0}
+	caught.qs[0].endAtAssign, caught.qs[1].endAtAssign = 1, 2
+	caught.fill("stream", 1, recAt("stream", 0, 50))
+	if rec, _ := caught.next(start); rec == nil {
+		t.Error("waited for a partition the group had read to its end")
+	}
+
+	lost := newTestTask(0, "stream", "table")
+	lost.r.log = discardLogger()
+	lost.r.times.committed = map[topicPartition]int64{{"table", 0}: -1}
+	lost.qs[0].tp, lost.qs[1].tp = topicPartition{"stream", 0}, topicPartition{"table", 0}
+	lost.qs[0].endAtAssign, lost.qs[1].endAtAssign = 1, 2
+	lost.fill("stream", 1, recAt("stream", 0, 50))
+	if rec, _ := lost.next(start); rec != nil {
+		t.Fatal("did not wait")
+	}
+	if rec, _ := lost.next(start.Add(bootstrapWait)); rec == nil {
+		t.Error("waited past bootstrapWait")
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

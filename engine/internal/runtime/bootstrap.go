@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+)
+
+// A task with several input partitions — a stream joined with a table, say
+// — chooses its next record by event time among the partitions that have
+// records buffered. Just after an assignment, one partition's first fetch
+// may come back before another's: the stream's records would then be
+// processed before the table they join, which is there, is loaded (and,
+// in an inner join, dropped). So a partition known to have records (its end
+// offset at the assignment is past the group's committed offset) holds
+// the task back until its first records arrive, as Kafka Streams waits for
+// a partition with unknown or positive lag; bootstrapWait bounds the wait
+// (the records may all be aborted, or deleted meanwhile).
+const bootstrapWait = 10 * time.Second
+
+// noteAssignEnds records, for the new tasks with several input
+// partitions, each partition's end offset at the assignment. It is called
+// with r.mu held; a failure to list them only means no waiting.
+func (r *Runtime) noteAssignEnds(ctx context.Context, ids map[topo.TaskID]bool) {
+	var qs []*partQueue
+	topics := map[string]bool{}
+	for id := range ids {
+		t := r.tasks[id]
+		if t == nil || len(t.qs) < 2 {
+			continue
+		}
+		for _, q := range t.qs {
+			if q.endAtAssign < 0 && !q.seen {
+				qs = append(qs, q)
+				topics[q.tp.topic] = true
+			}
+		}
+	}
+	if len(qs) == 0 {
+		return
+	}
+	names := make([]string, 0, len(topics))
+	for n := range topics {
+		names = append(names, n)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ends, err := r.adm.ListEndOffsets(lctx, names...)
+	if err != nil {
+		return
+	}
+	for _, q := range qs {
+		if o, ok := ends.Lookup(q.tp.topic, q.tp.partition); ok && o.Err == nil {
+			q.endAtAssign = o.Offset
+		}
+	}
+}
+
+// bootstrapping reports whether the empty queue q holds its task back:
+// it had records at the assignment that have not arrived yet.
+func (t *rtask) bootstrapping(q *partQueue) bool {
+	switch {
+	case q.boot == 2:
+		return false
+	case q.seen || q.endAtAssign <= 0: // records came, or none were there (or unknown)
+		q.boot = 2
+		return false
+	case q.boot == 1:
+		return true
+	}
+	committed, ok := t.r.times.committedOffset(q.tp)
+	if !ok {
+		return true // the group's offsets are not fetched yet
+	}
+	if committed >= q.endAtAssign {
+		q.boot = 2
+		return false
+	}
+	q.boot = 1
+	return true
+}
