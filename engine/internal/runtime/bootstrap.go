@@ -13,8 +13,9 @@ import (
 // may come back before another's: the stream's records would then be
 // processed before the table they join, which is there, is loaded (and,
 // in an inner join, dropped). So a partition known to have records (its end
-// offset at the assignment is past the group's committed offset) holds
-// the task back until its first records arrive, as Kafka Streams waits for
+// offset at the assignment at least two past the group's committed offset:
+// one may be a transaction's commit marker) holds the task back until its
+// first records arrive, as Kafka Streams waits for
 // a partition with unknown or positive lag; bootstrapWait bounds the wait
 // (the records may all be aborted, or deleted meanwhile).
 const bootstrapWait = 10 * time.Second
@@ -73,7 +74,10 @@ func (t *rtask) bootstrapping(q *partQueue) bool {
 	if !ok {
 		return true // the group's offsets are not fetched yet
 	}
-	if committed >= q.endAtAssign {
+	// One offset past the commit may be just the commit marker of the
+	// transaction that wrote the last record (an exactly-once input, a
+	// repartition topic): records are there only if there are two or more.
+	if q.endAtAssign-max(committed, 0) < 2 {
 		q.boot = 2
 		return false
 	}
