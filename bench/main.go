@@ -11,11 +11,11 @@
 // Oxbow topology (stateless, count, hopping-window count, stream–table
 // join) at least once and exactly once; and each Kafka Streams twin
 // (bench/kstreams, built with Maven), with the same commit interval, cache
-// size and threads. Every run is a child process, timed from its start to
-// when its group has committed the input's end; its CPU seconds and peak
-// RSS come from /proc. Then, still running, it gets a paced live input
-// whose end-to-end latency (event time to the output being readable) gives
-// p50 and p99. Each Oxbow output is compared with its twin's (records, or
+// size and threads. Every run is a child process, timed from when it says
+// it runs (its tasks assigned) to when its group has committed the input's
+// end; its CPU seconds and peak RSS come from /proc. Then, started again on
+// its state, it gets a paced live input whose end-to-end latency (event
+// time to the output being readable) gives p50 and p99. Each Oxbow output is compared with its twin's (records, or
 // each key's last value), so that the figures compare like with like.
 package main
 
@@ -446,17 +446,35 @@ func watch(ctx context.Context, adm *kadm.Client, cmd *exec.Cmd, group string, t
 		}
 		records += max(e.Offset-at, 0)
 	})
-	begin := time.Now()
 	if err := cmd.Start(); err != nil {
 		return w, 0, err
 	}
+	// The clock starts when the process says it runs (Oxbow's READY, Kafka
+	// Streams' RUNNING: both once the group has assigned it its tasks), so
+	// that start-up — a JVM's seconds — is not counted as processing.
+	running := make(chan time.Time, 1)
 	exited := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if l := sc.Text(); l == "READY" || l == "RUNNING" {
+				select {
+				case running <- time.Now():
+				default:
+				}
+			}
 		}
 		exited <- cmd.Wait()
 	}()
+	var begin time.Time
+	select {
+	case begin = <-running:
+	case err := <-exited:
+		return w, 0, fmt.Errorf("the process exited before it ran: %v\n%s", err, stderr.String())
+	case <-time.After(5 * time.Minute):
+		_ = cmd.Process.Kill()
+		return w, 0, fmt.Errorf("the process did not say it runs in 5 minutes\n%s", stderr.String())
+	}
 	var stats procStats
 	stop := func() {
 		stats, _ = readProc(cmd.Process.Pid)
