@@ -19,8 +19,9 @@ import (
 // The windowed data-driven cases (testdata/dsl/windows*.txt) again, on a
 // broker: an instance with exactly-once and the record cache runs the case's
 // topology, and halfway through the case it is stopped and a new one starts
-// on an empty state directory, so the windows, and the windows waiting to be
-// emitted, come back from their changelogs. Each expect must see what the
+// on an empty state directory (or where the case says "restart"), so the
+// windows, and the windows waiting to be emitted, come back from their
+// changelogs. Each expect must see what the
 // driver saw: the latest record of each key, or, for emit-final topologies
 // (whose output the cache does not touch), exactly the records. Before each
 // expect the piped records are produced and the test waits until the
@@ -146,6 +147,7 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee,
 		}
 	}
 	restartAfter := (expects + 1) / 2
+	explicit := slices.ContainsFunc(c.cmds, func(cmd dslCommand) bool { return cmd.args[0] == "restart" })
 	var pending []*kgo.Record
 	flush := func() {
 		t.Helper()
@@ -163,6 +165,15 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee,
 		} else {
 			waitInputCommitted(t, k)
 		}
+	}
+	restart := func() {
+		t.Helper()
+		flush()
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		a = k.start(top, cfg) // a new, empty state directory
+		waitRunning(t, k, a)
 	}
 	seen := 0
 	for _, cmd := range c.cmds {
@@ -196,13 +207,11 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee,
 			} else {
 				r.compareLatest(cmd, got)
 			}
-			if seen++; seen == restartAfter {
-				if err := a.stop(); err != nil {
-					t.Fatal(err)
-				}
-				a = k.start(top, cfg) // a new, empty state directory
-				waitRunning(t, k, a)
+			if seen++; seen == restartAfter && !explicit {
+				restart()
 			}
+		case "restart":
+			restart()
 		}
 	}
 	flush()

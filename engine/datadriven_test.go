@@ -36,6 +36,9 @@ package engine_test
 //	store <name>           the store's entries in key order: "<key> <value> @<ms>"
 //	skipped                the skip counts so far: "<node>: <reason> = <n>"
 //	log                    the logging user functions' calls since the last log
+//	restart                nothing in the driver; on a broker the instance is
+//	                       replaced here by one on an empty state directory
+//	                       (without it, halfway through the case's expects)
 //
 // Keys are strings. Values are int64 or text (strings, JSON written without
 // spaces), as the topology declares for each topic and store. When a case
@@ -43,6 +46,7 @@ package engine_test
 // log must be empty: a case states everything its input caused.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -94,8 +98,9 @@ func loadDSLCases(t *testing.T, file string) []dslCase {
 type dslKind int
 
 const (
-	dslTxt dslKind = iota // the bytes as they are: strings, JSON
-	dslI64                // serde.Int64
+	dslTxt              dslKind = iota // the bytes as they are: strings, JSON
+	dslI64                             // serde.Int64
+	dslCountWindowedI64                // serde.Int64 values, count-windowed keys written "<key>#<first record>" (stores only)
 )
 
 // dslLogFunc records a call of a user function for the log command.
@@ -112,7 +117,7 @@ func dslKinds(spec string) map[string]dslKind {
 	m := map[string]dslKind{}
 	for _, f := range strings.Fields(spec) {
 		name, k, _ := strings.Cut(f, ":")
-		m[name] = map[string]dslKind{"int": dslI64, "text": dslTxt}[k]
+		m[name] = map[string]dslKind{"int": dslI64, "text": dslTxt, "count-windowed-int": dslCountWindowedI64}[k]
 	}
 	return m
 }
@@ -351,6 +356,9 @@ func (r *dslRun) exec(cmd dslCommand) {
 		if !r.cached {
 			r.compare(cmd, got)
 		}
+	case "restart":
+		// The driver keeps its state; on a broker (datadriven_kafka_test.go)
+		// the instance is replaced here.
 	default:
 		r.errorf(cmd, "unknown command")
 	}
@@ -434,12 +442,15 @@ func dslFormat(key, value []byte, k dslKind, unixMilli int64) string {
 	if key != nil {
 		ks = string(key)
 	}
+	if k == dslCountWindowedI64 && len(key) >= 8 {
+		ks = fmt.Sprintf("%s#%d", key[:len(key)-8], binary.BigEndian.Uint64(key[len(key)-8:]))
+	}
 	vs := "~"
 	switch {
 	case value == nil:
 	case len(value) == 0 && k == dslTxt:
 		vs = `""`
-	case k == dslI64:
+	case k == dslI64 || k == dslCountWindowedI64:
 		n, err := serde.Int64.Decode(value)
 		if err != nil {
 			vs = fmt.Sprintf("<%v>", err)
@@ -617,6 +628,18 @@ func dslWindowed(t *engine.Table[engine.Windowed[string], int64]) {
 	t.ToStream().WithSerdes(text, serde.Int64).To(dslTopicPrefix + "out")
 }
 
+func dslSum(a, v int64) int64 { return a + v }
+
+// dslCountWindowKey writes a count-windowed key "<key>#<start>-<end>".
+func dslCountWindowKey(k engine.CountWindowed[string], _ string) string {
+	return fmt.Sprintf("%s#%d-%d", k.Key, k.Window.Start, k.Window.End)
+}
+
+func dslCountWindowed(t *engine.Table[engine.CountWindowed[string], int64]) {
+	engine.SelectKey(t.ToStream(), func(k engine.CountWindowed[string], _ int64) string { return dslCountWindowKey(k, "") }, engine.Named("key")).
+		WithSerdes(serde.String, serde.Int64).To(dslTopicPrefix + "out")
+}
+
 // dslTopologies are the topologies the cases name.
 var dslTopologies = map[string]dslTopologyDef{
 	// Windowed aggregations: 10ms windows; hopping ones advance by 5ms.
@@ -634,6 +657,31 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	"hopping-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+	}},
+	// Count windows: 3 records per key; hopping ones start every 2 records.
+	// Sums, so that an output says which records a window holds.
+	"count-tumbling-sum": {in: "in:int", out: "out:int", stores: "sum:count-windowed-int sum-seq:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslCountWindowed(engine.CountWindowedReduce(dslInts(b, "in").GroupByKey().WindowedByCount(engine.TumblingCountWindows(3)), dslSum, engine.Named("sum"), engine.Materialized("sum")))
+	}},
+	"count-tumbling-sum-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslCountWindowed(engine.CountWindowedReduce(dslInts(b, "in").GroupByKey().WindowedByCount(engine.TumblingCountWindows(3)), dslSum, engine.Named("sum"), engine.EmitFinal()))
+	}},
+	"count-hopping-sum": {in: "in:int", out: "out:int", stores: "sum:count-windowed-int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslCountWindowed(engine.CountWindowedReduce(dslInts(b, "in").GroupByKey().WindowedByCount(engine.HoppingCountWindows(3, 2)), dslSum, engine.Named("sum"), engine.Materialized("sum")))
+	}},
+	"count-hopping-count-final": {in: "in:int", out: "out:int", stores: "count:count-windowed-int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslCountWindowed(engine.CountWindowedCount(dslInts(b, "in").GroupByKey().WindowedByCount(engine.HoppingCountWindows(3, 2).Keep(2)), engine.Named("count"), engine.Materialized("count"), engine.EmitFinal()))
+	}},
+	"count-regrouped-aggregate": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
+		t := engine.CountWindowedAggregate(g.WindowedByCount(engine.TumblingCountWindows(2)), func() string { return "" },
+			func(_ string, v int64, agg string) string { return agg + "[" + strconv.FormatInt(v, 10) + "]" }, engine.Named("list"), engine.ValueSerde(serde.String))
+		engine.SelectKey(t.ToStream(), dslCountWindowKey, engine.Named("key")).WithSerdes(serde.String, serde.String).To(dslTopicPrefix + "out")
+	}},
+	"count-window-errors": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		g := dslInts(b, "in").GroupByKey()
+		dslCountWindowed(engine.CountWindowedReduce(g.WindowedByCount(engine.HoppingCountWindows(2, 3)), dslSum, engine.Named("too-far")))
+		dslCountWindowed(engine.CountWindowedReduce(g.WindowedByCount(engine.TumblingCountWindows(0).Keep(0)), nil, engine.Named("empty"), engine.Retention(time.Hour)))
 	}},
 	// Sliding windows: a time difference of 10ms, grace 5ms.
 	"sliding-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {

@@ -68,6 +68,15 @@
 // limits any table's updates. [QueryWindowStore] and [QuerySessionStore]
 // read the windows of a running instance.
 //
+// Windows can also be of a number of records rather than of time:
+// [GroupedStream.WindowedByCount] cuts each key's records into
+// [TumblingCountWindows] or [HoppingCountWindows] for
+// [CountWindowedCount], [CountWindowedReduce] and [CountWindowedAggregate]
+// (Quix Streams' count windows; Kafka Streams has none). A key's records are
+// numbered in its partition's order, and the count is state with a
+// changelog, so a restart neither counts a record in two windows nor drops
+// one. With [EmitFinal] a window is emitted once, when it is full.
+//
 // # Joins
 //
 // [Join] and [LeftJoin] enrich each record of a stream with a table's

@@ -176,6 +176,44 @@ func ExampleSlidingWindows() {
 	// 30m0s-40m0s: 20.0
 }
 
+// The average of every 3 readings of each sensor, whenever they came:
+// tumbling count windows, emitted when full.
+func ExampleTumblingCountWindows() {
+	b := engine.NewBuilder()
+	readings := engine.NewStream(b, "readings", serde.String, serde.Float64)
+	type avg struct{ Sum, N float64 }
+	avgs := engine.CountWindowedAggregate(readings.GroupByKey().WindowedByCount(engine.TumblingCountWindows(3)),
+		func() avg { return avg{} },
+		func(_ string, v float64, a avg) avg { return avg{a.Sum + v, a.N + 1} }, engine.EmitFinal())
+	engine.MapValues(avgs.ToStream(), func(_ engine.CountWindowed[string], a avg) float64 { return a.Sum / a.N }).
+		To("averages") // keys in engine.CountWindowedSerde's format
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	in := enginetest.NewInput(d, "readings", serde.String, serde.Float64)
+	for i, v := range []float64{20, 21, 22, 30, 31, 32, 33} {
+		in.Pipe("boiler", v, enginetest.Epoch.Add(time.Duration(i)*time.Hour))
+	}
+	in.Pipe("attic", 5, enginetest.Epoch)
+
+	out := enginetest.NewOutput(d, "averages", engine.CountWindowedSerde(serde.String, 3), serde.Float64)
+	for _, r := range out.ReadRecords() {
+		fmt.Printf("%s readings %d-%d: %.1f (last at %v)\n", r.Key.Key, r.Key.Window.Start, r.Key.Window.End-1, r.Value, r.Timestamp.Sub(enginetest.Epoch))
+	}
+	// Output:
+	// boiler readings 0-2: 21.0 (last at 2h0m0s)
+	// boiler readings 3-5: 31.0 (last at 5h0m0s)
+}
+
 // Orders enriched with the customer's current name: a stream-table left
 // join. A table update gives nothing by itself; the next order meets it.
 func ExampleLeftJoin() {

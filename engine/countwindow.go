@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// CountWindows cut each key's records into windows of a number of records
+// rather than of event time: tumbling (every record in exactly one window)
+// when they advance by their size, hopping (overlapping) when by less.
+// Records are numbered per key from 0 in the order the key's task processes
+// them (its partition's order); window [s, s+size) holds records s to
+// s+size-1, and windows start at every multiple of the advance. A window is
+// full once it has its size's records; it is never late and never closed by
+// time. Quix Streams has these; Kafka Streams does not.
+//
+// The number of records seen per key is state, kept in a store with a
+// changelog beside the windows' aggregates and committed with them, so a
+// restart (or a task moving to another instance) carries on with the next
+// record number: with exactly-once no record counts in two windows and
+// none is dropped.
+type CountWindows struct {
+	size, advance, keep int64
+}
+
+// TumblingCountWindows are back-to-back windows of n records per key.
+func TumblingCountWindows(n int64) CountWindows {
+	return CountWindows{size: n, advance: n, keep: 1}
+}
+
+// HoppingCountWindows are windows of size records per key, one starting
+// every advance records (advance at most size): a record falls in up to
+// size/advance windows (rounded up).
+func HoppingCountWindows(size, advance int64) CountWindows {
+	return CountWindows{size: size, advance: advance, keep: 1}
+}
+
+// Keep keeps each key's last n full windows in the store, for queries
+// (default 1: the latest full window and the ones still filling). An older
+// full window is deleted from the store and its changelog when a later one
+// fills, without a change downstream.
+func (w CountWindows) Keep(n int64) CountWindows {
+	w.keep = n
+	return w
+}
+
+// Size is the number of records in a full window.
+func (w CountWindows) Size() int64 { return w.size }
+
+func (w CountWindows) check() error {
+	var errs []error
+	if w.size < 1 {
+		errs = append(errs, fmt.Errorf("count window size %d is under one record", w.size))
+	}
+	if w.advance < 1 || w.advance > w.size {
+		errs = append(errs, fmt.Errorf("count window advance %d must be at least 1 and at most the size %d", w.advance, w.size))
+	}
+	if w.keep < 1 {
+		errs = append(errs, fmt.Errorf("Keep(%d): at least the latest full window is kept", w.keep))
+	}
+	return errors.Join(errs...)
+}
+
+// starts returns the first record numbers of the windows holding record i,
+// latest first.
+func (w CountWindows) starts(i int64) []int64 {
+	var out []int64
+	for s := i - i%w.advance; s >= 0 && s > i-w.size; s -= w.advance {
+		out = append(out, s)
+	}
+	return out
+}
+
+// CountWindow is a count window: the numbers of its key's records it holds,
+// [Start, End).
+type CountWindow struct {
+	Start, End int64
+}
+
+func (w CountWindow) String() string { return fmt.Sprintf("#[%d,%d)", w.Start, w.End) }
+
+// CountWindowed is a key in a count window: the key of a count-windowed
+// aggregation's table.
+type CountWindowed[K any] struct {
+	Key    K
+	Window CountWindow
+}
+
+// CountWindowedSerde encodes a count-windowed key as the inner key's bytes
+// followed by the window's first record number, 8 bytes big-endian (the
+// layout of [WindowedSerde], so that a key's windows sort together and in
+// order); decoding gives the window the given size.
+func CountWindowedSerde[K any](inner serde.Serde[K], size int64) serde.Serde[CountWindowed[K]] {
+	return countWindowedSerde[K]{inner: inner, size: size}
+}
+
+type countWindowedSerde[K any] struct {
+	inner serde.Serde[K]
+	size  int64
+}
+
+func (s countWindowedSerde[K]) Encode(w CountWindowed[K]) ([]byte, error) {
+	kb, err := s.inner.Encode(w.Key)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(w.Window.Start)), nil
+}
+
+func (s countWindowedSerde[K]) Decode(b []byte) (CountWindowed[K], error) {
+	if len(b) < 8 {
+		return CountWindowed[K]{}, fmt.Errorf("a count-windowed key needs at least 8 bytes, got %d", len(b))
+	}
+	k, err := s.inner.Decode(b[:len(b)-8])
+	if err != nil {
+		return CountWindowed[K]{}, err
+	}
+	start := int64(binary.BigEndian.Uint64(b[len(b)-8:]))
+	return CountWindowed[K]{Key: k, Window: CountWindow{Start: start, End: start + s.size}}, nil
+}
+
+// CountWindowedStream is a grouped stream cut into count windows, ready for
+// a count-windowed aggregation.
+type CountWindowedStream[K, V any] struct {
+	g   *GroupedStream[K, V]
+	w   CountWindows
+	err error
+}
+
+// WindowedByCount cuts the grouped stream into windows of a number of
+// records per key.
+func (g *GroupedStream[K, V]) WindowedByCount(w CountWindows) *CountWindowedStream[K, V] {
+	var err error
+	if cerr := w.check(); cerr != nil {
+		err = fmt.Errorf("WindowedByCount: %w", cerr)
+	}
+	return &CountWindowedStream[K, V]{g: g, w: w, err: err}
+}
+
+// CountWindowedCount counts the records of each key in each count window
+// (a window's count is its size once full). It is mostly useful with
+// [EmitFinal], or to see how full each window is.
+func CountWindowedCount[K, V any](ws *CountWindowedStream[K, V], opts ...Option) *Table[CountWindowed[K], int64] {
+	t := countWindowedAggregate(ws, "count-windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
+		if !exists {
+			return int64(1)
+		}
+		return agg.(int64) + 1
+	}, nil)
+	t.node.ValueBlind = true
+	return t
+}
+
+// CountWindowedReduce combines the values of each key in each count window:
+// the first value is the aggregate, each later one is combined with it by
+// fn.
+func CountWindowedReduce[K, V any](ws *CountWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[CountWindowed[K], V] {
+	return countWindowedAggregate(ws, "count-windowed-reduce", opts, ws.g.s.vs, func(_, v, agg any, exists bool) any {
+		if !exists {
+			return v
+		}
+		return fn(agg.(V), v.(V))
+	}, nilFuncErr(fn == nil, "reduce"))
+}
+
+// CountWindowedAggregate folds the records of each key in each count window
+// into an aggregate that starts as init() and is updated by fn.
+func CountWindowedAggregate[K, V, VA any](ws *CountWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[CountWindowed[K], VA] {
+	return countWindowedAggregate(ws, "count-windowed-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
+		if !exists {
+			agg = init()
+		}
+		return fn(as[K](k), v.(V), agg.(VA))
+	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+}
+
+// countWindowedAggregate adds the node that folds each record into the
+// count windows holding it. Its stores: the windows, keyed in
+// CountWindowedSerde's format, and "<store>-seq", each key's number of
+// records so far (8 bytes big-endian).
+//
+// Every update of a window is emitted, stamped with the latest timestamp
+// in it; with EmitFinal, each window once, when it is full.
+func countWindowedAggregate[K, V, VA any](ws *CountWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[CountWindowed[K], VA] {
+	g := ws.g
+	b := g.s.b
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal")
+	vas, serr := valueSerdeOpt(o, vas)
+	in := g.input()
+	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
+	n.Name = b.name(op, o, n.Parents, "")
+	var ks serde.Serde[CountWindowed[K]]
+	if in.ks != nil {
+		ks = CountWindowedSerde(in.ks, ws.w.size)
+	}
+	store := storeName(o, n.Name)
+	b.addStore(o, store)
+	b.addStore(o, store+"-seq")
+	n.Stores = []string{store, store + "-seq"}
+	p := countWindowProc{w: ws.w, final: o.emitFinal, store: store, kc: codecOf(ks), vc: codecOf(vas), ikc: codecOf(in.ks), add: add,
+		wkey: func(key any, w CountWindow) any { return CountWindowed[K]{Key: as[K](key), Window: w} }}
+	n.New = func() topo.Processor { return p.processor() }
+	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr))
+	return &Table[CountWindowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
+}
+
+// countWindowProc is what a count-window processor is made from.
+type countWindowProc struct {
+	w              CountWindows
+	final          bool
+	store          string
+	kc, vc, ikc    topo.Codec
+	add            aggFunc
+	wkey           func(key any, w CountWindow) any
+	windows, seqSt kvAccess
+}
+
+func (p countWindowProc) processor() topo.Processor {
+	return &fproc{
+		init: func(c *topo.Context) error {
+			if err := p.windows.open(c, p.store, p.kc, p.vc, true); err != nil {
+				return err
+			}
+			if p.ikc == nil {
+				return fmt.Errorf("engine: store %q: %w", p.store+"-seq", nilSerdes(true, false))
+			}
+			s, err := c.Store(p.store + "-seq")
+			p.seqSt.st, p.seqSt.kc = s, p.ikc
+			return err
+		},
+		fn: p.process,
+	}
+}
+
+func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
+	if r.Key == nil || r.Value == nil {
+		c.Skip("record without a key or value in an aggregation")
+		return nil
+	}
+	ikb, ok := topo.RawKey(r, p.ikc)
+	if !ok {
+		var err error
+		if ikb, err = p.ikc.Encode(r.Key); err != nil {
+			return p.seqSt.err("key", nil, true, err)
+		}
+	}
+	// The key's record number: how many records it had before this one.
+	var i int64
+	e, found, err := p.seqSt.st.Get(ikb)
+	if err != nil {
+		return err
+	}
+	if found {
+		if len(e.Value) != 8 {
+			return p.seqSt.err("value", e.Value, false, fmt.Errorf("a record count is 8 bytes, not %d", len(e.Value)))
+		}
+		i = int64(binary.BigEndian.Uint64(e.Value))
+	}
+	if err := p.seqSt.st.Put(ikb, binary.BigEndian.AppendUint64(nil, uint64(i+1)), r.Timestamp.UnixMilli()); err != nil {
+		return err
+	}
+	for _, s := range p.w.starts(i) {
+		win := CountWindow{Start: s, End: s + p.w.size}
+		kb := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(ikb)+8), ikb...), uint64(s))
+		old, oldTs, ok, err := p.windows.getEncoded(kb)
+		if err != nil {
+			return err
+		}
+		agg := p.add(r.Key, r.Value, old, ok)
+		ts := later(r.Timestamp, oldTs)
+		wr := r
+		wr.Key = p.wkey(r.Key, win)
+		full := i == win.End-1
+		if !p.final {
+			if err := p.windows.updateKey(kb, wr, old, agg, ts); err != nil {
+				return err
+			}
+		} else {
+			if err := p.windows.writeQuiet(kb, wr, agg, ts); err != nil {
+				return err
+			}
+			if full {
+				if err := c.Forward(topo.Record{Key: wr.Key, Value: topo.Change{New: agg}, Timestamp: ts, Headers: r.Headers}); err != nil {
+					return err
+				}
+			}
+		}
+		if full {
+			// Of the full windows, the last keep stay; the one before them goes.
+			if gone := s - p.w.keep*p.w.advance; gone >= 0 {
+				gkb := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(ikb)+8), ikb...), uint64(gone))
+				if err := p.windows.expire(gkb, ts); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
