@@ -112,7 +112,7 @@ type Config struct {
 	// Default 0.
 	StandbyReplicas int
 	// Workers is the number of goroutines processing tasks. Default:
-	// GOMAXPROCS.
+	// GOMAXPROCS. [App.SetWorkers] changes it while the instance runs.
 	Workers int
 	// MaxTaskIdle is how long a task with several input partitions waits for
 	// an empty one that has data on the broker, to keep timestamp order
@@ -394,6 +394,24 @@ func (a *App) LocalStore(name string) (topo.KVStore, error) { return a.rt.LocalS
 func (a *App) StandbyStore(name string, maxLag int64) (topo.KVStore, error) {
 	return a.rt.StandbyStore(name, maxLag)
 }
+
+// SetWorkers changes the number of goroutines processing the instance's
+// tasks while it runs, from its next round (a few milliseconds): tasks are
+// shared among the workers afresh every round, so nothing is rebalanced,
+// lost or repeated. n must be at least 1; more workers than the instance
+// has tasks with work leaves the rest idle.
+func (a *App) SetWorkers(n int) error { return a.rt.SetWorkers(n) }
+
+// Workers is the number of worker goroutines: Config.Workers, or as
+// SetWorkers last set it.
+func (a *App) Workers() int { return a.rt.Workers() }
+
+// PanicError is a panic in user code recovered by the engine: while a
+// record was processed it goes through OnProcessingError like any error
+// the record caused (the worker carries on with the next record); elsewhere
+// (a commit's cache flush) it stops the instance with Run returning it,
+// rather than ending the process.
+type PanicError = runtime.PanicError
 
 // NotLocalError says that a key of a store lives on another instance.
 type NotLocalError = runtime.NotLocalError

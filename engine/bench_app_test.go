@@ -51,6 +51,12 @@ import (
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench Guarantee -benchtime=1x -count 3 -oxbow.bench.records=1000000 ./engine/
 //
+// BenchmarkWorkers runs the count with one worker goroutine and with two
+// (the ratio of their records/s is what a second worker buys; on a 2-core
+// machine the broker and the reader share the cores):
+//
+//	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench Workers -benchtime=1x -count 3 ./engine/
+//
 // CPU profiles split by role with the label oxbow.bench (processor, preload,
 // reader): go tool pprof -tagfocus oxbow.bench=processor -top engine.test cpu.prof.
 // Without KAFKA_BROKERS (or a registered provider) they run on the embedded
@@ -319,6 +325,11 @@ func (it *benchIter) startPassthrough(interval time.Duration) *processor {
 // startApp runs the topology in one App instance with guarantee g,
 // committing every interval.
 func (it *benchIter) startApp(top *engine.Topology, interval time.Duration, g engine.Guarantee) *processor {
+	return it.startAppWorkers(top, interval, g, *benchWorkersFlag)
+}
+
+// startAppWorkers is startApp with the given number of workers.
+func (it *benchIter) startAppWorkers(top *engine.Topology, interval time.Duration, g engine.Guarantee, workers int) *processor {
 	e := it.e
 	cfg := engine.Config{
 		AppID:          it.prefix,
@@ -326,7 +337,7 @@ func (it *benchIter) startApp(top *engine.Topology, interval time.Duration, g en
 		StateDir:       e.b.TempDir(),
 		Guarantee:      g,
 		CommitInterval: interval,
-		Workers:        *benchWorkersFlag,
+		Workers:        workers,
 		CacheBytes:     *benchCacheFlag,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
@@ -528,6 +539,20 @@ func BenchmarkCount(b *testing.B) {
 		},
 		expect: expectCount,
 	}.run(b)
+}
+
+// BenchmarkWorkers is BenchmarkCount with 1 and with 2 worker goroutines.
+func BenchmarkWorkers(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			benchRun{
+				start: func(it *benchIter, interval time.Duration) *processor {
+					return it.startAppWorkers(countTopology(it.in, it.out), interval, engine.AtLeastOnce, workers)
+				},
+				expect: expectCount,
+			}.run(b)
+		})
+	}
 }
 
 // expectCount completes when every key's final count has arrived.

@@ -15,6 +15,14 @@
 // workers. A task whose queues are full has its partitions paused, so
 // fetching never outruns processing (pull-based backpressure).
 //
+// The workers are goroutines of the round: its tasks with work are shared
+// among them, and the round ends when all are done. So the number of
+// workers can change between two rounds (SetWorkers) without moving a
+// partition or a record. A panic in user code is recovered where it
+// happens: while a record is processed it is that record's processing
+// error (a *PanicError) and the worker goes on to the next record; a panic
+// anywhere else in a worker's task becomes the round's error.
+//
 // # Commit
 //
 // A commit flushes every task's record cache, waits until Kafka has

@@ -26,11 +26,13 @@ type metrics struct {
 	recordLateness   metric.Float64Histogram
 	droppedRecords   metric.Int64Counter
 	restoredRecords  metric.Int64Counter
+	panics           metric.Int64Counter
 
 	restoreRemaining atomic.Int64
 	lag              atomic.Pointer[[]partitionLag]
 	cacheHits        atomic.Int64
 	cacheMisses      atomic.Int64
+	workers          atomic.Int64
 	reg              metric.Registration
 }
 
@@ -62,11 +64,14 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	remaining, e6 := m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."))
 	lag, e7 := m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one processed and the partition's high watermark."))
 	hitRatio, e8 := m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."))
-	errs[6] = errors.Join(e6, e7, e8)
+	workers, e9 := m.Int64ObservableGauge("oxbow.workers", metric.WithDescription("Goroutines processing the instance's tasks (Config.Workers, or as App.SetWorkers set it)."))
+	x.panics, errs[8] = m.Int64Counter("oxbow.panics", metric.WithDescription("Panics in user code recovered by the engine (each also counts as a processing error)."))
+	errs[6] = errors.Join(e6, e7, e8, e9)
 	// One callback, unregistered when the instance stops, so that a process
 	// running many instances one after another does not keep them alive.
 	x.reg, errs[7] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(remaining, x.restoreRemaining.Load())
+		o.ObserveInt64(workers, x.workers.Load())
 		if l := x.lag.Load(); l != nil {
 			for _, p := range *l {
 				o.ObserveInt64(lag, p.lag, metric.WithAttributes(attribute.String("topic", p.topic), attribute.Int("partition", int(p.partition))))
@@ -76,7 +81,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 			o.ObserveFloat64(hitRatio, float64(h)/float64(h+m))
 		}
 		return nil
-	}, remaining, lag, hitRatio)
+	}, remaining, lag, hitRatio, workers)
 	return x, errors.Join(errs[:]...)
 }
 
@@ -84,6 +89,8 @@ func (m *metrics) processed(ctx context.Context, topic metric.MeasurementOption,
 	m.recordsProcessed.Add(ctx, 1, topic)
 	m.processLatency.Record(ctx, d.Seconds())
 }
+
+func (m *metrics) panicked(ctx context.Context) { m.panics.Add(ctx, 1) }
 
 func (m *metrics) commit(ctx context.Context, d time.Duration) {
 	m.commitLatency.Record(ctx, d.Seconds())

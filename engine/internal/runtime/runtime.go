@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type Runtime struct {
 	m    *metrics
 
 	state     atomic.Int32
+	workers   atomic.Int32 // SetWorkers; read at each round
 	stateMu   sync.Mutex
 	listeners []func(State)
 	ready     chan struct{}
@@ -126,6 +128,8 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
 	}
+	r.workers.Store(int32(cfg.Workers))
+	m.workers.Store(int64(cfg.Workers))
 	r.restorer = newRestorer(r, r.baseOpts())
 	prefix := &topicPlan{prefix: cfg.AppID}
 	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Standbys: max(cfg.Standbys, 0), Metadata: r.memberInfo})
@@ -517,14 +521,25 @@ func (r *Runtime) processAll(ctx context.Context) error {
 	return r.onWorkers(work, func(t *rtask) error { return t.run(ctx, now) })
 }
 
-// onWorkers runs fn for every task, on up to Workers goroutines; a task
-// goes to one of them. It returns the errors joined; a worker stops at its
-// first.
+// onWorkers runs fn for every task, on up to Workers goroutines (as set
+// when the round began: see SetWorkers); a task goes to one of them. It
+// returns the errors joined; a worker stops at its first. A panic that
+// escapes fn (user code panicking where no record is to blame, say while
+// the record cache flushes at a commit) becomes that worker's error, a
+// *PanicError, rather than ending the process.
 func (r *Runtime) onWorkers(tasks []*rtask, fn func(*rtask) error) error {
-	workers := min(r.cfg.Workers, len(tasks))
+	safe := func(t *rtask) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("engine: task %s: %w", t.id, newPanicError(p))
+			}
+		}()
+		return fn(t)
+	}
+	workers := min(int(r.workers.Load()), len(tasks))
 	if workers <= 1 {
 		for _, t := range tasks {
-			if err := fn(t); err != nil {
+			if err := safe(t); err != nil {
 				return err
 			}
 		}
@@ -540,7 +555,7 @@ func (r *Runtime) onWorkers(tasks []*rtask, fn func(*rtask) error) error {
 	for i := range workers {
 		wg.Go(func() {
 			for t := range ch {
-				if err := fn(t); err != nil {
+				if err := safe(t); err != nil {
 					errs[i] = err
 					return
 				}
@@ -550,6 +565,26 @@ func (r *Runtime) onWorkers(tasks []*rtask, fn func(*rtask) error) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// SetWorkers sets the number of goroutines that process the instance's
+// tasks, from the next round on. The work of a round (its tasks' buffered
+// records) is shared among the workers afresh every round, so the change
+// moves no partition, needs no rebalance, and loses or repeats nothing: a
+// round in progress finishes with the workers it began with.
+func (r *Runtime) SetWorkers(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("engine: SetWorkers(%d): at least one worker", n)
+	}
+	n = min(n, math.MaxInt32)
+	r.workers.Store(int32(n))
+	r.m.workers.Store(int64(n))
+	r.log.Info("workers set", "workers", n)
+	return nil
+}
+
+// Workers is the number of worker goroutines (Config.Workers, or as
+// SetWorkers last set it).
+func (r *Runtime) Workers() int { return int(r.workers.Load()) }
 
 // applyBackpressure pauses the partitions of tasks with full queues and
 // resumes the others.

@@ -193,10 +193,42 @@ func (t *rtask) run(ctx context.Context, now time.Time) error {
 		}
 	}
 	t.lastPunc = now
-	if err := t.t.Punctuate(now); err != nil {
+	if err := t.punctuate(now); err != nil {
 		return t.handleProcessError(ctx, nil, err)
 	}
 	return nil
+}
+
+// processFrom processes a record in the task's topology; a panic in it
+// (in user code) becomes a *PanicError, for the processing error policy.
+func (t *rtask) processFrom(src *topo.Source, in topo.Input) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = t.panicked(p)
+		}
+	}()
+	return t.t.ProcessFrom(src, in)
+}
+
+// punctuate runs the task's due wall-clock punctuators, a panic becoming
+// a *PanicError.
+func (t *rtask) punctuate(now time.Time) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = t.panicked(p)
+		}
+	}()
+	return t.t.Punctuate(now)
+}
+
+// panicked logs a recovered panic with its stack and returns it as an
+// error. The task carries on with its next record: the topology resets
+// what it keeps per record when the next one starts.
+func (t *rtask) panicked(p any) error {
+	pe := newPanicError(p)
+	t.r.log.Error("user code panicked", "task", t.id.String(), "panic", fmt.Sprint(p), "stack", string(pe.Stack))
+	t.r.m.panicked(context.Background())
+	return pe
 }
 
 func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) error {
@@ -223,11 +255,11 @@ func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) erro
 		var span trace.Span
 		pctx, span = r.cfg.Tracer.Start(pctx, q.spanName, trace.WithSpanKind(trace.SpanKindConsumer))
 		t.out.span = span.SpanContext()
-		err = t.t.ProcessFrom(q.src, in)
+		err = t.processFrom(q.src, in)
 		span.End()
 		t.out.span = trace.SpanContext{}
 	} else {
-		err = t.t.ProcessFrom(q.src, in)
+		err = t.processFrom(q.src, in)
 	}
 	if r.m.enabled {
 		r.m.processed(ctx, q.topicAttr, time.Since(start))
