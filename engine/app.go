@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -121,6 +122,19 @@ type Config struct {
 	// AdvertisedAddr is the host:port where this instance serves HTTP; the
 	// group tells every instance which one owns a key. Default: none.
 	AdvertisedAddr string
+	// Rack is where the instance runs (a rack, an availability zone):
+	// the client tag "rack" (see Tags), and the rack its Kafka clients
+	// fetch from, so that where brokers have replica.selector.class set to
+	// a rack-aware selector (KIP-392) they read from the nearest replica.
+	Rack string
+	// Tags are the instance's client tags, such as {"zone": "eu-1a",
+	// "cluster": "k1"} (Kafka Streams' client.tag.*). The group places each
+	// standby replica on an instance whose tags differ from those of the
+	// task's active instance (and of its other standbys) in as many tags
+	// as possible, before it balances standby counts; App.Assignment says
+	// why each standby sits where it does. Default: none (with Rack, just
+	// the rack).
+	Tags map[string]string
 	// Logger: default slog.Default().
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider: default no-op. Trace context travels
@@ -163,8 +177,9 @@ const (
 
 // Instance is one instance of an application as its group knows it.
 type Instance struct {
-	ID   string // Config.InstanceID
-	Addr string // Config.AdvertisedAddr
+	ID   string            // Config.InstanceID
+	Addr string            // Config.AdvertisedAddr
+	Tags map[string]string // Config.Tags, with Config.Rack as "rack"
 }
 
 // App is one instance of an application: it runs its share of a
@@ -260,6 +275,8 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Workers:            cfg.Workers,
 		MaxTaskIdle:        cfg.MaxTaskIdle,
 		AdvertisedAddr:     cfg.AdvertisedAddr,
+		Rack:               cfg.Rack,
+		Tags:               clientTags(cfg),
 		ProcessID:          cfg.InstanceID,
 		Logger:             cfg.Logger,
 		Meter:              meter,
@@ -344,7 +361,52 @@ func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
 func (a *App) Instances() []Instance {
 	var out []Instance
 	for _, m := range a.rt.Members() {
-		out = append(out, Instance{ID: m.ProcessID, Addr: m.Addr})
+		out = append(out, instanceOf(m))
+	}
+	return out
+}
+
+func instanceOf(m runtime.Instance) Instance {
+	return Instance{ID: m.ProcessID, Addr: m.Addr, Tags: m.Tags}
+}
+
+// clientTags are Config.Tags with Config.Rack as "rack".
+func clientTags(cfg Config) map[string]string {
+	if len(cfg.Tags) == 0 && cfg.Rack == "" {
+		return nil
+	}
+	tags := maps.Clone(cfg.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	if cfg.Rack != "" {
+		tags["rack"] = cfg.Rack
+	}
+	return tags
+}
+
+// TaskPlacement is where one task of the group runs, as of the last
+// rebalance, and why its standbys are where they are.
+type TaskPlacement struct {
+	Task     string // "<sub-topology>_<partition>"
+	Active   Instance
+	Standbys []Instance
+	// Why explains the standbys' placement by the instances' tags, one
+	// sentence per standby (empty without standbys).
+	Why string
+}
+
+// Assignment is the placement of every task of the group, as the last
+// rebalance decided it (every instance has the same), in task order. It
+// is empty before the instance's first assignment.
+func (a *App) Assignment() []TaskPlacement {
+	var out []TaskPlacement
+	for _, p := range a.rt.Placements() {
+		tp := TaskPlacement{Task: p.Task.String(), Active: instanceOf(p.Active), Why: p.Why}
+		for _, s := range p.Standbys {
+			tp.Standbys = append(tp.Standbys, instanceOf(s))
+		}
+		out = append(out, tp)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -358,6 +359,39 @@ func TestMinPosition(t *testing.T) {
 		if status != c.status || !strings.Contains(body, c.body) {
 			t.Errorf("GET %s: %d %s, want %d with %s", c.path, status, body, c.status, c.body)
 		}
+	}
+}
+
+// placed is an instance that knows the group's placement, as *engine.App
+// does.
+type placed struct{ *instance }
+
+func (placed) Workers() int { return 3 }
+func (placed) Instances() []engine.Instance {
+	return []engine.Instance{{ID: "i1", Tags: map[string]string{"rack": "r1"}}, {ID: "i2", Tags: map[string]string{"rack": "r2"}}}
+}
+func (placed) Assignment() []engine.TaskPlacement {
+	return []engine.TaskPlacement{{Task: "0_0", Active: engine.Instance{ID: "i1"}, Standbys: []engine.Instance{{ID: "i2"}}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}
+}
+
+// GET /status of an instance of a group tells its workers, its tags and
+// every task's placement with the reason for its standbys.
+func TestStatusPlacement(t *testing.T) {
+	in, reg := shop(t)
+	h, err := httpapi.New(httpapi.Config{Instance: placed{in}, Views: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	var st httpapi.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
+	}
+	want := httpapi.Status{Instance: "i1", State: "running", Tasks: []string{}, Position: st.Position, Workers: 3, Tags: map[string]string{"rack": "r1"},
+		Assignment: []httpapi.TaskStatus{{Task: "0_0", Active: "i1", Standbys: []string{"i2"}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("status %+v, want %+v", st, want)
 	}
 }
 

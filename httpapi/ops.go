@@ -35,6 +35,29 @@ type Status struct {
 	// Lag is, per input partition the instance processes, how many records
 	// it is behind the partition's end (with Config.Brokers).
 	Lag map[string]map[int32]int64 `json:"lag,omitempty"`
+	// Workers is the number of goroutines processing the instance's tasks.
+	Workers int `json:"workers,omitempty"`
+	// Tags are the instance's client tags (its rack, zone, …).
+	Tags map[string]string `json:"tags,omitempty"`
+	// Assignment is where every task of the group runs, and why each
+	// standby sits where it does.
+	Assignment []TaskStatus `json:"assignment,omitempty"`
+}
+
+// TaskStatus is one task's placement in Status.
+type TaskStatus struct {
+	Task     string   `json:"task"`
+	Active   string   `json:"active"`             // instance id
+	Standbys []string `json:"standbys,omitempty"` // instance ids
+	Why      string   `json:"why,omitempty"`      // the standbys' placement, by the instances' tags
+}
+
+// placer is what the status endpoint reads of the group's placement:
+// *engine.App.
+type placer interface {
+	Workers() int
+	Instances() []engine.Instance
+	Assignment() []engine.TaskPlacement
 }
 
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +68,21 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 			st.Tasks = ts
 		}
 		st.Standby, st.Restored, st.Skipped = rep.StandbyLag(), rep.RestoredRecords(), rep.Skipped()
+	}
+	if pl, ok := in.(placer); ok {
+		st.Workers = pl.Workers()
+		for _, m := range pl.Instances() {
+			if m.ID == st.Instance {
+				st.Tags = m.Tags
+			}
+		}
+		for _, p := range pl.Assignment() {
+			ts := TaskStatus{Task: p.Task, Active: p.Active.ID, Why: p.Why}
+			for _, s := range p.Standbys {
+				ts.Standbys = append(ts.Standbys, s.ID)
+			}
+			st.Assignment = append(st.Assignment, ts)
+		}
 	}
 	if len(a.cfg.Brokers) > 0 && len(st.Position) > 0 {
 		st.Lag = a.lag(r, st.Position)

@@ -80,6 +80,7 @@ type crashConfig struct {
 	// aggregate: the child runs the shoe store's inventory aggregate of
 	// this name (aggregateTopology) instead.
 	aggregate string
+	rack      string // Config.Rack; default none
 }
 
 func (c crashConfig) env() []string {
@@ -96,6 +97,7 @@ func (c crashConfig) env() []string {
 		"OXBOW_CRASH_ID="+c.id,
 		"OXBOW_CRASH_COMMIT="+c.commit.String(),
 		"OXBOW_CRASH_AGGREGATE="+c.aggregate,
+		"OXBOW_CRASH_RACK="+c.rack,
 	)
 }
 
@@ -113,6 +115,7 @@ func (c crashConfig) engineConfig() engine.Config {
 		Guarantee:       g,
 		CommitInterval:  cmp.Or(c.commit, 100*time.Millisecond),
 		SessionTimeout:  2 * time.Second,
+		Rack:            c.rack,
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -136,6 +139,7 @@ func TestCrashChild(t *testing.T) {
 		table:     os.Getenv("OXBOW_CRASH_TABLE") == "true",
 		id:        os.Getenv("OXBOW_CRASH_ID"),
 		aggregate: os.Getenv("OXBOW_CRASH_AGGREGATE"),
+		rack:      os.Getenv("OXBOW_CRASH_RACK"),
 	}
 	c.standbys, _ = strconv.Atoi(os.Getenv("OXBOW_CRASH_STANDBYS"))
 	c.commit, _ = time.ParseDuration(os.Getenv("OXBOW_CRASH_COMMIT"))

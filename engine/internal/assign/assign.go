@@ -107,6 +107,11 @@ type MemberInfo struct {
 	ProcessID string
 	// Addr is the instance's advertised HTTP address; empty if it serves none.
 	Addr string
+	// Tags are the instance's client tags, such as {"rack": "r1"} or
+	// {"zone": "eu-1a", "cluster": "k1"}: standbys go to instances whose
+	// tags differ from the active's (see [Assign]). A missing tag and an
+	// empty value are the same.
+	Tags map[string]string
 	// Active and Standby are the tasks the member ran in the last generation.
 	Active  []topo.TaskID
 	Standby []topo.TaskID
@@ -150,14 +155,25 @@ func (p Plan) Of(member string) (active, standby []topo.TaskID) {
 //     any sum) among those with room.
 //  3. The rest fill the members with room, spreading each sub-topology's
 //     tasks, then the task counts, evenly.
-//  4. Standbys go to members other than the active one, preferring those that
-//     hold the task's state (prior standbys, then by offset sum), with
-//     standby counts balanced like active ones where the constraints allow.
+//  4. Standbys go to members other than the active one, preferring the most
+//     distinct (below), then those that hold the task's state (prior
+//     standbys, then by offset sum), with standby counts balanced like
+//     active ones where the constraints allow.
 //
 // Each member's share of active tasks is ⌊T/M⌋ or ⌈T/M⌉, so counts differ by
 // at most one; with more members than tasks some members stay idle. Members
 // are ordered by process id, then member id, which breaks every tie: the same
 // input always gives the same plan.
+//
+// Standbys are rack aware, as with Kafka Streams' rack.aware.assignment.tags.
+// A member's distinctness for a replica of task t is the number of tag keys
+// (see [MemberInfo].Tags) for which its value differs from the value of t's
+// active member and of every replica of t already chosen. A more distinct
+// member wins over every other preference, balance included, so when racks
+// differ in size the smaller ones hold more standbys; evening out the
+// standby counts never moves a replica to a less distinct member. Without
+// tags every member's distinctness is 0, and standbys go by state and
+// balance alone.
 func Assign(members []Member, tasks []topo.TaskID, standbys int) (Plan, error) {
 	if len(members) == 0 {
 		return Plan{}, errors.New("assign: no members to assign tasks to")
@@ -241,6 +257,7 @@ type assigner struct {
 	perSub   []map[int]int // member -> sub -> active tasks
 	replicas map[topo.TaskID][]int
 	prior    []map[topo.TaskID]bool // member -> its standbys last generation
+	tagged   bool                   // some member has a tag
 }
 
 func newAssigner(ms []Member, ts []topo.TaskID) *assigner {
@@ -259,8 +276,25 @@ func newAssigner(ms []Member, ts []topo.TaskID) *assigner {
 		for _, t := range ms[i].Info.Standby {
 			a.prior[i][t] = true
 		}
+		a.tagged = a.tagged || hasTags(ms[i].Info.Tags)
 	}
 	return a
+}
+
+// distinctness is m's distinctness (see [Assign]) for a replica of t: the
+// number of tag keys for which m differs from t's active member and from
+// every replica of t but skip (a member index, or -1).
+func (a *assigner) distinctness(m int, t topo.TaskID, skip int) int {
+	if !a.tagged {
+		return 0
+	}
+	others := []map[string]string{a.ms[a.owner[t]].Info.Tags}
+	for _, r := range a.replicas[t] {
+		if r != skip {
+			others = append(others, a.ms[r].Info.Tags)
+		}
+	}
+	return distinctness(a.ms[m].Info.Tags, others)
 }
 
 func (a *assigner) give(t topo.TaskID, m int) {
@@ -407,13 +441,13 @@ func (a *assigner) standbys(n int) {
 	}
 	for range n {
 		for _, t := range a.ts {
-			best := -1
+			best, score := -1, 0
 			for m := range a.ms {
 				if m == a.owner[t] || slices.Contains(a.replicas[t], m) {
 					continue
 				}
-				if better(m, best, t) {
-					best = m
+				if d := a.distinctness(m, t, -1); best < 0 || d > score || d == score && better(m, best, t) {
+					best, score = m, d
 				}
 			}
 			// n < len(ms), so an eligible member always exists.
@@ -429,8 +463,9 @@ func (a *assigner) standbys(n int) {
 
 // evenStandbys repairs what the greedy placement could not keep even: while
 // one member has two standbys more than another, it moves one that the
-// other may hold, preferring one whose state the receiver has and the giver
-// lacks. Each move lowers the sum of squared counts, so this ends.
+// other may hold without lowering the task's distinctness, preferring one
+// whose state the receiver has and the giver lacks. Each move lowers the sum
+// of squared counts, so this ends.
 func (a *assigner) evenStandbys(count []int) {
 	claim := func(m int, t topo.TaskID) int64 {
 		if a.prior[m][t] {
@@ -454,7 +489,8 @@ func (a *assigner) evenStandbys(count []int) {
 				best, found := topo.TaskID{}, false
 				var bestTo, bestFrom int64
 				for _, t := range a.ts {
-					if !slices.Contains(a.replicas[t], from) || a.owner[t] == to || slices.Contains(a.replicas[t], to) {
+					if !slices.Contains(a.replicas[t], from) || a.owner[t] == to || slices.Contains(a.replicas[t], to) ||
+						a.distinctness(to, t, from) < a.distinctness(from, t, from) {
 						continue
 					}
 					ct, cf := claim(to, t), claim(from, t)

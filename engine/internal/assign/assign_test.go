@@ -302,8 +302,23 @@ func TestTasksCoPartitionError(t *testing.T) {
 	}
 }
 
-// checkPlan checks what every plan must satisfy.
+// checkPlan checks what every plan without tags must satisfy.
 func checkPlan(t *testing.T, p Plan, members []Member, tasks []topo.TaskID, standbys int) {
+	t.Helper()
+	checkPlaced(t, p, members, tasks, standbys)
+	slo, shi := len(tasks)*standbys, 0
+	for _, m := range members {
+		_, standby := p.Of(m.ID)
+		slo, shi = min(slo, len(standby)), max(shi, len(standby))
+	}
+	if shi-slo > 1 {
+		t.Errorf("standby task counts range from %d to %d", slo, shi)
+	}
+}
+
+// checkPlaced checks what every plan must satisfy, with tags or without:
+// standby counts may then differ more, for distinctness.
+func checkPlaced(t *testing.T, p Plan, members []Member, tasks []topo.TaskID, standbys int) {
 	t.Helper()
 	ids := map[string]bool{}
 	for _, m := range members {
@@ -331,17 +346,12 @@ func checkPlan(t *testing.T, p Plan, members []Member, tasks []topo.TaskID, stan
 		}
 	}
 	lo, hi := len(tasks), 0
-	slo, shi := len(tasks)*standbys, 0
 	for id := range ids {
-		active, standby := p.Of(id)
+		active, _ := p.Of(id)
 		lo, hi = min(lo, len(active)), max(hi, len(active))
-		slo, shi = min(slo, len(standby)), max(shi, len(standby))
 	}
 	if hi-lo > 1 {
 		t.Errorf("active task counts range from %d to %d", lo, hi)
-	}
-	if shi-slo > 1 {
-		t.Errorf("standby task counts range from %d to %d", slo, shi)
 	}
 }
 
@@ -435,5 +445,322 @@ func TestGroupsOf(t *testing.T) {
 	want := []Group{{Sub: 0, Topics: []string{"app-v1-by-customer-repartition", "orders"}}, {Sub: 1, Topics: []string{"clicks"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GroupsOf = %+v, want %+v", got, want)
+	}
+}
+
+// withTags gives m the tags of key-value pairs kv.
+func withTags(m Member, kv ...string) Member {
+	m.Info.Tags = map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m.Info.Tags[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func TestAssignRackAware(t *testing.T) {
+	zc := func(process, zone, cluster string, active ...topo.TaskID) Member {
+		return withTags(member(process, active...), "zone", zone, "cluster", cluster)
+	}
+	for _, tc := range []struct {
+		name     string
+		members  []Member
+		tasks    int32 // of sub-topology 0
+		standbys int
+		want     string // render's output
+	}{{
+		// The single member of r2 holds the standby of every task of r1,
+		// though that makes the standby counts uneven.
+		name: "every standby is in the other rack than its active",
+		members: []Member{
+			withTags(member("a"), "rack", "r1"),
+			withTags(member("b"), "rack", "r1"),
+			withTags(member("c"), "rack", "r2"),
+		},
+		tasks:    6,
+		standbys: 1,
+		want: "m-a: 0_0 0_3 | 0_2\n" +
+			"m-b: 0_1 0_4 | 0_5\n" +
+			"m-c: 0_2 0_5 | 0_0 0_1 0_3 0_4\n",
+	}, {
+		// Each standby differs from its active in both zone and cluster: a
+		// and d are each other's only such member; b's are c and e.
+		name: "a member that differs in two tags beats one that differs in one",
+		members: []Member{
+			zc("a", "z1", "k1"),
+			zc("b", "z1", "k2"),
+			zc("c", "z2", "k1"),
+			zc("d", "z2", "k2"),
+			zc("e", "z2", "k1"),
+		},
+		tasks:    5,
+		standbys: 1,
+		want: "m-a: 0_0 | 0_3\n" +
+			"m-b: 0_1 | 0_2 0_4\n" +
+			"m-c: 0_2 | 0_1\n" +
+			"m-d: 0_3 | 0_0\n" +
+			"m-e: 0_4 | \n",
+	}, {
+		// The first two replicas of a task complete the three racks (d is
+		// alone in r3); the third goes to a member of any rack.
+		name: "more standbys than racks",
+		members: []Member{
+			withTags(member("a"), "rack", "r1"),
+			withTags(member("b"), "rack", "r1"),
+			withTags(member("c"), "rack", "r2"),
+			withTags(member("d"), "rack", "r3"),
+			withTags(member("e"), "rack", "r2"),
+		},
+		tasks:    5,
+		standbys: 3,
+		want: "m-a: 0_0 | 0_2 0_3 0_4\n" +
+			"m-b: 0_1 | 0_0 0_3 0_4\n" +
+			"m-c: 0_2 | 0_0 0_1\n" +
+			"m-d: 0_3 | 0_0 0_1 0_2 0_4\n" +
+			"m-e: 0_4 | 0_1 0_2 0_3\n",
+	}, {
+		// Actives stay. Among the members of the other rack, 0_0's prior
+		// standby d keeps it and c's state wins 0_1; the prior standbys in
+		// the active's rack (a of 0_1, d of 0_2) lose theirs.
+		name: "stickiness and prior standbys hold among equally distinct members",
+		members: []Member{
+			withTags(withStandby(member("a", tk(0, 0)), tk(0, 1)), "rack", "r1"),
+			withTags(withStandby(member("b", tk(0, 1)), tk(0, 3)), "rack", "r1"),
+			withTags(withSums(member("c", tk(0, 2)), map[topo.TaskID]int64{tk(0, 1): 5}), "rack", "r2"),
+			withTags(withStandby(member("d", tk(0, 3)), tk(0, 0), tk(0, 2)), "rack", "r2"),
+		},
+		tasks:    4,
+		standbys: 1,
+		want: "m-a: 0_0 | 0_2\n" +
+			"m-b: 0_1 | 0_3\n" +
+			"m-c: 0_2 | 0_1\n" +
+			"m-d: 0_3 | 0_0\n",
+	}, {
+		name: "a member without the tag differs from those with it",
+		members: []Member{
+			withTags(member("a"), "rack", "r1"),
+			member("b"),
+			withTags(member("c"), "rack", "r1"),
+		},
+		tasks:    3,
+		standbys: 1,
+		want: "m-a: 0_0 | \n" +
+			"m-b: 0_1 | 0_0 0_2\n" +
+			"m-c: 0_2 | 0_1\n",
+	}, {
+		name: "the same tags everywhere change nothing",
+		members: []Member{
+			withTags(member("a"), "rack", "r1"),
+			withTags(member("b"), "rack", "r1"),
+			withTags(member("c"), "rack", "r1"),
+		},
+		tasks:    3,
+		standbys: 1,
+		want: "m-a: 0_0 | 0_2\n" +
+			"m-b: 0_1 | 0_0\n" +
+			"m-c: 0_2 | 0_1\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tasks := tasksOf(0, tc.tasks)
+			plan, err := Assign(tc.members, tasks, tc.standbys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(plan, tc.members); got != tc.want {
+				t.Errorf("plan:\n%s\nwant:\n%s", got, tc.want)
+			}
+			checkPlaced(t, plan, tc.members, tasks, tc.standbys)
+			checkDistinct(t, plan, tc.members)
+			rng := rand.New(rand.NewPCG(3, 4))
+			for range 5 {
+				ms := slices.Clone(tc.members)
+				rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+				again, err := Assign(ms, tasks, tc.standbys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(again, plan) {
+					t.Fatalf("shuffled input gave\n%s\nwant\n%s", render(again, ms), render(plan, ms))
+				}
+			}
+		})
+	}
+}
+
+// checkDistinct checks that every task whose active has a member with other
+// tags than its own has a standby with other tags.
+func checkDistinct(t *testing.T, p Plan, members []Member) {
+	t.Helper()
+	tags := map[string]map[string]string{}
+	for _, m := range members {
+		tags[m.ID] = m.Info.Tags
+	}
+	for task, owner := range p.Active {
+		if len(p.Standby[task]) == 0 {
+			continue
+		}
+		possible := slices.ContainsFunc(members, func(m Member) bool {
+			return m.ID != owner && len(differing(m.Info.Tags, tags[owner])) > 0
+		})
+		found := slices.ContainsFunc(p.Standby[task], func(id string) bool {
+			return len(differing(tags[id], tags[owner])) > 0
+		})
+		if possible && !found {
+			t.Errorf("task %s: every standby %v has the tags %v of the active %s", task, p.Standby[task], tags[owner], owner)
+		}
+	}
+}
+
+// TestAssignRackAwareRandom checks the invariants and distinctness on random
+// groups in random racks, and that one rack for all is as no tags.
+func TestAssignRackAwareRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 13))
+	for round := range 200 {
+		var tasks []topo.TaskID
+		for s := range 1 + rng.IntN(2) {
+			tasks = append(tasks, tasksOf(s, int32(1+rng.IntN(10)))...)
+		}
+		standbys := rng.IntN(4)
+		var members, untagged, oneRack []Member
+		for i := range 1 + rng.IntN(7) {
+			m := member(fmt.Sprintf("p%02d", i))
+			m.Info.Standby = []topo.TaskID{tasks[rng.IntN(len(tasks))]}
+			m.Info.OffsetSums = map[topo.TaskID]int64{tasks[rng.IntN(len(tasks))]: rng.Int64N(100)}
+			untagged = append(untagged, m)
+			oneRack = append(oneRack, withTags(m, "rack", "r"))
+			if r := rng.IntN(4); r > 0 {
+				m = withTags(m, "rack", fmt.Sprint("r", r))
+			}
+			members = append(members, m)
+		}
+		plan, err := Assign(members, tasks, standbys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPlaced(t, plan, members, tasks, standbys)
+		checkDistinct(t, plan, members)
+		want, err := Assign(untagged, tasks, standbys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Assign(oneRack, tasks, standbys); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("one rack for all gave\n%s\nwithout tags\n%s", render(got, oneRack), render(want, untagged))
+		}
+		if t.Failed() {
+			t.Fatalf("round %d:\n%s", round, render(plan, members))
+		}
+	}
+}
+
+// TestDistinctness checks the count of differing keys: a key counts when the
+// value differs from every other's, a missing tag being "".
+func TestDistinctness(t *testing.T) {
+	m := func(kv ...string) map[string]string {
+		r := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			r[kv[i]] = kv[i+1]
+		}
+		return r
+	}
+	for _, c := range []struct {
+		tags   map[string]string
+		others []map[string]string
+		want   int
+	}{
+		{nil, nil, 0},
+		{m("rack", "r1"), []map[string]string{m("rack", "r2")}, 1},
+		{m("rack", "r1"), []map[string]string{m("rack", "r1")}, 0},
+		{nil, []map[string]string{m("rack", "r1"), m("rack", "r2")}, 1},
+		{nil, []map[string]string{m("rack", "r1"), nil}, 0},
+		{m("zone", "z1", "cluster", "k1"), []map[string]string{m("zone", "z2", "cluster", "k2"), m("zone", "z3", "cluster", "k1")}, 1},
+		// zone differs from both; cluster: "" differs from k2 and k1; x: ""
+		// is also the first map's value.
+		{m("zone", "z1"), []map[string]string{m("zone", "z2", "cluster", "k2"), m("cluster", "k1", "x", "y")}, 2},
+	} {
+		if got := distinctness(c.tags, c.others); got != c.want {
+			t.Errorf("distinctness(%v, %v) = %d, want %d", c.tags, c.others, got, c.want)
+		}
+	}
+}
+
+// inst builds an instance whose member id is "m-" + its process id, with
+// the tags of key-value pairs kv.
+func inst(process string, kv ...string) Instance {
+	in := Instance{MemberID: "m-" + process, ProcessID: process}
+	if len(kv) > 0 {
+		in.Tags = map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			in.Tags[kv[i]] = kv[i+1]
+		}
+	}
+	return in
+}
+
+func TestExplain(t *testing.T) {
+	p1, p2, p3, p4 := inst("p1", "rack", "r1"), inst("p2", "rack", "r2"), inst("p3", "rack", "r1"), inst("p4", "rack", "r2")
+	for _, tc := range []struct {
+		name    string
+		members []Instance
+		tasks   map[topo.TaskID]Placement
+		want    map[topo.TaskID]string
+	}{{
+		name:    "standbys in the other rack; none, no sentence",
+		members: []Instance{p1, p2, p3},
+		tasks: map[topo.TaskID]Placement{
+			tk(0, 0): {Active: p1, Standbys: []Instance{p2}},
+			tk(0, 1): {Active: p2, Standbys: []Instance{p3}},
+			tk(0, 2): {Active: p3},
+		},
+		want: map[topo.TaskID]string{
+			tk(0, 0): "standby on p2 (rack=r2): differs from the active p1 (rack=r1) in rack",
+			tk(0, 1): "standby on p3 (rack=r1): differs from the active p2 (rack=r2) in rack",
+		},
+	}, {
+		name:    "one rack",
+		members: []Instance{p1, p3},
+		tasks:   map[topo.TaskID]Placement{tk(0, 0): {Active: p1, Standbys: []Instance{p3}}},
+		want:    map[topo.TaskID]string{tk(0, 0): "standby on p3 (rack=r1): same tags as the active p1 — no instance has other tags"},
+	}, {
+		name:    "the other rack holds a standby already",
+		members: []Instance{p1, p2, p3},
+		tasks:   map[topo.TaskID]Placement{tk(0, 0): {Active: p1, Standbys: []Instance{p2, p3}}},
+		want: map[topo.TaskID]string{tk(0, 0): "standby on p2 (rack=r2): differs from the active p1 (rack=r1) in rack; " +
+			"standby on p3 (rack=r1): same tags as the active p1 — every instance with other tags holds another standby"},
+	}, {
+		name:    "a free instance in the other rack is no more distinct",
+		members: []Instance{p1, p2, p3, p4},
+		tasks:   map[topo.TaskID]Placement{tk(0, 0): {Active: p1, Standbys: []Instance{p2, p3}}},
+		want: map[topo.TaskID]string{tk(0, 0): "standby on p2 (rack=r2): differs from the active p1 (rack=r1) in rack; " +
+			"standby on p3 (rack=r1): same tags as the active p1 — no free instance is more distinct"},
+	}, {
+		name:    "a free instance in a third rack is more distinct",
+		members: []Instance{p1, p2, p3, inst("p5", "rack", "r3")},
+		tasks:   map[topo.TaskID]Placement{tk(0, 0): {Active: p1, Standbys: []Instance{p2, p3}}},
+		want: map[topo.TaskID]string{tk(0, 0): "standby on p2 (rack=r2): differs from the active p1 (rack=r1) in rack; " +
+			"standby on p3 (rack=r1): same tags as the active p1 — kept for balance"},
+	}, {
+		name:    "two tags; a missing one",
+		members: []Instance{inst("a", "zone", "z1", "cluster", "k1"), inst("b", "zone", "z2", "cluster", "k2"), inst("c", "zone", "z1")},
+		tasks: map[topo.TaskID]Placement{
+			tk(0, 0): {Active: inst("a", "zone", "z1", "cluster", "k1"), Standbys: []Instance{inst("b", "zone", "z2", "cluster", "k2")}},
+			tk(0, 1): {Active: inst("a", "zone", "z1", "cluster", "k1"), Standbys: []Instance{inst("c", "zone", "z1")}},
+			tk(0, 2): {Active: inst("c", "zone", "z1"), Standbys: []Instance{inst("b", "zone", "z2", "cluster", "k2")}},
+		},
+		want: map[topo.TaskID]string{
+			tk(0, 0): "standby on b (cluster=k2,zone=z2): differs from the active a (cluster=k1,zone=z1) in cluster, zone",
+			tk(0, 1): "standby on c (zone=z1): differs from the active a (cluster=k1,zone=z1) in cluster",
+			tk(0, 2): "standby on b (cluster=k2,zone=z2): differs from the active c (zone=z1) in cluster, zone",
+		},
+	}, {
+		name:    "no tags",
+		members: []Instance{inst("a"), inst("b")},
+		tasks:   map[topo.TaskID]Placement{tk(0, 0): {Active: inst("a"), Standbys: []Instance{inst("b")}}},
+		want:    map[topo.TaskID]string{tk(0, 0): "standby on b: no instance has tags, placed by state and balance"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Assignment{Members: tc.members, Tasks: tc.tasks}
+			if got := a.Explain(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Explain() =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
 	}
 }

@@ -29,9 +29,11 @@ type Config struct {
 	// members. Default 0.
 	Standbys int
 	// Metadata is called at every join for what this member tells the
-	// leader. Its Active and Standby are usually Current().Active and
-	// .Standby; its OffsetSums come from the local state. Default: an empty
-	// MemberInfo, which gives up stickiness.
+	// leader. Its ProcessID, Addr and Tags are the instance's own (Tags are
+	// its client tags, which make standbys rack aware; see [Assign]); its
+	// Active and Standby are usually Current().Active and .Standby; its
+	// OffsetSums come from the local state. Default: an empty MemberInfo,
+	// which gives up stickiness.
 	Metadata func() MemberInfo
 }
 
@@ -39,7 +41,8 @@ type Config struct {
 type Instance struct {
 	MemberID  string // the Kafka group member id in this generation
 	ProcessID string
-	Addr      string // advertised HTTP address; may be empty
+	Addr      string            // advertised HTTP address; may be empty
+	Tags      map[string]string // client tags (see [MemberInfo]); may be nil
 }
 
 // Placement says where a task runs.
@@ -224,7 +227,7 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	}
 	index := map[string]int{}
 	for i, m := range members {
-		w.members[i] = Instance{MemberID: m.ID, ProcessID: m.Info.ProcessID, Addr: m.Info.Addr}
+		w.members[i] = Instance{MemberID: m.ID, ProcessID: m.Info.ProcessID, Addr: m.Info.Addr, Tags: m.Info.Tags}
 		index[m.ID] = i
 	}
 	for _, t := range tasks {

@@ -117,6 +117,38 @@ func TestBalancerWithoutKafka(t *testing.T) {
 	}
 }
 
+// TestBalancerTags checks that tags go from each member's Metadata through
+// the leader to every member, which explains the placement alike.
+func TestBalancerTags(t *testing.T) {
+	groups := []Group{{Sub: 0, Topics: []string{"orders"}}}
+	racks := map[string]string{"m1": "r1", "m2": "r1", "m3": "r2"}
+	bs := map[string]*Balancer{}
+	for id, rack := range racks {
+		bs[id] = New(Config{Groups: groups, Standbys: 1, Metadata: func() MemberInfo {
+			return MemberInfo{ProcessID: "p-" + id, Tags: map[string]string{"rack": rack}}
+		}})
+	}
+	if _, err := syncGroup(t, bs["m1"], bs, map[string]int32{"orders": 3}, []string{"orders"}); err != nil {
+		t.Fatal(err)
+	}
+	a := bs["m2"].Current()
+	for _, m := range a.Members {
+		if want := racks[m.MemberID]; m.Tags["rack"] != want || len(m.Tags) != 1 {
+			t.Errorf("member %s has tags %v, want rack=%s", m.MemberID, m.Tags, want)
+		}
+	}
+	want := map[topo.TaskID]string{
+		{Partition: 0}: "standby on p-m3 (rack=r2): differs from the active p-m1 (rack=r1) in rack",
+		{Partition: 1}: "standby on p-m3 (rack=r2): differs from the active p-m2 (rack=r1) in rack",
+		{Partition: 2}: "standby on p-m1 (rack=r1): differs from the active p-m3 (rack=r2) in rack",
+	}
+	for id, b := range bs {
+		if got := b.Current().Explain(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s explains\n%q\nwant\n%q", id, got, want)
+		}
+	}
+}
+
 func TestNewPanicsOnWiringMistakes(t *testing.T) {
 	for _, cfg := range []Config{
 		{Standbys: -1},

@@ -9,12 +9,25 @@
 // topics with different counts fail the rebalance with a [*CoPartitionError].
 //
 // Each member joins with a [MemberInfo] in its consumer-protocol UserData: its
-// process id and advertised HTTP address, the tasks it ran active and standby
-// last generation, and an offset sum for each task whose state it holds
-// locally. The leader runs [Assign] — sticky, then most-caught-up state, then
-// even counts, then standby replicas — and sends every member the complete
-// placement of every task, so that any instance can find the instance that
-// owns a key ([Assignment.KeyOwner], [Partition]).
+// process id, advertised HTTP address and client tags, the tasks it ran active
+// and standby last generation, and an offset sum for each task whose state it
+// holds locally. The leader runs [Assign] — sticky, then most-caught-up state,
+// then even counts, then standby replicas — and sends every member the
+// complete placement of every task, so that any instance can find the
+// instance that owns a key ([Assignment.KeyOwner], [Partition]).
+//
+// Standby placement is rack aware, as with Kafka Streams'
+// rack.aware.assignment.tags and client.tag.* (KIP-708). An instance's tags
+// say where it runs, such as {"rack": "r1"} or {"zone": "eu-1a", "cluster":
+// "k1"}; each standby replica goes to a member whose tags differ from those
+// of the task's active member and of its other replicas in as many keys as
+// possible, and only among equally distinct members do state and balance
+// decide. A task thus keeps a copy through the loss of a rack whenever
+// another rack has a member, at the price of uneven standby counts when the
+// racks differ in size. Every member learns every member's tags with the
+// assignment, so any instance can say why a standby sits where it does
+// ([Assignment.Explain]). Without tags, the plan is the same as before tags
+// existed.
 //
 // [Assign] is a pure function, so the algorithm is tested without Kafka:
 //

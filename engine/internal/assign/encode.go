@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -13,31 +14,39 @@ import (
 // The encodings of the UserData this balancer puts into Kafka's consumer
 // member metadata and member assignment. Both start with a version byte.
 //
-// Member metadata, version 1:
+// Member metadata, version 2:
 //
-//	version    byte (1)
+//	version    byte (2)
 //	process id string
 //	addr       string
 //	active     uvarint n, n tasks
 //	standby    uvarint n, n tasks
 //	offset sums uvarint n, n × (task, varint sum)
+//	tags       uvarint n, n × (key string, value string)
 //
-// Assignment, version 1:
+// Assignment, version 2:
 //
-//	version    byte (1)
+//	version    byte (2)
 //	generation varint
 //	self       uvarint: index into members
-//	members    uvarint n, n × (member id string, process id string, addr string)
+//	members    uvarint n, n × (member id string, process id string, addr string,
+//	                           uvarint k, k × (tag key string, tag value string))
 //	tasks      uvarint n, n × (task, uvarint active member index,
 //	                           uvarint k, k × uvarint standby member index)
 //
 // A string is a uvarint length and its bytes; a task is uvarint sub-topology
-// and uvarint partition. Lists are sorted, so the same content always encodes
-// to the same bytes (Kafka compares member metadata to decide whether a
-// rejoin changes anything).
+// and uvarint partition. Lists are sorted (tags by key), so the same content
+// always encodes to the same bytes (Kafka compares member metadata to decide
+// whether a rejoin changes anything).
+//
+// Version 1 of both is version 2 without tags. Both are read, and version 1
+// is still written when there are no tags (member metadata: the member has
+// none; assignment: no member has any), so that members of a build that reads
+// only version 1 keep working with this one in a group without tags, as
+// during a rolling upgrade.
 const (
-	memberVersion     byte = 1
-	assignmentVersion byte = 1
+	memberVersion     byte = 2
+	assignmentVersion byte = 2
 )
 
 // ErrVersion is wrapped by decoding errors for an encoding version this build
@@ -54,6 +63,15 @@ func appendTask(b []byte, t topo.TaskID) []byte {
 	return binary.AppendUvarint(b, uint64(t.Partition))
 }
 
+func appendTags(b []byte, tags map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(tags)))
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		b = appendString(b, k)
+		b = appendString(b, tags[k])
+	}
+	return b
+}
+
 func appendTasks(b []byte, ts []topo.TaskID) []byte {
 	ts = slices.SortedFunc(slices.Values(ts), compareTasks)
 	ts = slices.Compact(ts)
@@ -65,7 +83,11 @@ func appendTasks(b []byte, ts []topo.TaskID) []byte {
 }
 
 func encodeMember(info MemberInfo) []byte {
-	b := []byte{memberVersion}
+	version := byte(1)
+	if len(info.Tags) > 0 {
+		version = memberVersion
+	}
+	b := []byte{version}
 	b = appendString(b, info.ProcessID)
 	b = appendString(b, info.Addr)
 	b = appendTasks(b, info.Active)
@@ -80,13 +102,17 @@ func encodeMember(info MemberInfo) []byte {
 		b = appendTask(b, t)
 		b = binary.AppendVarint(b, info.OffsetSums[t])
 	}
+	if version >= 2 {
+		b = appendTags(b, info.Tags)
+	}
 	return b
 }
 
 func decodeMember(b []byte) (MemberInfo, error) {
 	var info MemberInfo
 	r := reader{b: b, what: "member metadata"}
-	if err := r.version(memberVersion); err != nil {
+	version, err := r.version(memberVersion)
+	if err != nil {
 		return info, err
 	}
 	info.ProcessID = r.string()
@@ -99,6 +125,9 @@ func decodeMember(b []byte) (MemberInfo, error) {
 			t := r.task()
 			info.OffsetSums[t] = r.varint()
 		}
+	}
+	if version >= 2 {
+		info.Tags = r.tags()
 	}
 	return info, r.done()
 }
@@ -114,7 +143,11 @@ type wireAssignment struct {
 }
 
 func encodeAssignment(w wireAssignment) []byte {
-	b := []byte{assignmentVersion}
+	version := byte(1)
+	if slices.ContainsFunc(w.members, func(m Instance) bool { return len(m.Tags) > 0 }) {
+		version = assignmentVersion
+	}
+	b := []byte{version}
 	b = binary.AppendVarint(b, int64(w.generation))
 	b = binary.AppendUvarint(b, uint64(w.self))
 	b = binary.AppendUvarint(b, uint64(len(w.members)))
@@ -122,6 +155,9 @@ func encodeAssignment(w wireAssignment) []byte {
 		b = appendString(b, m.MemberID)
 		b = appendString(b, m.ProcessID)
 		b = appendString(b, m.Addr)
+		if version >= 2 {
+			b = appendTags(b, m.Tags)
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.tasks)))
 	for _, t := range w.tasks {
@@ -137,7 +173,8 @@ func encodeAssignment(w wireAssignment) []byte {
 
 func decodeAssignment(b []byte) (Assignment, error) {
 	r := reader{b: b, what: "assignment"}
-	if err := r.version(assignmentVersion); err != nil {
+	version, err := r.version(assignmentVersion)
+	if err != nil {
 		return Assignment{}, err
 	}
 	gen := r.varint()
@@ -145,9 +182,16 @@ func decodeAssignment(b []byte) (Assignment, error) {
 		r.fail("generation %d is out of range", gen)
 	}
 	self := r.uvarint()
-	members := make([]Instance, r.count(3))
+	minSize := 3
+	if version >= 2 {
+		minSize = 4
+	}
+	members := make([]Instance, r.count(minSize))
 	for i := range members {
 		members[i] = Instance{MemberID: r.string(), ProcessID: r.string(), Addr: r.string()}
+		if version >= 2 {
+			members[i].Tags = r.tags()
+		}
 	}
 	member := func() Instance {
 		i := r.uvarint()
@@ -219,15 +263,17 @@ func (r *reader) fail(format string, args ...any) {
 	}
 }
 
-func (r *reader) version(want byte) error {
+// version reads the version byte, which must be from 1 to latest.
+func (r *reader) version(latest byte) (byte, error) {
 	if len(r.b) == 0 {
-		return fmt.Errorf("assign: %s is empty; is the member running an Oxbow balancer?", r.what)
+		return 0, fmt.Errorf("assign: %s is empty; is the member running an Oxbow balancer?", r.what)
 	}
-	if got := r.b[0]; got != want {
-		return fmt.Errorf("%w: %s version %d, this build reads version %d", ErrVersion, r.what, got, want)
+	got := r.b[0]
+	if got < 1 || got > latest {
+		return 0, fmt.Errorf("%w: %s version %d, this build reads versions 1 to %d", ErrVersion, r.what, got, latest)
 	}
 	r.b = r.b[1:]
-	return nil
+	return got, nil
 }
 
 func (r *reader) uvarint() uint64 {
@@ -297,6 +343,23 @@ func (r *reader) tasks() []topo.TaskID {
 		ts[i] = r.task()
 	}
 	return ts
+}
+
+// tags reads a tag list; nil if it is empty.
+func (r *reader) tags() map[string]string {
+	n := r.count(2)
+	if n == 0 {
+		return nil
+	}
+	tags := make(map[string]string, n)
+	for range n {
+		k, v := r.string(), r.string()
+		if _, dup := tags[k]; dup {
+			r.fail("tag %q appears twice", k)
+		}
+		tags[k] = v
+	}
+	return tags
 }
 
 func (r *reader) done() error {

@@ -3,6 +3,8 @@ package assign
 import (
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
@@ -17,6 +19,12 @@ func TestMemberRoundTrip(t *testing.T) {
 			Active:     []topo.TaskID{tk(0, 1), tk(2, 300)},
 			Standby:    []topo.TaskID{tk(1, 0)},
 			OffsetSums: map[topo.TaskID]int64{tk(0, 1): 1 << 40, tk(1, 0): 0, tk(3, 3): -2},
+		},
+		{ProcessID: "a", Tags: map[string]string{"rack": "r1"}},
+		{
+			ProcessID: "b",
+			Active:    []topo.TaskID{tk(0, 0)},
+			Tags:      map[string]string{"zone": "eu-1a", "cluster": "k1", "empty": ""},
 		},
 	} {
 		got, err := decodeMember(encodeMember(info))
@@ -35,6 +43,80 @@ func TestMemberEncodingIsDeterministic(t *testing.T) {
 	if string(encodeMember(a)) != string(encodeMember(b)) {
 		t.Error("the same member info encodes differently")
 	}
+	// Map iteration order varies from one range to the next.
+	a.Tags = map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6"}
+	first := encodeMember(a)
+	for range 20 {
+		if string(encodeMember(a)) != string(first) {
+			t.Fatal("the same tags encode differently")
+		}
+	}
+}
+
+// TestEncodingVersions checks that version 2 is written only with tags, so
+// that a build reading only version 1 still reads what has none.
+func TestEncodingVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want byte
+	}{
+		{"member without tags", encodeMember(MemberInfo{ProcessID: "a"}), 1},
+		{"member with tags", encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"rack": "r1"}}), 2},
+		{"assignment without tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n"}}}), 1},
+		{"assignment with a member with tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n", Tags: map[string]string{"rack": "r1"}}}}), 2},
+	} {
+		if tc.b[0] != tc.want {
+			t.Errorf("%s: version %d, want %d", tc.name, tc.b[0], tc.want)
+		}
+	}
+}
+
+// str encodes s as the encodings do, for blobs built by hand.
+func str(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+
+func TestDecodeMember(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    [][]byte
+		want MemberInfo
+	}{{
+		name: "version 1",
+		b: [][]byte{
+			{1}, str("proc-a"), str("http://a:80"),
+			{1, 0, 2},     // active 0_2
+			{1, 1, 0},     // standby 1_0
+			{1, 1, 0, 14}, // offset sum of 1_0: 7
+		},
+		want: MemberInfo{
+			ProcessID:  "proc-a",
+			Addr:       "http://a:80",
+			Active:     []topo.TaskID{tk(0, 2)},
+			Standby:    []topo.TaskID{tk(1, 0)},
+			OffsetSums: map[topo.TaskID]int64{tk(1, 0): 7},
+		},
+	}, {
+		name: "version 2",
+		b: [][]byte{
+			{2}, str("proc-a"), str(""),
+			{0}, {0}, {0},
+			{2}, str("cluster"), str("k1"), str("zone"), str("eu-1a"),
+		},
+		want: MemberInfo{ProcessID: "proc-a", Tags: map[string]string{"cluster": "k1", "zone": "eu-1a"}},
+	}, {
+		name: "version 2 without tags",
+		b:    [][]byte{{2}, str("proc-a"), str(""), {0}, {0}, {0}, {0}},
+		want: MemberInfo{ProcessID: "proc-a"},
+	}} {
+		got, err := decodeMember(slices.Concat(tc.b...))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: decoded %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestAssignmentRoundTrip(t *testing.T) {
@@ -42,9 +124,9 @@ func TestAssignmentRoundTrip(t *testing.T) {
 		generation: 42,
 		self:       1,
 		members: []Instance{
-			{MemberID: "m-a", ProcessID: "a", Addr: "http://a:80"},
+			{MemberID: "m-a", ProcessID: "a", Addr: "http://a:80", Tags: map[string]string{"rack": "r1", "zone": "z"}},
 			{MemberID: "m-b", ProcessID: "b"},
-			{MemberID: "m-c", ProcessID: "c", Addr: "http://c:80"},
+			{MemberID: "m-c", ProcessID: "c", Addr: "http://c:80", Tags: map[string]string{"rack": "r2"}},
 		},
 		tasks:   []topo.TaskID{tk(0, 0), tk(0, 1), tk(1, 0)},
 		active:  map[topo.TaskID]int{tk(0, 0): 0, tk(0, 1): 1, tk(1, 0): 2},
@@ -73,21 +155,57 @@ func TestAssignmentRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDecodeVersionMismatch(t *testing.T) {
-	m := encodeMember(MemberInfo{ProcessID: "a"})
-	m[0] = memberVersion + 1
-	if _, err := decodeMember(m); !errors.Is(err, ErrVersion) {
-		t.Errorf("member: err = %v, want ErrVersion", err)
+func TestDecodeAssignmentVersion1(t *testing.T) {
+	b := slices.Concat(
+		[]byte{1},
+		[]byte{14}, // generation 7
+		[]byte{1},  // self: m-b
+		[]byte{2}, str("m-a"), str("a"), str("http://a:80"), str("m-b"), str("b"), str(""),
+		[]byte{2},
+		[]byte{0, 0, 0, 1, 1}, // 0_0 on m-a, standby on m-b
+		[]byte{0, 1, 1, 0},    // 0_1 on m-b
+	)
+	got, err := decodeAssignment(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	a := encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}}})
-	a[0] = assignmentVersion + 1
-	if _, err := decodeAssignment(a); !errors.Is(err, ErrVersion) {
-		t.Errorf("assignment: err = %v, want ErrVersion", err)
+	a, bi := Instance{MemberID: "m-a", ProcessID: "a", Addr: "http://a:80"}, Instance{MemberID: "m-b", ProcessID: "b"}
+	want := Assignment{
+		Generation: 7,
+		Self:       bi,
+		Active:     []topo.TaskID{tk(0, 1)},
+		Standby:    []topo.TaskID{tk(0, 0)},
+		Members:    []Instance{a, bi},
+		Tasks: map[topo.TaskID]Placement{
+			tk(0, 0): {Active: a, Standbys: []Instance{bi}},
+			tk(0, 1): {Active: bi},
+		},
+		Partitions: map[int]int32{0: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestDecodeVersionMismatch(t *testing.T) {
+	for _, v := range []byte{0, memberVersion + 1} {
+		m := encodeMember(MemberInfo{ProcessID: "a"})
+		m[0] = v
+		if _, err := decodeMember(m); !errors.Is(err, ErrVersion) {
+			t.Errorf("member version %d: err = %v, want ErrVersion", v, err)
+		}
+	}
+	for _, v := range []byte{0, assignmentVersion + 1} {
+		a := encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}}})
+		a[0] = v
+		if _, err := decodeAssignment(a); !errors.Is(err, ErrVersion) {
+			t.Errorf("assignment version %d: err = %v, want ErrVersion", v, err)
+		}
 	}
 }
 
 func TestDecodeCorrupt(t *testing.T) {
-	m := encodeMember(MemberInfo{ProcessID: "abc", Active: []topo.TaskID{tk(0, 1)}, OffsetSums: map[topo.TaskID]int64{tk(0, 1): 9}})
+	m := encodeMember(MemberInfo{ProcessID: "abc", Active: []topo.TaskID{tk(0, 1)}, OffsetSums: map[topo.TaskID]int64{tk(0, 1): 9}, Tags: map[string]string{"rack": "r1"}})
 	for i := range len(m) {
 		if _, err := decodeMember(m[:i]); err == nil {
 			t.Errorf("member truncated to %d bytes decoded", i)
@@ -96,8 +214,12 @@ func TestDecodeCorrupt(t *testing.T) {
 	if _, err := decodeMember(append(m, 0)); err == nil {
 		t.Error("member with a trailing byte decoded")
 	}
+	dup := slices.Concat([]byte{2}, str("a"), str(""), []byte{0, 0, 0, 2}, str("rack"), str("r1"), str("rack"), str("r2"))
+	if _, err := decodeMember(dup); err == nil || !strings.Contains(err.Error(), `tag "rack" appears twice`) {
+		t.Errorf("member with a tag twice: err = %v", err)
+	}
 	w := wireAssignment{
-		members: []Instance{{MemberID: "m"}},
+		members: []Instance{{MemberID: "m", Tags: map[string]string{"rack": "r1"}}},
 		tasks:   []topo.TaskID{tk(0, 0)},
 		active:  map[topo.TaskID]int{tk(0, 0): 0},
 	}
@@ -121,6 +243,8 @@ func TestDecodeCorrupt(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(encodeMember(MemberInfo{ProcessID: "a", Active: []topo.TaskID{tk(0, 1)}}))
 	f.Add(encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}}, tasks: []topo.TaskID{tk(0, 0)}, active: map[topo.TaskID]int{}}))
+	f.Add(encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"rack": "r1"}}))
+	f.Add(encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m", Tags: map[string]string{"rack": "r1"}}}, tasks: []topo.TaskID{tk(0, 0)}, active: map[topo.TaskID]int{}}))
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if info, err := decodeMember(b); err == nil {

@@ -97,6 +97,8 @@ type Config struct {
 	MaxTaskIdle    time.Duration
 	AdvertisedAddr string
 	ProcessID      string
+	Rack           string            // the Kafka clients' rack (kgo.Rack)
+	Tags           map[string]string // client tags, for rack-aware standbys
 	Logger         *slog.Logger
 	Meter          metric.Meter
 	Tracer         trace.Tracer

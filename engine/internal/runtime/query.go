@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -65,6 +66,30 @@ func (r *Runtime) Owner(store string, key []byte) (Instance, bool, error) {
 // the first assignment).
 func (r *Runtime) Members() []Instance {
 	return r.balancer.Current().Members
+}
+
+// TaskPlacement is where a task runs, and why its standbys are where they
+// are (assign.Assignment.Explain).
+type TaskPlacement struct {
+	Task     topo.TaskID
+	Active   Instance
+	Standbys []Instance
+	Why      string
+}
+
+// Placements is every task's placement as of the last rebalance, in task
+// order.
+func (r *Runtime) Placements() []TaskPlacement {
+	cur := r.balancer.Current()
+	why := cur.Explain()
+	out := make([]TaskPlacement, 0, len(cur.Tasks))
+	for t, p := range cur.Tasks {
+		out = append(out, TaskPlacement{Task: t, Active: p.Active, Standbys: p.Standbys, Why: why[t]})
+	}
+	slices.SortFunc(out, func(a, b TaskPlacement) int {
+		return cmp.Or(cmp.Compare(a.Task.Sub, b.Task.Sub), cmp.Compare(a.Task.Partition, b.Task.Partition))
+	})
+	return out
 }
 
 // LocalStore returns a read-only view of the committed state of a store on

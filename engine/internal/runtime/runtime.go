@@ -351,6 +351,9 @@ func (r *Runtime) baseOpts() []kgo.Opt {
 		// a hundred times a second while topics are created or move.
 		// KafkaOptions may say otherwise.
 		kgo.MetadataMinAge(100 * time.Millisecond),
+		// Fetch from the nearest replica where the brokers allow it
+		// (KIP-392); without a rack, from the leader.
+		kgo.Rack(r.cfg.Rack),
 	}, r.cfg.KafkaOpts...)
 }
 
@@ -587,17 +590,19 @@ func (r *Runtime) SetWorkers(n int) error {
 func (r *Runtime) Workers() int { return int(r.workers.Load()) }
 
 // applyBackpressure pauses the partitions of tasks with full queues and
-// resumes the others.
+// resumes the others. A full task's empty partitions stay fetched: the task
+// may be waiting for their records (behind), which would never come.
 func (r *Runtime) applyBackpressure() {
 	pause, resume := map[string][]int32{}, map[string][]int32{}
 	for _, t := range r.tasks {
-		full := t.buffered >= r.cfg.MaxBufferedRecords || t.restoring
-		if full == t.paused {
-			continue
-		}
-		t.paused = full
-		for tp := range t.queues {
-			if full {
+		full := t.buffered >= r.cfg.MaxBufferedRecords
+		for tp, q := range t.queues {
+			p := t.restoring || full && q.len() > 0
+			if p == q.paused {
+				continue
+			}
+			q.paused = p
+			if p {
 				pause[tp.topic] = append(pause[tp.topic], tp.partition)
 			} else {
 				resume[tp.topic] = append(resume[tp.topic], tp.partition)
@@ -664,7 +669,7 @@ func (r *Runtime) teardown() {
 // memberInfo is what this instance tells the group leader when it joins.
 func (r *Runtime) memberInfo() assign.MemberInfo {
 	cur := r.balancer.Current()
-	info := assign.MemberInfo{ProcessID: r.cfg.ProcessID, Addr: r.cfg.AdvertisedAddr, Active: cur.Active, Standby: cur.Standby, OffsetSums: map[topo.TaskID]int64{}}
+	info := assign.MemberInfo{ProcessID: r.cfg.ProcessID, Addr: r.cfg.AdvertisedAddr, Tags: r.cfg.Tags, Active: cur.Active, Standby: cur.Standby, OffsetSums: map[topo.TaskID]int64{}}
 	if r.db == nil || r.plan == nil {
 		return info
 	}

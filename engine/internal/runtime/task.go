@@ -33,10 +33,9 @@ type rtask struct {
 	queues    map[topicPartition]*partQueue
 	qs        []*partQueue // the same queues, for the per-record choice
 	buffered  int
-	paused    bool
 	restoring bool
 	idleSince time.Time // when the task first waited for an empty partition
-	bootSince time.Time // when it first waited for a partition's first records
+	bootSince time.Time // when it began to wait for records a partition is known to have
 
 	out      *collector
 	logged   []loggedStore
@@ -58,7 +57,12 @@ type partQueue struct {
 	headTime int64
 	headSet  bool
 	hwm      int64 // the high watermark of the last fetch
+	lso      int64 // the last stable offset of the last fetch
 	next     int64 // the offset after the last record enqueued
+	paused   bool  // its fetching is paused (backpressure, restoring)
+	// gaveUp: records known to be on the broker were waited for in vain
+	// (behind); not again until records arrive.
+	gaveUp bool
 	// endAtAssign is the partition's end offset when the task was
 	// assigned (-1: unknown); seen: records of it have arrived since.
 	// boot: 0 undecided, 1 waiting for its first records, 2 not waiting.
@@ -109,10 +113,10 @@ func (t *rtask) enqueue(fp kgo.FetchTopicPartition) {
 	if q == nil {
 		return
 	}
-	q.hwm = fp.HighWatermark
+	q.hwm, q.lso = fp.HighWatermark, fp.LastStableOffset
 	if len(fp.Records) > 0 {
 		t.startStreamTime()
-		q.seen = true
+		q.seen, q.gaveUp = true, false
 	}
 	for _, rec := range fp.Records {
 		q.recs = append(q.recs, rec)
@@ -138,7 +142,7 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 			if q.hwm > q.next && t.r.cfg.MaxTaskIdle > 0 {
 				waiting = true
 			}
-			if len(t.qs) > 1 && t.bootstrapping(q) {
+			if len(t.qs) > 1 && (t.bootstrapping(q) || t.behind(q)) {
 				booting = true
 			}
 			continue
@@ -161,8 +165,12 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 		t.r.log.Warn("a task's partition known to have records sent none; processing the others", "task", t.id.String(), "waited", bootstrapWait)
 		for _, q := range t.qs {
 			q.boot = 2
+			if q.len() == 0 {
+				q.gaveUp = true
+			}
 		}
 	}
+	t.bootSince = time.Time{}
 	if waiting {
 		if t.idleSince.IsZero() {
 			t.idleSince = now
@@ -578,11 +586,13 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 			delete(r.positions, tp)
 		}
 		r.posMu.Unlock()
-		if t.paused {
-			resume := map[string][]int32{}
-			for tp := range t.queues {
+		resume := map[string][]int32{}
+		for tp, q := range t.queues {
+			if q.paused {
 				resume[tp.topic] = append(resume[tp.topic], tp.partition)
 			}
+		}
+		if len(resume) > 0 {
 			r.cl.ResumeFetchPartitions(resume)
 		}
 		if err := t.t.Close(); err != nil {
