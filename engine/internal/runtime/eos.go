@@ -248,6 +248,17 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 			}
 		}
 	}
+	// A transaction that neither consumed nor produced anything (a round
+	// of punctuators that forwarded nothing, an idle interval) stays open
+	// rather than ending empty: franz-go ends an empty transaction without
+	// a word to the broker, but then holds the session's next poll for
+	// 500ms (for brokers older than KIP-447, which it cannot tell apart
+	// when no offsets were committed). Measured by the bench: the first
+	// records after an idle spell waited 510–600ms, the latency's p99
+	// 434ms where the franz-go passthrough's was 122ms.
+	if r.txnEmpty() {
+		return r.applyStateLocked()
+	}
 	// Rewind what was polled but not processed, so that the transaction
 	// commits only the processed offsets.
 	rewind := map[string]map[int32]kgo.EpochOffset{}
@@ -289,11 +300,30 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		return nil
 	}
 	r.times.set(times)
+	for _, t := range r.tasks {
+		t.out.sent = 0
+	}
 	if err := r.applyStateLocked(); err != nil {
 		return err
 	}
 	r.m.commit(ctx, time.Since(start))
 	return nil
+}
+
+// txnEmpty reports whether the open transaction has nothing in it: no
+// task consumed or produced a record since it began.
+func (r *Runtime) txnEmpty() bool {
+	for _, t := range r.tasks {
+		if t.out.sent > 0 {
+			return false
+		}
+		for _, q := range t.queues {
+			if q.consumed >= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // applyStateLocked applies every task's pending state to pebble with the

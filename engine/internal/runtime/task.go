@@ -633,6 +633,10 @@ type collector struct {
 	lastTopic string
 	lastN     int32
 
+	// sent counts the records produced since the last commit (only the
+	// task's worker sends; the commit reads and resets it between rounds).
+	sent int64
+
 	mu       sync.Mutex
 	logEnd   map[topicPartition]int64
 	err      error
@@ -718,6 +722,7 @@ func (c *collector) produce(out topo.Output, p int32) {
 	// others; raising that limit above the broker's makes a too-large
 	// record fail its whole batch.
 	c.inflight.Add(1)
+	c.sent++
 	c.r.cl.Produce(context.Background(), rec, c.promise)
 }
 
