@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -99,33 +101,125 @@ func runOxbow(ctx context.Context, c childFlags) error {
 }
 
 // runPassthrough is the limit: franz-go consuming the input and producing
-// every record to the output, committing after the produced records are
-// acknowledged (at least once).
+// every record to the output, as a careful hand-written service would. At
+// least once it produces without waiting and, every commit interval,
+// flushes and commits the offsets consumed. Exactly once it is a
+// transactional consume→produce loop (kgo.GroupTransactSession, read
+// committed), one transaction per commit interval, the offsets committed
+// in it.
 func runPassthrough(ctx context.Context, c childFlags) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
+	interval := time.Duration(c.commitMs) * time.Millisecond
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.DefaultProduceTopic(c.output),
-		kgo.ProducerLinger(5*time.Millisecond))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(1 << 20)}
+	assigned := make(chan struct{})
+	var once sync.Once
+	opts = append(opts, kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }))
+	if c.guarantee == "eos" {
+		return passthroughEOS(ctx, c, interval, assigned, opts)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll())...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	fmt.Println("READY")
+	go sayReady(ctx, assigned)
+	var mu sync.Mutex
+	var produceErr error
+	onAck := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			produceErr = cmp.Or(produceErr, err)
+			mu.Unlock()
+		}
+	}
+	last := time.Now()
 	for {
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollRecords(pctx, 10_000)
+		cancel()
 		if ctx.Err() != nil {
+			cl.AllowRebalance()
 			return nil
 		}
-		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+		if err := fetchErr(fs); err != nil {
 			return err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+			cl.Produce(ctx, &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, onAck)
 		})
-		if err := cl.Flush(ctx); err != nil {
-			return nil
+		if time.Since(last) >= interval {
+			last = time.Now()
+			err := cl.Flush(ctx)
+			mu.Lock()
+			err, produceErr = cmp.Or(err, produceErr), nil
+			mu.Unlock()
+			if err == nil {
+				err = cl.CommitUncommittedOffsets(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
 		}
-		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+		cl.AllowRebalance()
+	}
+}
+
+func passthroughEOS(ctx context.Context, c childFlags, interval time.Duration, assigned <-chan struct{}, opts []kgo.Opt) error {
+	s, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(c.app+"-passthrough"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	go sayReady(ctx, assigned)
+	for ctx.Err() == nil {
+		if err := s.Begin(); err != nil {
 			return err
 		}
+		end := time.Now().Add(interval)
+		for time.Now().Before(end) {
+			pctx, cancel := context.WithDeadline(ctx, end)
+			fs := s.PollRecords(pctx, 10_000)
+			cancel()
+			if ctx.Err() != nil {
+				break
+			}
+			if err := fetchErr(fs); err != nil {
+				return err
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				s.Produce(ctx, &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+			})
+		}
+		// A shutdown aborts the open transaction: its records are
+		// consumed again by the next run.
+		commit := kgo.TransactionEndTry(ctx.Err() == nil)
+		ectx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := s.End(ectx, commit)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ending a transaction: %w", err)
+		}
 	}
+	return nil
+}
+
+// sayReady prints READY once the group has assigned partitions.
+func sayReady(ctx context.Context, assigned <-chan struct{}) {
+	select {
+	case <-assigned:
+		fmt.Println("READY")
+	case <-ctx.Done():
+	}
+}
+
+func fetchErr(fs kgo.Fetches) error {
+	var err error
+	fs.EachError(func(t string, p int32, e error) {
+		if !errors.Is(e, context.DeadlineExceeded) && !errors.Is(e, context.Canceled) {
+			err = cmp.Or(err, fmt.Errorf("fetching %s[%d]: %w", t, p, e))
+		}
+	})
+	return err
 }

@@ -137,11 +137,8 @@ func runBench(args []string) int {
 	}
 	if len(rep.mismatches) > 0 {
 		fmt.Fprintln(os.Stderr, "bench: outputs differ:\n  "+strings.Join(rep.mismatches, "\n  "))
-		// A smoke run checks that the harness runs; on a few thousand
-		// records just after start-up, Kafka Streams' stream–table join may
-		// process a record before its table entry (it does not wait for a
-		// table partition's first fetch), so there a difference is reported,
-		// not fatal. A full run fails on it.
+		// A smoke run checks that the harness runs; there a difference is
+		// reported, not fatal. A full run fails on it.
 		if !c.smoke {
 			return 1
 		}
@@ -315,14 +312,16 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		}
 	}
 
-	pass, err := throughput("franz-go", "passthrough", "alos", child("passthrough", "passthrough", "alos"))
-	if err != nil {
-		return nil, err
+	for _, g := range []string{"alos", "eos"} {
+		pass, err := throughput("franz-go", "passthrough", g, child("passthrough", "passthrough", g))
+		if err != nil {
+			return nil, err
+		}
+		if err := live(&pass); err != nil {
+			return nil, err
+		}
+		rep.runs = append(rep.runs, pass)
 	}
-	if err := live(&pass); err != nil {
-		return nil, err
-	}
-	rep.runs = append(rep.runs, pass)
 	for _, topology := range c.only {
 		for _, g := range []string{"alos", "eos"} {
 			// Both engines' throughput first, on the same input, and their
@@ -408,7 +407,11 @@ func load(ctx context.Context, cl *kgo.Client, c benchConfig, input, table strin
 	}
 	for k := range c.keys {
 		key := fmt.Sprintf("k%08d", k)
-		cl.Produce(ctx, &kgo.Record{Topic: table, Key: []byte(key), Value: []byte("t-" + key), Timestamp: base}, done)
+		// A second before the first input record: both engines process
+		// a task's records in timestamp order, and on a tie Kafka Streams
+		// may take the stream's first record before the table's (it did:
+		// 34,999 of 35,000 joined).
+		cl.Produce(ctx, &kgo.Record{Topic: table, Key: []byte(key), Value: []byte("t-" + key), Timestamp: base.Add(-time.Second)}, done)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
