@@ -436,11 +436,13 @@ func TestAppExactlyOnceRevokeBetweenPollAndRecords(t *testing.T) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(2, in, out)
-	a := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, CommitInterval: 5 * time.Second})
+	// Fetches of at most 8 KiB a partition, so that polls with records
+	// follow each other inside one transaction (a poll takes what the
+	// client has fetched).
+	a := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, CommitInterval: 5 * time.Second,
+		KafkaOptions: []kgo.Opt{kgo.FetchMaxPartitionBytes(8 << 10)}})
 	fired := engine.RevokeMidStream(t, a.App)
 	waitRunning(t, k, a)
-	// More than a poll takes (5000), so that polls with records follow
-	// each other inside one transaction.
 	const n = 12000
 	k.produce(in, keyed(0, n, 10)...)
 	waitInputCommitted(t, k)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,9 +52,10 @@ import (
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench Guarantee -benchtime=1x -count 3 -oxbow.bench.records=1000000 ./engine/
 //
-// BenchmarkWorkers runs the count with one worker goroutine and with two
-// (the ratio of their records/s is what a second worker buys; on a 2-core
-// machine the broker and the reader share the cores):
+// BenchmarkWorkers runs the count and a CPU-heavy map with one worker
+// goroutine and with two (the ratio of their records/s is what a second
+// worker buys; on a 2-core machine the broker and the reader share the
+// cores):
 //
 //	KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench Workers -benchtime=1x -count 3 ./engine/
 //
@@ -541,18 +543,48 @@ func BenchmarkCount(b *testing.B) {
 	}.run(b)
 }
 
-// BenchmarkWorkers is BenchmarkCount with 1 and with 2 worker goroutines.
+// BenchmarkWorkers runs, with 1 and with 2 worker goroutines, the count
+// (whose per-record cost is the engine's own, small beside the client's and
+// the broker's) and a stateless map that spends about 20µs of CPU on each
+// record (SHA-256 rounds over its value): the work that more workers are
+// for.
 func BenchmarkWorkers(b *testing.B) {
-	for _, workers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			benchRun{
-				start: func(it *benchIter, interval time.Duration) *processor {
-					return it.startAppWorkers(countTopology(it.in, it.out), interval, engine.AtLeastOnce, workers)
-				},
-				expect: expectCount,
-			}.run(b)
-		})
+	for _, top := range []struct {
+		name   string
+		build  func(in, out string) *engine.Topology
+		expect func(e *benchEnv) (func(*kgo.Record), func() bool, func() string)
+	}{
+		{"count", countTopology, expectCount},
+		{"heavy", heavyTopology, func(e *benchEnv) (func(*kgo.Record), func() bool, func() string) { return countRecords(e.records) }},
+	} {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/workers=%d", top.name, workers), func(b *testing.B) {
+				benchRun{
+					start: func(it *benchIter, interval time.Duration) *processor {
+						return it.startAppWorkers(top.build(it.in, it.out), interval, engine.AtLeastOnce, workers)
+					},
+					expect: top.expect,
+				}.run(b)
+			})
+		}
 	}
+}
+
+// heavyTopology maps each value to a SHA-256 digest chained 40 times.
+func heavyTopology(in, out string) *engine.Topology {
+	b := engine.NewBuilder()
+	engine.MapValues(engine.NewStream(b, in, serde.String, serde.Bytes), func(_ string, v []byte) []byte {
+		sum := sha256.Sum256(v)
+		for range 39 {
+			sum = sha256.Sum256(sum[:])
+		}
+		return sum[:]
+	}).To(out)
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
 }
 
 // expectCount completes when every key's final count has arrived.
