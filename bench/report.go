@@ -48,10 +48,38 @@ func (r *report) markdown(c benchConfig) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee, x.recordsPerSec, vsPass, vsKS,
 			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
 	}
+	if t := r.targets(pass, ks); t != "" {
+		fmt.Fprintf(&b, "\nTargets (issue 12): stateless ≥ 0.9× the passthrough; every Oxbow topology ≥ 1.0× Kafka Streams' records/s at no worse p99.\n\n%s", t)
+	}
 	if len(r.mismatches) > 0 {
 		fmt.Fprintf(&b, "\nOutputs that differ between the engines:\n\n- %s\n", strings.Join(r.mismatches, "\n- "))
 	} else if len(ks) > 0 {
 		fmt.Fprintf(&b, "\nEvery Oxbow output equals its Kafka Streams twin's (records for stateless and join; each key's last value for the counts).\n")
+	}
+	return b.String()
+}
+
+// targets checks the issue's targets run by run: a line per check, met or
+// missed.
+func (r *report) targets(pass map[string]float64, ks map[string]run) string {
+	var b strings.Builder
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	for _, x := range r.runs {
+		if x.engine != "oxbow" {
+			continue
+		}
+		if p := pass[x.guarantee]; x.topology == "stateless" && p > 0 {
+			fmt.Fprintf(&b, "- stateless %s: %.2f× the passthrough: %s\n", x.guarantee, x.recordsPerSec/p, verdict(x.recordsPerSec >= 0.9*p))
+		}
+		if t, ok := ks[x.topology+"/"+x.guarantee]; ok && t.recordsPerSec > 0 {
+			fmt.Fprintf(&b, "- %s %s: %.2f× Kafka Streams, p99 %s against %s: %s\n", x.topology, x.guarantee, x.recordsPerSec/t.recordsPerSec,
+				ms(x.p99), ms(t.p99), verdict(x.recordsPerSec >= t.recordsPerSec && x.p99 <= t.p99))
+		}
 	}
 	return b.String()
 }
