@@ -58,28 +58,7 @@ func TestFailoverToStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	produce := func(from, to int, value string) {
-		t.Helper()
-		var mu sync.Mutex
-		var first error
-		for i := from; i < to; i++ {
-			cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%07d", i), Value: []byte(value)}, func(_ *kgo.Record, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && first == nil {
-					first = err
-				}
-			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if first != nil {
-			t.Fatal(first)
-		}
-	}
+	produce := func(from, to int, value string) { produceKeys(ctx, t, cl, "k%07d", from, to, value) }
 	start := time.Now()
 	produce(0, n, "v1")
 	t.Logf("%d keys written in %v", n, time.Since(start).Round(time.Millisecond))
@@ -191,6 +170,32 @@ func newFailoverTopic(t *testing.T, env *kafkaenv.Env) crashConfig {
 	c := newCrashTopicsN(t, env, "failover", 1)
 	c.table, c.standbys, c.eos = true, 1, true
 	return c
+}
+
+// produceKeys writes keys fmt.Sprintf(format, i) for i in [from, to), each
+// with value, through cl (its default topic), and fails the test if any is
+// not acknowledged.
+func produceKeys(ctx context.Context, t *testing.T, cl *kgo.Client, format string, from, to int, value string) {
+	t.Helper()
+	var mu sync.Mutex
+	var first error
+	for i := from; i < to; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, format, i), Value: []byte(value)}, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = err
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if first != nil {
+		t.Fatal(first)
+	}
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,24 +33,7 @@ func TestRackAwareStandbys(t *testing.T) {
 	}
 	defer cl.Close()
 	const keys = 30_000
-	produce := func(from, to int, value string) {
-		t.Helper()
-		var mu sync.Mutex
-		var first error
-		for i := from; i < to; i++ {
-			cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%05d", i), Value: []byte(value)}, func(_ *kgo.Record, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				first = cmpErr(first, err)
-			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if first != nil {
-			t.Fatal(first)
-		}
-	}
+	produce := func(from, to int, value string) { produceKeys(ctx, t, cl, "k%05d", from, to, value) }
 	produce(0, keys, "v1")
 
 	// A in a child process (to be killed), B and C here.
@@ -186,11 +168,4 @@ func TestRackAwareStandbys(t *testing.T) {
 		}
 		return true
 	})
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
