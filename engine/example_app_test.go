@@ -64,6 +64,12 @@ func ExampleApp() {
 		fmt.Println(err)
 		return
 	}
+	// More goroutines for its tasks, while it runs: no rebalance.
+	if err := app.SetWorkers(4); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("workers:", app.Workers())
 
 	for _, p := range []struct {
 		who    string
@@ -90,6 +96,7 @@ func ExampleApp() {
 	}
 	fmt.Println(app.Close(), <-done)
 	// Output:
+	// workers: 4
 	// alice 5
 	// bob 5
 	// <nil> <nil>
