@@ -271,9 +271,14 @@ kafka_start() {
 	kafka_write_config
 
 	# Format the KRaft log dir with a random cluster id (a Kafka Uuid: 16
-	# random bytes, unpadded URL-safe base64).
+	# random bytes, unpadded URL-safe base64), not starting with '-', which
+	# the storage tool's argument parser takes for an option (a CI run in 64
+	# failed so).
 	local cluster_id
-	cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+	cluster_id="-"
+	while [[ "$cluster_id" == -* ]]; do
+		cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+	done
 	if ! kafka_class kafka.tools.StorageTool format -t "$cluster_id" \
 		-c "${KAFKA_RUN}/server.properties" >"${KAFKA_RUN}/logs/format.log" 2>&1; then
 		cat "${KAFKA_RUN}/logs/format.log" >&2
