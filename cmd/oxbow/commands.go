@@ -157,9 +157,25 @@ func (e *env) withControl(fn func(c *versions.Control) int) int {
 	return fn(c)
 }
 
-func noArgs(e *env, args []string) bool {
+// flagValue is a required flag's name and value, for usable.
+type flagValue struct{ name, value string }
+
+// usable reports whether a command got no positional arguments and every
+// required flag; if not, it has said what is wrong ("promote needs --app
+// and --version").
+func (e *env) usable(cmd string, args []string, required ...flagValue) bool {
 	if len(args) > 0 {
 		e.usageErr("unexpected arguments %q", args)
+		return false
+	}
+	names := make([]string, len(required))
+	missing := false
+	for i, f := range required {
+		names[i] = "--" + f.name
+		missing = missing || f.value == ""
+	}
+	if missing {
+		e.usageErr("%s needs %s", cmd, strings.Join(names, " and "))
 		return false
 	}
 	return true
@@ -168,11 +184,8 @@ func noArgs(e *env, args []string) bool {
 func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
 	app := fs.String("app", "", "the application (its AppID)")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("versions", args, flagValue{"app", *app}) {
 			return exitUsage
-		}
-		if *app == "" {
-			return e.usageErr("versions needs --app")
 		}
 		return e.withControl(func(c *versions.Control) int {
 			a, err := c.App(e.ctx, *app)
@@ -238,11 +251,8 @@ func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
 	interval := fs.Duration("interval", 2*time.Second, "how often --watch measures")
 	maxLag := fs.Int64("max-lag", versions.DefaultMaxLag, "the lag at which --watch stops")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("lag", args, flagValue{"app", *app}, flagValue{"version", *version}) {
 			return exitUsage
-		}
-		if *app == "" || *version == "" {
-			return e.usageErr("lag needs --app and --version")
 		}
 		if *interval <= 0 {
 			return e.usageErr("--interval must be positive")
@@ -336,11 +346,8 @@ func cmdPromote(fs *flag.FlagSet) func(*env, []string) int {
 	force := fs.Bool("force", false, "promote it even if it has not caught up")
 	maxLag := fs.Int64("max-lag", versions.DefaultMaxLag, "the lag a version may have and be promoted")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("promote", args, flagValue{"app", *app}, flagValue{"version", *version}) {
 			return exitUsage
-		}
-		if *app == "" || *version == "" {
-			return e.usageErr("promote needs --app and --version")
 		}
 		return e.withControl(func(c *versions.Control) int {
 			if err := c.Promote(e.ctx, *app, *version, versions.PromoteOptions{Force: *force, MaxLag: *maxLag}); err != nil {
@@ -359,11 +366,8 @@ func cmdPromote(fs *flag.FlagSet) func(*env, []string) int {
 func cmdRollback(fs *flag.FlagSet) func(*env, []string) int {
 	app := fs.String("app", "", "the application")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("rollback", args, flagValue{"app", *app}) {
 			return exitUsage
-		}
-		if *app == "" {
-			return e.usageErr("rollback needs --app")
 		}
 		return e.withControl(func(c *versions.Control) int {
 			v, err := c.Rollback(e.ctx, *app)
@@ -424,11 +428,8 @@ func cmdRetire(fs *flag.FlagSet) func(*env, []string) int {
 	var dirs stateDirs
 	fs.Var(&dirs, "state-dir", "a directory holding instances' state, by group (repeatable; <tmp>/oxbow is always looked in)")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("retire", args, flagValue{"app", *app}, flagValue{"version", *version}) {
 			return exitUsage
-		}
-		if *app == "" || *version == "" {
-			return e.usageErr("retire needs --app and --version")
 		}
 		return e.withControl(func(c *versions.Control) int {
 			p, err := c.Retire(e.ctx, *app, *version, versions.RetireOptions{DryRun: true, StateRoots: dirs})
@@ -462,11 +463,8 @@ func cmdReset(fs *flag.FlagSet) func(*env, []string) int {
 	var dirs stateDirs
 	fs.Var(&dirs, "state-dir", "a directory holding instances' state, by group (repeatable; <tmp>/oxbow is always looked in)")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("reset", args, flagValue{"app", *app}, flagValue{"version", *version}) {
 			return exitUsage
-		}
-		if *app == "" || *version == "" {
-			return e.usageErr("reset needs --app and --version")
 		}
 		var to time.Time
 		if *at != "" {
@@ -507,11 +505,8 @@ func cmdDescribe(fs *flag.FlagSet) func(*env, []string) int {
 	u := fs.String("url", "", "an instance's HTTP API, like http://host:8080")
 	token := fs.String("token", os.Getenv("OXBOW_TOKEN"), "a bearer token for the API (default $OXBOW_TOKEN)")
 	return func(e *env, args []string) int {
-		if !noArgs(e, args) {
+		if !e.usable("describe", args, flagValue{"url", *u}) {
 			return exitUsage
-		}
-		if *u == "" {
-			return e.usageErr("describe needs --url")
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 		defer cancel()
