@@ -108,18 +108,18 @@ func (s countWindowedSerde[K]) Encode(w CountWindowed[K]) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(w.Window.Start)), nil
+	return suffixed(kb, w.Window.Start), nil
 }
 
 func (s countWindowedSerde[K]) Decode(b []byte) (CountWindowed[K], error) {
-	if len(b) < 8 {
-		return CountWindowed[K]{}, fmt.Errorf("a count-windowed key needs at least 8 bytes, got %d", len(b))
-	}
-	k, err := s.inner.Decode(b[:len(b)-8])
+	inner, start, err := splitSuffix(b, "a count-windowed key")
 	if err != nil {
 		return CountWindowed[K]{}, err
 	}
-	start := int64(binary.BigEndian.Uint64(b[len(b)-8:]))
+	k, err := s.inner.Decode(inner)
+	if err != nil {
+		return CountWindowed[K]{}, err
+	}
 	return CountWindowed[K]{Key: k, Window: CountWindow{Start: start, End: start + s.size}}, nil
 }
 
@@ -265,7 +265,7 @@ func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
 	}
 	for _, s := range p.w.starts(i) {
 		win := CountWindow{Start: s, End: s + p.w.size}
-		kb := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(ikb)+8), ikb...), uint64(s))
+		kb := suffixed(ikb, s)
 		old, oldTs, ok, err := p.windows.getEncoded(kb)
 		if err != nil {
 			return err
@@ -292,8 +292,7 @@ func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
 		if full {
 			// Of the full windows, the last keep stay; the one before them goes.
 			if gone := s - p.w.keep*p.w.advance; gone >= 0 {
-				gkb := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(ikb)+8), ikb...), uint64(gone))
-				if err := p.windows.expire(gkb, ts); err != nil {
+				if err := p.windows.expire(suffixed(ikb, gone), ts); err != nil {
 					return err
 				}
 			}

@@ -72,9 +72,7 @@ func (b *Builder) addVersioned(o *options, store string) {
 	b.addStore(o, index)
 }
 
-func historyKey(kb []byte, from int64) []byte {
-	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(from))
-}
+func historyKey(kb []byte, from int64) []byte { return suffixed(kb, from) }
 
 // versionedAccess reads and writes a versioned table in a task.
 type versionedAccess struct {

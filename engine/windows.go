@@ -107,19 +107,35 @@ func (s windowedSerde[K]) Encode(w Windowed[K]) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(w.Window.Start.UnixMilli())), nil
+	return suffixed(kb, w.Window.Start.UnixMilli()), nil
 }
 
 func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
-	if len(b) < 8 {
-		return Windowed[K]{}, fmt.Errorf("a windowed key needs at least 8 bytes, got %d", len(b))
-	}
-	k, err := s.inner.Decode(b[:len(b)-8])
+	inner, ms, err := splitSuffix(b, "a windowed key")
 	if err != nil {
 		return Windowed[K]{}, err
 	}
-	start := topo.TimeOf(int64(binary.BigEndian.Uint64(b[len(b)-8:])))
+	k, err := s.inner.Decode(inner)
+	if err != nil {
+		return Windowed[K]{}, err
+	}
+	start := topo.TimeOf(ms)
 	return Windowed[K]{Key: k, Window: Window{Start: start, End: start.Add(s.size)}}, nil
+}
+
+// suffixed is kb followed by n, 8 bytes big-endian: the layout of the
+// windowed keys (time and count windows) and of versioned rows, which
+// sorts a key's entries together and in the order of n.
+func suffixed(kb []byte, n int64) []byte {
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+8), kb...), uint64(n))
+}
+
+// splitSuffix undoes suffixed; what names the key in an error.
+func splitSuffix(b []byte, what string) ([]byte, int64, error) {
+	if len(b) < 8 {
+		return nil, 0, fmt.Errorf("%s needs at least 8 bytes, got %d", what, len(b))
+	}
+	return b[:len(b)-8], int64(binary.BigEndian.Uint64(b[len(b)-8:])), nil
 }
 
 // TimeWindowedStream is a grouped stream cut into time windows, ready for a
