@@ -234,3 +234,65 @@ func TestPanicInUserCode(t *testing.T) {
 		t.Fatalf("Run returned %v, want a *PanicError for offset 1 with the panicking function in its stack", err)
 	}
 }
+
+// panicky is a processor that panics in the place it is told to: in Init,
+// or in the callback of ForwardToProduced (which runs on the Kafka
+// client's goroutine, where a panic would end the process).
+type panicky struct{ where string }
+
+func (p *panicky) Init(*engine.ProcessorContext[string, string]) error {
+	if p.where == "init" {
+		panic("init boom")
+	}
+	return nil
+}
+
+func (p *panicky) Process(ctx *engine.ProcessorContext[string, string], rec engine.Record[string, string]) error {
+	return ctx.ForwardToProduced("sink", rec, func(int32, int64) {
+		if p.where == "produced" {
+			panic("callback boom")
+		}
+	})
+}
+
+// User code that panics where no record is to blame (a processor's Init,
+// a ForwardToProduced callback) stops the instance with a *PanicError
+// from Run, saying where, instead of ending the process; nothing of the
+// interval is committed, so the input is read again by the next instance.
+func TestPanicOutsideRecords(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("x")})
+	for _, c := range []struct{ where, says, value string }{
+		{"init", "opening", "init boom"},
+		{"produced", "the callback of ForwardToProduced", "callback boom"},
+	} {
+		t.Run(c.where, func(t *testing.T) {
+			b := engine.NewBuilder()
+			s := engine.Process(engine.NewStream(b, in, serde.String, serde.String), func() engine.Processor[string, string, string, string] {
+				return &panicky{where: c.where}
+			})
+			s.Filter(func(string, string) bool { return true }, engine.Named("sink")).To(out)
+			top, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			group := k.prefix + "-" + c.where
+			err = k.runUntilStopped(top, engine.Config{AppID: group})
+			var pe *engine.PanicError
+			if !errors.As(err, &pe) || pe.Value != c.value || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("Run returned %v, want a *PanicError %q saying %q", err, c.value, c.says)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			offs, err := k.adm.FetchOffsets(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, ok := offs.Lookup(in, 0); ok && o.At > 0 {
+				t.Errorf("the input committed at %d, want nothing committed", o.At)
+			}
+		})
+	}
+}

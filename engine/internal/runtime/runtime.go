@@ -531,19 +531,14 @@ func (r *Runtime) processAll(ctx context.Context) error {
 }
 
 // onWorkers runs fn for every task, on up to Workers goroutines (as set
-// when the round began: see SetWorkers); a task goes to one of them. It
+// when it is called: see SetWorkers); a task goes to one of them. It
 // returns the errors joined; a worker stops at its first. A panic that
 // escapes fn (user code panicking where no record is to blame, say while
 // the record cache flushes at a commit) becomes that worker's error, a
 // *PanicError, rather than ending the process.
 func (r *Runtime) onWorkers(tasks []*rtask, fn func(*rtask) error) error {
-	safe := func(t *rtask) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("engine: task %s: %w", t.id, newPanicError(p))
-			}
-		}()
-		return fn(t)
+	safe := func(t *rtask) error {
+		return r.guard("task "+t.id.String(), func() error { return fn(t) })
 	}
 	workers := min(int(r.workers.Load()), len(tasks))
 	if workers <= 1 {

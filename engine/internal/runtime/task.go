@@ -233,10 +233,7 @@ func (t *rtask) punctuate(now time.Time) (err error) {
 // error. The task carries on with its next record: the topology resets
 // what it keeps per record when the next one starts.
 func (t *rtask) panicked(p any) error {
-	pe := newPanicError(p)
-	t.r.log.Error("user code panicked", "task", t.id.String(), "panic", fmt.Sprint(p), "stack", string(pe.Stack))
-	t.r.m.panicked(context.Background())
-	return pe
+	return t.r.panicked(p, "task "+t.id.String())
 }
 
 func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) error {
@@ -452,47 +449,52 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		n := int64(len(r.balancer.Current().Active))
 		cacheBytes = r.cfg.CacheBytes / max(n, 1)
 	}
-	task, err := topo.NewTask(topo.TaskConfig{
-		ID:        id,
-		Topology:  r.topo,
-		Sub:       sub,
-		TopicName: r.plan.name,
-		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
-			if spec.Global {
-				// A global table's store, to read: the global task keeps it
-				// (in pebble whatever its options) and commits each update
-				// before the tasks process anything.
-				return t.st.OpenStore(spec, topo.TaskID{Sub: id.Sub, Partition: globalPartition})
-			}
-			if spec.InMemory {
-				m := topo.NewMemStore(spec.Name)
-				mem[spec.Name] = m
-				return m, nil
-			}
-			return t.st.OpenStore(spec, id)
-		},
-		Collector:     t.out,
-		Now:           r.cfg.Now,
-		Logger:        r.log,
-		CacheBytes:    cacheBytes,
-		OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
-		OnLate: func(reason string) error {
-			rec := t.cur
-			if !r.cfg.DeadLetterLate || rec == nil {
-				return nil
-			}
-			var hs []topo.Header
-			for _, h := range rec.Headers {
-				hs = append(hs, topo.Header{Key: h.Key, Value: h.Value})
-			}
-			return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), hs, "late", errors.New(reason))
-		},
-		OnSkip: func(reason string) {
-			// Decode errors are counted where their policy is applied.
-			if reason != "decode-error" {
-				r.m.dropped(context.Background(), reason)
-			}
-		},
+	// Opening the task runs the processors' Init: user code.
+	var task *topo.Task
+	err := r.guard("task "+id.String()+": opening", func() (err error) {
+		task, err = topo.NewTask(topo.TaskConfig{
+			ID:        id,
+			Topology:  r.topo,
+			Sub:       sub,
+			TopicName: r.plan.name,
+			OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+				if spec.Global {
+					// A global table's store, to read: the global task keeps it
+					// (in pebble whatever its options) and commits each update
+					// before the tasks process anything.
+					return t.st.OpenStore(spec, topo.TaskID{Sub: id.Sub, Partition: globalPartition})
+				}
+				if spec.InMemory {
+					m := topo.NewMemStore(spec.Name)
+					mem[spec.Name] = m
+					return m, nil
+				}
+				return t.st.OpenStore(spec, id)
+			},
+			Collector:     t.out,
+			Now:           r.cfg.Now,
+			Logger:        r.log,
+			CacheBytes:    cacheBytes,
+			OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
+			OnLate: func(reason string) error {
+				rec := t.cur
+				if !r.cfg.DeadLetterLate || rec == nil {
+					return nil
+				}
+				var hs []topo.Header
+				for _, h := range rec.Headers {
+					hs = append(hs, topo.Header{Key: h.Key, Value: h.Value})
+				}
+				return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), hs, "late", errors.New(reason))
+			},
+			OnSkip: func(reason string) {
+				// Decode errors are counted where their policy is applied.
+				if reason != "decode-error" {
+					r.m.dropped(context.Background(), reason)
+				}
+			},
+		})
+		return err
 	})
 	if err != nil {
 		t.st.Close()
@@ -595,7 +597,8 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 		if len(resume) > 0 {
 			r.cl.ResumeFetchPartitions(resume)
 		}
-		if err := t.t.Close(); err != nil {
+		// Closing runs the processors' Close: user code.
+		if err := r.guard("task "+id.String()+": closing", t.t.Close); err != nil {
 			r.log.Warn("close task", "task", id.String(), "err", err)
 		}
 		t.st.Close()
@@ -737,7 +740,20 @@ func (c *collector) produced(rec *kgo.Record, err error) {
 	defer c.inflight.Done()
 	if err == nil && rec.Context != nil {
 		if fn, ok := rec.Context.Value(producedKey{}).(func(int32, int64)); ok {
-			fn(rec.Partition, rec.Offset)
+			// User code, on the client's goroutine: a panic there would end
+			// the process. It fails the commit instead, as a lost record of
+			// an internal topic does: no policy skips it.
+			if perr := c.r.guard("task "+c.t.id.String()+": the callback of ForwardToProduced", func() error {
+				fn(rec.Partition, rec.Offset)
+				return nil
+			}); perr != nil {
+				c.mu.Lock()
+				if c.err == nil {
+					c.err = perr
+				}
+				c.internal = true
+				c.mu.Unlock()
+			}
 		}
 	}
 	if err == nil && !c.isChangelog(rec.Topic) {
