@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -375,12 +374,19 @@ func clientTags(cfg Config) map[string]string {
 	if len(cfg.Tags) == 0 && cfg.Rack == "" {
 		return nil
 	}
-	tags := maps.Clone(cfg.Tags)
-	if tags == nil {
-		tags = map[string]string{}
+	// A tag without a value (Tags{"zone": os.Getenv("ZONE")} with the
+	// variable unset) is no tag.
+	tags := map[string]string{}
+	for k, v := range cfg.Tags {
+		if v != "" {
+			tags[k] = v
+		}
 	}
 	if cfg.Rack != "" {
 		tags["rack"] = cfg.Rack
+	}
+	if len(tags) == 0 {
+		return nil
 	}
 	return tags
 }

@@ -63,9 +63,18 @@ func appendTask(b []byte, t topo.TaskID) []byte {
 	return binary.AppendUvarint(b, uint64(t.Partition))
 }
 
+// appendTags writes the tags that have a value: an empty one is the same as
+// none (and a member whose tags are all empty is written as version 1, which
+// members of an older version still read).
 func appendTags(b []byte, tags map[string]string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(tags)))
+	var keys []string
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if tags[k] != "" {
+			keys = append(keys, k)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
 		b = appendString(b, k)
 		b = appendString(b, tags[k])
 	}
@@ -84,7 +93,7 @@ func appendTasks(b []byte, ts []topo.TaskID) []byte {
 
 func encodeMember(info MemberInfo) []byte {
 	version := byte(1)
-	if len(info.Tags) > 0 {
+	if hasTags(info.Tags) {
 		version = memberVersion
 	}
 	b := []byte{version}
@@ -144,7 +153,7 @@ type wireAssignment struct {
 
 func encodeAssignment(w wireAssignment) []byte {
 	version := byte(1)
-	if slices.ContainsFunc(w.members, func(m Instance) bool { return len(m.Tags) > 0 }) {
+	if slices.ContainsFunc(w.members, func(m Instance) bool { return hasTags(m.Tags) }) {
 		version = assignmentVersion
 	}
 	b := []byte{version}

@@ -24,7 +24,7 @@ func TestMemberRoundTrip(t *testing.T) {
 		{
 			ProcessID: "b",
 			Active:    []topo.TaskID{tk(0, 0)},
-			Tags:      map[string]string{"zone": "eu-1a", "cluster": "k1", "empty": ""},
+			Tags:      map[string]string{"zone": "eu-1a", "cluster": "k1"},
 		},
 	} {
 		got, err := decodeMember(encodeMember(info))
@@ -63,12 +63,26 @@ func TestEncodingVersions(t *testing.T) {
 	}{
 		{"member without tags", encodeMember(MemberInfo{ProcessID: "a"}), 1},
 		{"member with tags", encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"rack": "r1"}}), 2},
+		// Tags{"zone": os.Getenv("ZONE")} with the variable unset.
+		{"member with only empty tags", encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"zone": ""}}), 1},
+		{"assignment with only empty tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m", Tags: map[string]string{"zone": ""}}}}), 1},
 		{"assignment without tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n"}}}), 1},
 		{"assignment with a member with tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n", Tags: map[string]string{"rack": "r1"}}}}), 2},
 	} {
 		if tc.b[0] != tc.want {
 			t.Errorf("%s: version %d, want %d", tc.name, tc.b[0], tc.want)
 		}
+	}
+}
+
+// An empty tag is not written: it reads back as no tag at all.
+func TestEmptyTagsNotWritten(t *testing.T) {
+	got, err := decodeMember(encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"zone": "", "rack": "r1"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"rack": "r1"}; !reflect.DeepEqual(got.Tags, want) {
+		t.Errorf("tags %v, want %v", got.Tags, want)
 	}
 }
 
