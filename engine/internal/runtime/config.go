@@ -21,7 +21,9 @@
 // partition or a record. A panic in user code is recovered where it
 // happens: while a record is processed it is that record's processing
 // error (a *PanicError) and the worker goes on to the next record; a panic
-// anywhere else in a worker's task becomes the round's error.
+// anywhere else in a worker's task becomes the round's error, and one in a
+// processor's Init or Close, a ForwardToProduced callback (on the Kafka
+// client's goroutine) or a global table fails the instance (see guard).
 //
 // # Commit
 //
