@@ -22,7 +22,11 @@ import (
 // changelog beside the windows' aggregates and committed with them, so a
 // restart (or a task moving to another instance) carries on with the next
 // record number: with exactly-once no record counts in two windows and
-// none is dropped.
+// none is dropped. At least once, a crash may count records again, as it
+// may in any aggregation; the record numbers go through the record cache
+// with the windows, so a commit writes the two together, but what the
+// cache evicts between commits is written one entry at a time, and the
+// windows after such a crash may then start at other records.
 type CountWindows struct {
 	size, advance, keep int64
 }
@@ -228,8 +232,10 @@ func (p countWindowProc) processor() topo.Processor {
 			if p.ikc == nil {
 				return fmt.Errorf("engine: store %q: %w", p.store+"-seq", nilSerdes(true, false))
 			}
-			s, err := c.Store(p.store + "-seq")
-			p.seqSt.st, p.seqSt.kc = s, p.ikc
+			// Through the record cache like the windows, so that a commit
+			// writes the two together (see countWindowProc).
+			s, err := c.TableStore(p.store + "-seq")
+			p.seqSt.tbl, p.seqSt.kc = s, p.ikc
 			return err
 		},
 		fn: p.process,
@@ -250,7 +256,7 @@ func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
 	}
 	// The key's record number: how many records it had before this one.
 	var i int64
-	e, found, err := p.seqSt.st.Get(ikb)
+	e, found, err := p.seqSt.tbl.Get(ikb)
 	if err != nil {
 		return err
 	}
@@ -260,7 +266,7 @@ func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
 		}
 		i = int64(binary.BigEndian.Uint64(e.Value))
 	}
-	if err := p.seqSt.st.Put(ikb, binary.BigEndian.AppendUint64(nil, uint64(i+1)), r.Timestamp.UnixMilli()); err != nil {
+	if err := p.seqSt.tbl.UpdateOwned(ikb, binary.BigEndian.AppendUint64(nil, uint64(i+1)), r.Timestamp.UnixMilli(), topo.Record{}, nil, nil); err != nil {
 		return err
 	}
 	for _, s := range p.w.starts(i) {
