@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/serde"
@@ -96,8 +98,11 @@ type CountWindowed[K any] struct {
 
 // CountWindowedSerde encodes a count-windowed key as the inner key's bytes
 // followed by the window's first record number, 8 bytes big-endian (the
-// layout of [WindowedSerde], so that a key's windows sort together and in
-// order); decoding gives the window the given size.
+// layout of [WindowedSerde]); decoding gives the window the given size. A
+// key's windows sort in order, but not always together: with keys of
+// different lengths, another key's windows may sort between them ("a"'s
+// windows and "a\x00"'s interleave). Read a key's windows with
+// [QueryCountWindowStore], which keeps them apart.
 func CountWindowedSerde[K any](inner serde.Serde[K], size int64) serde.Serde[CountWindowed[K]] {
 	return countWindowedSerde[K]{inner: inner, size: size}
 }
@@ -305,4 +310,72 @@ func (p *countWindowProc) process(c *topo.Context, r topo.Record) error {
 		}
 	}
 	return nil
+}
+
+// ReadOnlyCountWindowStore reads the windows of a count-windowed
+// aggregation: for each key, the full windows [CountWindows.Keep] keeps and
+// the ones still filling.
+type ReadOnlyCountWindowStore[K, V any] interface {
+	// Get returns the value of key's window starting at record number
+	// start.
+	Get(key K, start int64) (value V, ok bool, err error)
+	// Fetch iterates key's windows, earliest first. A key another
+	// instance owns gives a *NotLocalError.
+	Fetch(key K) iter.Seq2[KeyValue[CountWindowed[K], V], error]
+	// FetchKeys iterates the windows of the keys in [fromKey, toKey), in
+	// the partitions this instance reads, by encoded key (the order of the
+	// key serde's bytes), then start.
+	FetchKeys(fromKey, toKey K) iter.Seq2[KeyValue[CountWindowed[K], V], error]
+	// All iterates every window of the partitions this instance reads, in
+	// the store's order (see [CountWindowedSerde]).
+	All() iter.Seq2[KeyValue[CountWindowed[K], V], error]
+}
+
+// QueryCountWindowStore opens the store of a count-windowed aggregation of
+// a running topology (its Materialized name) for reading: the serdes of its
+// keys and values, and the windows' size in records.
+func QueryCountWindowStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], size int64, opts ...QueryOption) (ReadOnlyCountWindowStore[K, V], error) {
+	if keySerde == nil {
+		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(true, valueSerde == nil))
+	}
+	if size < 1 {
+		return nil, fmt.Errorf("engine: store %q: count window size %d must be at least 1", store, size)
+	}
+	kv, err := QueryKeyValueStore(q, store, CountWindowedSerde(keySerde, size), valueSerde, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &countWindowStore[K, V]{kv: kv.(*kvStore[CountWindowed[K], V]), inner: keySerde, size: size}, nil
+}
+
+type countWindowStore[K, V any] struct {
+	kv    *kvStore[CountWindowed[K], V]
+	inner serde.Serde[K]
+	size  int64
+}
+
+func (s *countWindowStore[K, V]) Get(key K, start int64) (V, bool, error) {
+	return s.kv.Get(CountWindowed[K]{Key: key, Window: CountWindow{Start: start, End: start + s.size}})
+}
+
+func (s *countWindowStore[K, V]) Fetch(key K) iter.Seq2[KeyValue[CountWindowed[K], V], error] {
+	kb, err := s.inner.Encode(key)
+	if err != nil {
+		return errSeq[CountWindowed[K], V](s.kv.serdeErr("key", nil, true, err))
+	}
+	// The owner and readiness checks of a point read.
+	if _, _, err := s.kv.raw.Get(suffixed(bytes.Clone(kb), 0)); err != nil {
+		return errSeq[CountWindowed[K], V](err)
+	}
+	// Every store key that begins with kb, of which those of exactly 8
+	// bytes more are key's (longer ones are other keys' that begin alike).
+	return s.kv.scanRaw(kb, prefixEnd(kb), func(k []byte) bool { return len(k) == len(kb)+8 })
+}
+
+func (s *countWindowStore[K, V]) FetchKeys(fromKey, toKey K) iter.Seq2[KeyValue[CountWindowed[K], V], error] {
+	return keyRange(s.kv, s.inner, 8, fromKey, toKey, func([]byte) bool { return true })
+}
+
+func (s *countWindowStore[K, V]) All() iter.Seq2[KeyValue[CountWindowed[K], V], error] {
+	return s.kv.All()
 }

@@ -592,17 +592,17 @@ func (s *windowStore[K, V]) All() iter.Seq2[KeyValue[Windowed[K], V], error] { r
 // keyRange iterates the entries of a window or session store (whose keys
 // end with a suffix of n bytes) whose record key is in [fromKey, toKey) and
 // whose key the time filter keeps.
-func keyRange[K, V any](kv *kvStore[Windowed[K], V], inner serde.Serde[K], n int, fromKey, toKey K, keep func(k []byte) bool) iter.Seq2[KeyValue[Windowed[K], V], error] {
+func keyRange[W, K, V any](kv *kvStore[W, V], inner serde.Serde[K], n int, fromKey, toKey K, keep func(k []byte) bool) iter.Seq2[KeyValue[W, V], error] {
 	lo, err := inner.Encode(fromKey)
 	if err != nil {
-		return errSeq[Windowed[K], V](kv.serdeErr("key", nil, true, err))
+		return errSeq[W, V](kv.serdeErr("key", nil, true, err))
 	}
 	hi, err := inner.Encode(toKey)
 	if err != nil {
-		return errSeq[Windowed[K], V](kv.serdeErr("key", nil, true, err))
+		return errSeq[W, V](kv.serdeErr("key", nil, true, err))
 	}
 	if bytes.Compare(lo, hi) >= 0 {
-		return func(func(KeyValue[Windowed[K], V], error) bool) {}
+		return func(func(KeyValue[W, V], error) bool) {}
 	}
 	// The store keys of toKey itself, and of longer keys that begin with
 	// it, sort after toKey but before prefixEnd(toKey): scan that far and
