@@ -14,7 +14,8 @@
 //	GET /views/{view}/keys/{key}     a key's entry, {"key":…,"value":…}; ?maxLag=N lets a standby replica at
 //	                                 most N changelog records behind answer too
 //	GET /views/{view}/keys/{key}/windows
-//	                                 a windowed view's windows of a key starting in ?from= … ?to=
+//	                                 a windowed view's windows of a key starting in ?from= … ?to=, or a
+//	                                 count-windowed view's windows of a key (numbered by record)
 //	GET /views/{view}/entries        a page of entries: ?from=&to= (to excluded), ?prefix=, ?limit=, ?cursor=
 //	GET /views/{view}/changes        the view's changes as server-sent events (?key= for one key), resumable
 //	                                 with the last event's id (Last-Event-ID, or ?from=)

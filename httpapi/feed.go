@@ -150,7 +150,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		n := 0
 		fs.EachRecord(func(rec *kgo.Record) {
 			pos[rec.Partition] = rec.Offset + 1
-			if key != nil && string(rec.Key) != string(key) {
+			if key != nil && !v.IsOf(rec.Key, key) {
 				return
 			}
 			e, err := v.Decode(rec.Key, rec.Value)

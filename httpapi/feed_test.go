@@ -202,3 +202,58 @@ func TestChangeFeed(t *testing.T) {
 		t.Errorf("a feed after Close: %d", resp.StatusCode)
 	}
 }
+
+// The change feed of a count-windowed view: its keys decoded as windows,
+// and ?key= gives every window of that key and no other key's, not even
+// one whose key begins the same.
+func TestWindowedChangeFeed(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	topic := fmt.Sprintf("http-wfeed-%d", time.Now().UnixNano())
+	env.CreateTopics(t, 1, topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := engine.NewBuilder()
+	engine.CountWindowedCount(engine.NewStream(b, topic, serde.String, serde.String).GroupByKey().
+		WindowedByCount(engine.TumblingCountWindows(2)), engine.Materialized("counts"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Brokers: env.Brokers})
+	view, _ := projection.NewCountWindowed("counts", "counts", serde.String, serde.Int64, 2)
+	views, _ := projection.NewRegistry(view)
+	h, err := httpapi.New(httpapi.Config{Instance: a, Views: views, Brokers: env.Brokers, Heartbeat: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	defer h.Close() // first: it ends the feed, which the server's Close awaits
+
+	feed := openFeed(t, s.URL+"/views/counts/changes?key=a", "")
+	// Each record committed before the next, so that every change is in
+	// the changelog (the cache would merge those committed together).
+	for _, k := range []string{"a", "ab", "a", "ab", "a"} {
+		rec, err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(k), Value: []byte("x")}).First()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); a.Positions()[topic][0] <= rec.Offset; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the record at %d not committed after 30s", rec.Offset)
+			}
+		}
+	}
+	for _, want := range []string{
+		`{"key":{"key":"a","start":0,"end":2},"value":1}`,
+		`{"key":{"key":"a","start":0,"end":2},"value":2}`,
+		`{"key":{"key":"a","start":2,"end":4},"value":1}`,
+	} {
+		if ev, _, data, ok := feed.next(); !ok || ev != "change" || data != want {
+			t.Fatalf("the feed of a: %q %s %v, want %s", ev, data, ok, want)
+		}
+	}
+}

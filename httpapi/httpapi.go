@@ -411,8 +411,9 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // windows answers a key's windows that start in [from, to] (?from=,
-// ?to=: RFC 3339 times or Unix milliseconds; default: all), or forwards the
-// request to the key's owner.
+// ?to=: RFC 3339 times or Unix milliseconds; default: all), or a
+// count-windowed view's windows of the key, or forwards the request to the
+// key's owner.
 func (a *api) windows(w http.ResponseWriter, r *http.Request) {
 	v, ok := a.view(w, r)
 	if !ok {
@@ -424,6 +425,10 @@ func (a *api) windows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	if v.Kind() == projection.CountWindowed {
+		a.countWindows(w, r, v, key)
+		return
+	}
 	for k := range q {
 		if k != "from" && k != "to" && k != "minPosition" {
 			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a windowed fetch (from, to, minPosition)", k))
@@ -452,12 +457,32 @@ func (a *api) windows(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusBadRequest, "bad time range", "to is before from")
 		return
 	}
-	ws, err := v.Fetch(a.cfg.Instance, key, from, to)
-	if err == nil && q.Has("minPosition") {
+	fetch := func() (any, error) { return v.Fetch(a.cfg.Instance, key, from, to) }
+	a.answerWindows(w, r, key, fetch)
+}
+
+// countWindows answers a key's windows in a count-windowed view: all that
+// the aggregation keeps (there is no time range: they are numbered by
+// record).
+func (a *api) countWindows(w http.ResponseWriter, r *http.Request, v *projection.View, key string) {
+	for k := range r.URL.Query() {
+		if k != "minPosition" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of a count-windowed fetch (minPosition): its windows are numbered by record, not placed in time, and every window kept is answered", k))
+			return
+		}
+	}
+	a.answerWindows(w, r, key, func() (any, error) { return v.FetchCount(a.cfg.Instance, key) })
+}
+
+// answerWindows answers what fetch reads (after ?minPosition=, if given),
+// or forwards the request to the key's owner.
+func (a *api) answerWindows(w http.ResponseWriter, r *http.Request, key string, fetch func() (any, error)) {
+	ws, err := fetch()
+	if err == nil && r.URL.Query().Has("minPosition") {
 		if !a.awaitPositions(w, r) {
 			return
 		}
-		ws, err = v.Fetch(a.cfg.Instance, key, from, to)
+		ws, err = fetch()
 	}
 	var nl *engine.NotLocalError
 	switch {
@@ -477,6 +502,8 @@ func (a *api) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, projection.ErrBadKey), errors.Is(err, projection.ErrNoPrefix):
 		a.problem(w, r, http.StatusBadRequest, "bad key", err.Error())
+	case errors.Is(err, projection.ErrWindowed):
+		a.problem(w, r, http.StatusBadRequest, "windowed", err.Error()+" at "+r.URL.Path+"/windows")
 	case errors.Is(err, engine.ErrNotReady):
 		w.Header().Set("Retry-After", "1")
 		a.problem(w, r, http.StatusServiceUnavailable, "not ready", err.Error())

@@ -581,6 +581,59 @@ func TestWindowedFetch(t *testing.T) {
 		{"/views/counts/keys/a/windows?from=yesterday", 400, "want an RFC 3339 time or Unix milliseconds"},
 		{fmt.Sprintf("/views/counts/keys/a/windows?from=%d&to=%d", epoch+20, epoch), 400, "to is before from"},
 		{"/views/kv/keys/a/windows", 400, "the view is not windowed"},
+		{"/views/counts/entries?limit=1", 200, fmt.Sprintf(`"entries":[{"key":{"key":"a","start":"%s","end":"%s"},"value":2}]`, at(0), at(10))},
+		{"/views/counts/keys/a", 400, "the view is windowed"},
+	} {
+		status, _, body := get(t, s, c.path)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, status, body, c.status, c.body)
+		}
+	}
+}
+
+// A count-windowed view answers all of a key's windows kept, numbered by
+// record; its entries decode as windows; a point read of a windowed view
+// says where its windows are.
+func TestCountWindowedFetch(t *testing.T) {
+	b := engine.NewBuilder()
+	readings := engine.NewStream(b, "readings", serde.String, serde.Int64)
+	engine.CountWindowedReduce(readings.GroupByKey().WindowedByCount(engine.HoppingCountWindows(3, 2)),
+		func(a, b int64) int64 { return a + b }, engine.Materialized("sums"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "readings", serde.String, serde.Int64)
+	for i, v := range []int64{1, 2, 3, 4, 5} {
+		in.Pipe("boiler", v, enginetest.At(int64(i)))
+	}
+	in.Pipe("attic", 7, enginetest.At(9))
+	sums, err := projection.NewCountWindowed("sums", "sums", serde.String, serde.Int64, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := projection.NewCountWindowed("bad", "sums", serde.String, serde.Int64, 0); err == nil {
+		t.Error("a count window of 0 records was accepted")
+	}
+	reg, err := projection.NewRegistry(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, &instance{Driver: d, state: engine.AppRunning, id: "i1"}, reg)
+	// boiler: records 0-4 (values 1-5); windows [0,3) = 1+2+3, gone when
+	// [2,5) = 3+4+5 filled (Keep 1), and [4,7) = 5, filling.
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/views/sums/keys/boiler/windows", 200, `{"key":"boiler","windows":[{"start":2,"end":5,"value":12},{"start":4,"end":7,"value":5}]}`},
+		{"/views/sums/keys/attic/windows", 200, `{"key":"attic","windows":[{"start":0,"end":3,"value":7}]}`},
+		{"/views/sums/keys/cellar/windows", 200, `{"key":"cellar","windows":[]}`},
+		{"/views/sums/keys/boiler/windows?from=0", 400, "is not a parameter of a count-windowed fetch"},
+		{"/views/sums/keys/boiler", 400, "the view is windowed: read a key's windows (view sums) at /views/sums/keys/boiler/windows"},
+		{"/views/sums/entries?limit=2", 200, `"entries":[{"key":{"key":"attic","start":0,"end":3},"value":7},{"key":{"key":"boiler","start":2,"end":5},"value":12}]`},
 	} {
 		status, _, body := get(t, s, c.path)
 		if status != c.status || !strings.Contains(body, c.body) {

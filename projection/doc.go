@@ -20,5 +20,9 @@
 // (engine.App.Positions), which httpapi waits on for read-your-writes.
 //
 // [NewWindowed] declares a view of a windowed aggregation, which answers a
-// key's windows over a time range ([View.Fetch]).
+// key's windows over a time range ([View.Fetch]); [NewCountWindowed] one of
+// a count-windowed aggregation (engine.CountWindows), which answers the
+// windows of a key the aggregation keeps ([View.FetchCount]). A windowed
+// view's scans and changes give each key as a [WindowKey]: the record key
+// and its window.
 package projection

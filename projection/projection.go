@@ -24,6 +24,9 @@ const (
 	KeyValue Kind = "key-value"
 	// Windowed views answer a key's windows over a time range.
 	Windowed Kind = "windowed"
+	// CountWindowed views answer a key's count windows (windows of a
+	// number of its records: engine.CountWindows).
+	CountWindowed Kind = "count-windowed"
 )
 
 // View is a named, queryable table of a running topology: a store, the
@@ -42,8 +45,9 @@ type View struct {
 	// text itself, so a prefix of the text is a prefix of the bytes.
 	prefixable bool
 	// fetch reads a key's windows that start in [from, to] (windowed
-	// views).
-	fetch func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error)
+	// views); fetchCount a key's count windows (count-windowed views).
+	fetch      func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error)
+	fetchCount func(q engine.Queryable, key string) ([]CountWindowEntry, error)
 }
 
 // WindowEntry is one window of a key of a windowed view.
@@ -51,6 +55,23 @@ type WindowEntry struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 	Value any       `json:"value"`
+}
+
+// CountWindowEntry is one count window of a key of a count-windowed
+// view: its records' numbers, [Start, End).
+type CountWindowEntry struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	Value any   `json:"value"`
+}
+
+// WindowKey is a stored key of a windowed or count-windowed view, as a
+// scan or a change answers it: the record key and its window (Start and
+// End times for time windows, record numbers for count windows).
+type WindowKey struct {
+	Key   any `json:"key"`
+	Start any `json:"start"`
+	End   any `json:"end"`
 }
 
 // NewWindowed declares a view of a windowed aggregation's store (its
@@ -69,6 +90,11 @@ func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde
 	}
 	parse, _ := keyParser[K](o.parseKey)
 	v.kind, v.prefixable = Windowed, false
+	wkeys := engine.WindowedSerde(keys, size)
+	v.key = func(b []byte) (any, error) {
+		w, err := wkeys.Decode(b)
+		return WindowKey{Key: w.Key, Start: w.Window.Start.UTC(), End: w.Window.End.UTC()}, err
+	}
 	v.fetch = func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error) {
 		k, err := parse(key)
 		if err != nil {
@@ -90,17 +116,75 @@ func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde
 	return v, nil
 }
 
-// ErrNotWindowed is the error of a windowed fetch from a key-value view.
+// NewCountWindowed declares a view of a count-windowed aggregation's store
+// (its Materialized name), whose windows have size records.
+func NewCountWindowed[K, V any](name, store string, keys serde.Serde[K], values serde.Serde[V], size int64, opts ...Option) (*View, error) {
+	v, err := NewKeyValue(name, store, keys, values, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if size < 1 {
+		return nil, fmt.Errorf("projection: view %q: the window size %d must be at least 1 record", name, size)
+	}
+	var o viewOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	parse, _ := keyParser[K](o.parseKey)
+	v.kind, v.prefixable = CountWindowed, false
+	wkeys := engine.CountWindowedSerde(keys, size)
+	v.key = func(b []byte) (any, error) {
+		w, err := wkeys.Decode(b)
+		return WindowKey{Key: w.Key, Start: w.Window.Start, End: w.Window.End}, err
+	}
+	v.fetchCount = func(q engine.Queryable, key string) ([]CountWindowEntry, error) {
+		k, err := parse(key)
+		if err != nil {
+			return nil, fmt.Errorf("%w for view %s: %v", ErrBadKey, name, err)
+		}
+		st, err := engine.QueryCountWindowStore(q, store, keys, values, size)
+		if err != nil {
+			return nil, err
+		}
+		out := []CountWindowEntry{}
+		for kv, err := range st.Fetch(k) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, CountWindowEntry{Start: kv.Key.Window.Start, End: kv.Key.Window.End, Value: kv.Value})
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// ErrNotWindowed is the error of a windowed fetch from a view of another
+// kind.
 var ErrNotWindowed = errors.New("projection: the view is not windowed")
+
+// ErrWindowed is the error of a point read of a windowed or count-windowed
+// view, whose keys are windows: read a key's windows (Fetch, FetchCount).
+var ErrWindowed = errors.New("projection: the view is windowed: read a key's windows")
 
 // Fetch reads the windows of a key (as written in a URL) that start in
 // [from, to], earliest first. A key of another instance is an
 // *engine.NotLocalError naming it.
 func (v *View) Fetch(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error) {
 	if v.fetch == nil {
-		return nil, fmt.Errorf("%w (view %s is %s)", ErrNotWindowed, v.name, v.kind)
+		return nil, fmt.Errorf("%w by time (view %s is %s)", ErrNotWindowed, v.name, v.kind)
 	}
 	return v.fetch(q, key, from, to)
+}
+
+// FetchCount reads the count windows of a key (as written in a URL) of a
+// count-windowed view, earliest first: the full ones the aggregation keeps
+// and the one filling. A key of another instance is an
+// *engine.NotLocalError naming it.
+func (v *View) FetchCount(q engine.Queryable, key string) ([]CountWindowEntry, error) {
+	if v.fetchCount == nil {
+		return nil, fmt.Errorf("%w by count (view %s is %s)", ErrNotWindowed, v.name, v.kind)
+	}
+	return v.fetchCount(q, key)
 }
 
 // Option tunes a view.
@@ -258,9 +342,23 @@ func (v *View) EncodeKey(s string) ([]byte, error) {
 	return b, nil
 }
 
+// IsOf says whether a stored key (of the view's store or its changelog)
+// belongs to the key encoded as kb (EncodeKey): is it, or, in a windowed
+// view, is one of its windows.
+func (v *View) IsOf(stored, kb []byte) bool {
+	if v.kind == KeyValue {
+		return bytes.Equal(stored, kb)
+	}
+	// A window's key is the record key's bytes and 8 more.
+	return len(stored) == len(kb)+8 && bytes.HasPrefix(stored, kb)
+}
+
 // Get reads a key (as written in a URL) from q's committed state. A key of
 // another instance is an *engine.NotLocalError naming it.
 func (v *View) Get(q engine.Queryable, key string) (Entry, bool, error) {
+	if v.kind != KeyValue {
+		return Entry{}, false, fmt.Errorf("%w (view %s)", ErrWindowed, v.name)
+	}
 	kb, err := v.EncodeKey(key)
 	if err != nil {
 		return Entry{}, false, err
