@@ -205,11 +205,16 @@ func printTable(w io.Writer, app *engine.App) {
 	if err != nil {
 		return
 	}
+	lastTrades, err := engine.QueryCountWindowStore(app, "last-trades", serde.String, serde.JSON[Average](), tradesWindow)
+	if err != nil {
+		return
+	}
 	now := time.Now()
 	type row struct {
 		ticker string
 		day    Day
 		avg    Average
+		trades Average // the latest full count window
 	}
 	var rows []row
 	for kv, err := range days.All() {
@@ -223,6 +228,11 @@ func printTable(w io.Writer, app *engine.App) {
 				r.avg = a.Value
 			}
 		}
+		for a, err := range lastTrades.Fetch(kv.Key.Key) {
+			if err == nil && a.Value.Trades == tradesWindow {
+				r.trades = a.Value
+			}
+		}
 		rows = append(rows, r)
 	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.ticker, b.ticker) })
@@ -230,9 +240,9 @@ func printTable(w io.Writer, app *engine.App) {
 		fmt.Fprint(w, "\033[H\033[2J")
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tLAST\tCHG%%\tHIGH\tLOW\t5M AVG\t5M VWAP\tTRADES\t\n", now.Format("15:04:05"))
+	fmt.Fprintf(tw, "%s\tLAST\tCHG%%\tHIGH\tLOW\t5M AVG\t5M VWAP\t%dT VWAP\tTRADES\t\n", now.Format("15:04:05"), tradesWindow)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.2f\t%+.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.ticker, r.day.Last, r.day.ChangePc, r.day.High, r.day.Low, r.avg.Mean, r.avg.VWAP, r.day.Trades)
+		fmt.Fprintf(tw, "%s\t%.2f\t%+.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.ticker, r.day.Last, r.day.ChangePc, r.day.High, r.day.Low, r.avg.Mean, r.avg.VWAP, r.trades.VWAP, r.day.Trades)
 	}
 	_ = tw.Flush()
 	movers, err := engine.QueryKeyValueStore(app, "top-movers", serde.String, serde.JSON[[]Mover]())

@@ -65,6 +65,10 @@ func TestStockAverages(t *testing.T) {
 		{"C", 21, 1, at("10:10:00")},
 		{"B", 1, 5, at("10:00:40")}, // late: its 5-minute windows closed at 10:05:30 at the latest
 	}
+	// D trades 12 times, at 1 to 12, for its count windows of 10 trades.
+	for i := range 12 {
+		trades = append(trades, Trade{"D", float64(i + 1), 1, at("10:20:00").Add(time.Duration(i) * time.Second)})
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(name+"-trades"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,12 +126,39 @@ func TestStockAverages(t *testing.T) {
 		}
 	}
 
+	// The averages over trades, by count windows of 10 advancing by 5: D's
+	// first full window, and the two filling; B's filling window has its
+	// late trade (a count window takes trades in the order they arrive).
+	type countWindows struct {
+		Windows []struct {
+			Start int64   `json:"start"`
+			End   int64   `json:"end"`
+			Value Average `json:"value"`
+		} `json:"windows"`
+	}
+	var d countWindows
+	await(t, url+"/views/last-trades/keys/D/windows", &d, func() bool { return len(d.Windows) == 3 && d.Windows[2].Value.Trades == 2 })
+	for i, w := range []Average{
+		{Trades: 10, Volume: 10, Mean: 5.5, VWAP: 5.5, SumPrice: 55, Notional: 55},
+		{Trades: 7, Volume: 7, Mean: 9, VWAP: 9, SumPrice: 63, Notional: 63},
+		{Trades: 2, Volume: 2, Mean: 11.5, VWAP: 11.5, SumPrice: 23, Notional: 23},
+	} {
+		if got := d.Windows[i]; got.Start != int64(5*i) || got.End != int64(5*i+10) || got.Value != w {
+			t.Errorf("D's count window %d: %+v, want trades %d-%d: %+v", i, got, 5*i, 5*i+9, w)
+		}
+	}
+	var b countWindows
+	await(t, url+"/views/last-trades/keys/B/windows", &b, func() bool { return len(b.Windows) == 1 && b.Windows[0].Value.Trades == 4 })
+	if got := b.Windows[0].Value; got.Mean != 35.5 || got.VWAP != 46.3488 {
+		t.Errorf("B's trades: %+v, want the four, the late one too (mean 35.5, VWAP 46.3488)", got)
+	}
+
 	// The day's movers, ranked by the size of their change.
 	var movers struct {
 		Value []Mover `json:"value"`
 	}
-	await(t, url+"/views/top-movers/keys/2026-03-02", &movers, func() bool { return len(movers.Value) == 3 && movers.Value[1].Last == 46 })
-	wantMovers := []Mover{{"A", 110, 10}, {"B", 46, -8}, {"C", 21, 5}}
+	await(t, url+"/views/top-movers/keys/2026-03-02", &movers, func() bool { return len(movers.Value) == 4 && movers.Value[2].Last == 46 && movers.Value[0].Last == 12 })
+	wantMovers := []Mover{{"D", 12, 1100}, {"A", 110, 10}, {"B", 46, -8}, {"C", 21, 5}}
 	if !reflect.DeepEqual(movers.Value, wantMovers) {
 		t.Errorf("top movers %+v, want %+v", movers.Value, wantMovers)
 	}

@@ -65,11 +65,16 @@ const (
 	daySize        = 24 * time.Hour
 	dayGrace       = 10 * time.Minute
 	topN           = 10
+	// The count windows: 10 trades of a ticker, a window every 5 trades,
+	// whenever they happened.
+	tradesWindow  = 10
+	tradesAdvance = 5
 )
 
 // topology is the stock example: trades (keyed by ticker, timed by their
-// own time) into a moving average per ticker, each ticker's day, and the
-// day's top movers ranked in a second stage on one partition.
+// own time) into a moving average per ticker (over 5 minutes, and over 10
+// trades), each ticker's day, and the day's top movers ranked in a second
+// stage on one partition.
 func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error) {
 	b := engine.NewBuilder()
 	trades := engine.NewStream(b, tradesTopic, serde.String, serde.JSON[Trade](), engine.Named("trades"),
@@ -77,18 +82,14 @@ func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error
 	byTicker := trades.GroupByKey(engine.Named("by-ticker"))
 
 	engine.WindowedAggregate(byTicker.WindowedBy(engine.HoppingWindows(averageSize, averageAdvance).Grace(averageGrace)),
-		func() Average { return Average{} },
-		func(_ string, t Trade, a Average) Average {
-			a.Trades++
-			a.Volume += t.Size
-			a.SumPrice += t.Price
-			a.Notional += t.Price * float64(t.Size)
-			a.Mean = round(a.SumPrice / float64(a.Trades))
-			if a.Volume > 0 {
-				a.VWAP = round(a.Notional / float64(a.Volume))
-			}
-			return a
-		}, engine.Named("moving-average"), engine.Materialized("moving-average"), engine.ValueSerde(serde.JSON[Average]()))
+		func() Average { return Average{} }, addTrade,
+		engine.Named("moving-average"), engine.Materialized("moving-average"), engine.ValueSerde(serde.JSON[Average]()))
+
+	// The same average over a number of trades instead of a time: count
+	// windows, in the order the trades arrive (a late trade counts too).
+	engine.CountWindowedAggregate(byTicker.WindowedByCount(engine.HoppingCountWindows(tradesWindow, tradesAdvance)),
+		func() Average { return Average{} }, addTrade,
+		engine.Named("last-trades"), engine.Materialized("last-trades"), engine.ValueSerde(serde.JSON[Average]()))
 
 	days := engine.WindowedAggregate(byTicker.WindowedBy(engine.TumblingWindows(daySize).Grace(dayGrace)),
 		func() Day { return Day{} },
@@ -140,12 +141,29 @@ func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error
 	if err != nil {
 		return nil, nil, err
 	}
+	tradesView, err := projection.NewCountWindowed("last-trades", "last-trades", serde.String, serde.JSON[Average](), tradesWindow)
+	if err != nil {
+		return nil, nil, err
+	}
 	moversView, err := projection.NewKeyValue("top-movers", "top-movers", serde.String, serde.JSON[[]Mover]())
 	if err != nil {
 		return nil, nil, err
 	}
-	views, err := projection.NewRegistry(avgView, dayView, moversView)
+	views, err := projection.NewRegistry(avgView, dayView, tradesView, moversView)
 	return top, views, err
+}
+
+// addTrade adds a trade to an average.
+func addTrade(_ string, t Trade, a Average) Average {
+	a.Trades++
+	a.Volume += t.Size
+	a.SumPrice += t.Price
+	a.Notional += t.Price * float64(t.Size)
+	a.Mean = round(a.SumPrice / float64(a.Trades))
+	if a.Volume > 0 {
+		a.VWAP = round(a.Notional / float64(a.Volume))
+	}
+	return a
 }
 
 // top is the n tickers that moved most (by the size of their change), the
