@@ -477,10 +477,12 @@ func (a *App) Workers() int { return a.rt.Workers() }
 // PanicError is a panic in user code recovered by the engine: while a
 // record was processed it goes through OnProcessingError like any error
 // the record caused (the worker carries on with the next record); elsewhere
-// (a commit's cache flush, a processor's Init or Close, the callback of
+// (a commit's cache flush, a processor's Init, the callback of
 // ForwardToProduced, a global table's serdes) it stops the instance with
 // Run returning it, rather than ending the process, and nothing of the
-// commit interval is committed.
+// commit interval is committed. A panic in a processor's Close (which runs
+// after its task's last commit) also makes Run return it; the other
+// processors and the stores of the task are closed all the same.
 type PanicError = runtime.PanicError
 
 // NotLocalError says that a key of a store lives on another instance.

@@ -236,13 +236,20 @@ func TestPanicInUserCode(t *testing.T) {
 }
 
 // panicky is a processor that panics in the place it is told to: in Init,
-// or in the callback of ForwardToProduced (which runs on the Kafka
-// client's goroutine, where a panic would end the process).
+// in Close, or in the callback of ForwardToProduced (which runs on the
+// Kafka client's goroutine, where a panic would end the process).
 type panicky struct{ where string }
 
 func (p *panicky) Init(*engine.ProcessorContext[string, string]) error {
 	if p.where == "init" {
 		panic("init boom")
+	}
+	return nil
+}
+
+func (p *panicky) Close() error {
+	if p.where == "close" {
+		panic("close boom")
 	}
 	return nil
 }
@@ -259,14 +266,16 @@ func (p *panicky) Process(ctx *engine.ProcessorContext[string, string], rec engi
 // a ForwardToProduced callback) stops the instance with a *PanicError
 // from Run, saying where, instead of ending the process; nothing of the
 // interval is committed, so the input is read again by the next instance.
+// A panic in Close, at the end, is Run's error too, after the last commit.
 func TestPanicOutsideRecords(t *testing.T) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(1, in, out)
 	k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("x")})
 	for _, c := range []struct{ where, says, value string }{
-		{"init", "opening", "init boom"},
+		{"init", "init", "init boom"},
 		{"produced", "the callback of ForwardToProduced", "callback boom"},
+		{"close", "", "close boom"},
 	} {
 		t.Run(c.where, func(t *testing.T) {
 			b := engine.NewBuilder()
@@ -279,6 +288,20 @@ func TestPanicOutsideRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			group := k.prefix + "-" + c.where
+			if c.where == "close" {
+				a := k.start(top, engine.Config{AppID: group})
+				wait(t, 60*time.Second, "the input committed", func() bool {
+					offs, err := k.adm.FetchOffsets(context.Background(), group)
+					o, ok := offs.Lookup(in, 0)
+					return err == nil && ok && o.At == 1
+				})
+				err := a.stop()
+				var pe *engine.PanicError
+				if !errors.As(err, &pe) || pe.Value != c.value {
+					t.Fatalf("Close returned %v, want a *PanicError %q", err, c.value)
+				}
+				return
+			}
 			err = k.runUntilStopped(top, engine.Config{AppID: group})
 			var pe *engine.PanicError
 			if !errors.As(err, &pe) || pe.Value != c.value || !strings.Contains(err.Error(), c.says) {

@@ -207,7 +207,10 @@ func countWindowedAggregate[K, V, VA any](ws *CountWindowedStream[K, V], op stri
 		ks = CountWindowedSerde(in.ks, ws.w.size)
 	}
 	store := storeName(o, n.Name)
-	b.addStore(o, store)
+	// A window store: its keys end with 8 bytes (a record number rather
+	// than a time), and the record key before them alone says which
+	// partition holds them, for queries.
+	b.addStore(o, store).Kind = topo.WindowStore
 	b.addStore(o, store+"-seq")
 	n.Stores = []string{store, store + "-seq"}
 	p := countWindowProc{w: ws.w, final: o.emitFinal, store: store, kc: codecOf(ks), vc: codecOf(vas), ikc: codecOf(in.ks), add: add,
@@ -323,8 +326,9 @@ type ReadOnlyCountWindowStore[K, V any] interface {
 	// instance owns gives a *NotLocalError.
 	Fetch(key K) iter.Seq2[KeyValue[CountWindowed[K], V], error]
 	// FetchKeys iterates the windows of the keys in [fromKey, toKey), in
-	// the partitions this instance reads, by encoded key (the order of the
-	// key serde's bytes), then start.
+	// the partitions this instance reads, in the store's order (each key's
+	// windows by start, but those of keys that begin alike may interleave:
+	// see [CountWindowedSerde]).
 	FetchKeys(fromKey, toKey K) iter.Seq2[KeyValue[CountWindowed[K], V], error]
 	// All iterates every window of the partitions this instance reads, in
 	// the store's order (see [CountWindowedSerde]).

@@ -1,9 +1,14 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
@@ -67,5 +72,65 @@ func TestQueryCountWindowStore(t *testing.T) {
 	}
 	if _, err := engine.QueryCountWindowStore(d, "counts", serde.String, serde.Int64, 0); err == nil {
 		t.Error("a window size of 0 was accepted")
+	}
+}
+
+// On Kafka, with keys spread over three partitions: every key's windows
+// are read from the partition that holds them.
+func TestAppQueryCountWindowStore(t *testing.T) {
+	k := newKT(t)
+	in := k.topic("in")
+	k.create(3, in)
+	b := engine.NewBuilder()
+	engine.CountWindowedCount(engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
+		WindowedByCount(engine.TumblingCountWindows(2)), engine.Materialized("counts"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	var recs []*kgo.Record
+	for i, key := range keys {
+		for range i + 1 { // key i has i+1 records
+			recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte("x")})
+		}
+	}
+	k.produce(in, recs...)
+	a := k.start(top, engine.Config{})
+	waitRunning(t, k, a)
+	cs, err := engine.QueryCountWindowStore(a.App, "counts", serde.String, serde.Int64, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range keys {
+		n := int64(i + 1)
+		// The latest full window, if any, and the one filling, if any.
+		var want []string
+		if full := n / 2 * 2; full > 0 {
+			want = append(want, fmt.Sprintf("#[%d,%d)=2", full-2, full))
+		}
+		if n%2 == 1 {
+			want = append(want, fmt.Sprintf("#[%d,%d)=1", n-1, n+1))
+		}
+		var got []string
+		wait(t, 30*time.Second, "the windows of "+key, func() bool {
+			got = got[:0]
+			for kv, err := range cs.Fetch(key) {
+				if errors.Is(err, engine.ErrNotReady) {
+					return false
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%s=%d", kv.Key.Window, kv.Value))
+			}
+			return slices.Equal(got, want)
+		})
+		if v, ok, err := cs.Get(key, (n-1)/2*2); err != nil || !ok {
+			t.Errorf("Get(%s, %d) = %d, %v, %v; want its latest window", key, (n-1)/2*2, v, ok, err)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

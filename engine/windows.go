@@ -524,8 +524,9 @@ type ReadOnlyWindowStore[K, V any] interface {
 	// first. A key another instance owns gives a *NotLocalError.
 	Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
 	// FetchKeys iterates the windows of the keys in [fromKey, toKey) that
-	// start in [from, to], in the partitions this instance reads, by
-	// encoded key (the order of the key serde's bytes), then start.
+	// start in [from, to], in the partitions this instance reads, in the
+	// store's order (each key's windows by start, but those of keys that
+	// begin alike may interleave: "a"'s with "a\x00"'s).
 	FetchKeys(fromKey, toKey K, from, to time.Time) iter.Seq2[KeyValue[Windowed[K], V], error]
 	// All iterates every window of the partitions this instance reads, by
 	// encoded key, then start.

@@ -23,7 +23,8 @@
 // error (a *PanicError) and the worker goes on to the next record; a panic
 // anywhere else in a worker's task becomes the round's error, and one in a
 // processor's Init or Close, a ForwardToProduced callback (on the Kafka
-// client's goroutine) or a global table fails the instance (see guard).
+// client's goroutine) or a global table fails the instance (see guard on
+// where each is recovered).
 //
 // # Commit
 //

@@ -33,33 +33,30 @@ func newGlobalTask(r *Runtime, subs []*topo.SubTopology, base []kgo.Opt) (*globa
 	g := &globalTask{r: r, subs: subs, st: r.db.Task(), tasks: map[string]*topo.Task{}, parts: map[topicPartition]bool{}}
 	consume := map[string]map[int32]kgo.Offset{}
 	for _, sub := range subs {
-		var t *topo.Task
-		err := r.guard("global table", func() (err error) {
-			t, err = topo.NewTask(topo.TaskConfig{
-				ID:        topo.TaskID{Sub: sub.ID, Partition: globalPartition},
-				Topology:  r.topo,
-				Sub:       sub,
-				TopicName: r.plan.name,
-				OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
-					return g.st.OpenStore(spec, id)
-				},
-				Collector: collectorFunc(func(topo.Output) error {
-					return errors.New("engine: a global table does not produce records")
-				}),
-				Now:    r.cfg.Now,
-				Logger: r.log,
-				OnDecodeError: func(in topo.Input, err error) error {
-					if r.cfg.OnDecodeError == Fail {
-						return err
-					}
-					r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
-					r.m.dropped(context.Background(), "decode")
-					return nil
-				},
-			})
-			return err
+		t, err := topo.NewTask(topo.TaskConfig{
+			ID:        topo.TaskID{Sub: sub.ID, Partition: globalPartition},
+			Topology:  r.topo,
+			Sub:       sub,
+			TopicName: r.plan.name,
+			OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+				return g.st.OpenStore(spec, id)
+			},
+			Collector: collectorFunc(func(topo.Output) error {
+				return errors.New("engine: a global table does not produce records")
+			}),
+			Now:    r.cfg.Now,
+			Logger: r.log,
+			OnDecodeError: func(in topo.Input, err error) error {
+				if r.cfg.OnDecodeError == Fail {
+					return err
+				}
+				r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
+				r.m.dropped(context.Background(), "decode")
+				return nil
+			},
 		})
 		if err != nil {
+			r.noteIfPanic(err, "global table")
 			g.close()
 			return nil, err
 		}
@@ -156,7 +153,14 @@ func (g *globalTask) poll(ctx context.Context) error {
 	return g.commit()
 }
 
-func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) error {
+// apply processes fetched records of the global tables. Their serdes are
+// user code: a panic in them fails the instance, as a *PanicError.
+func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine: global table: %w", g.r.panicked(p, "global table"))
+		}
+	}()
 	if err := g.r.fetchErrors(fetches, "global table"); err != nil {
 		return err
 	}
@@ -175,8 +179,7 @@ func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) er
 			return
 		}
 		in := topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
-		// The table's serdes are user code.
-		if perr = g.r.guard("global table "+rec.Topic, func() error { return g.tasks[rec.Topic].Process(in) }); perr != nil {
+		if perr = g.tasks[rec.Topic].Process(in); perr != nil {
 			perr = fmt.Errorf("engine: global table %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, perr)
 			return
 		}
@@ -199,7 +202,7 @@ func (g *globalTask) close() {
 		g.cl.Close()
 	}
 	for _, t := range g.tasks {
-		_ = g.r.guard("global table", t.Close)
+		g.r.closeTask(t)
 	}
 	g.st.Close()
 }

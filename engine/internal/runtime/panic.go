@@ -2,39 +2,27 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"runtime/debug"
+
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
-// PanicError is a panic in user code (a processor, a punctuator, a
-// serde), recovered by the engine. Recovered while a record was processed,
-// it goes through the processing error policy like any error the record
-// caused: skipped, dead-lettered (the panic's value in the error header)
-// or failing the instance. The goroutine that ran it carries on with the
-// next record; nothing of the panicking call's partial work is undone
-// except as a failed transaction undoes it (exactly-once, fail policy).
-type PanicError struct {
-	Value any    // what was passed to panic
-	Stack []byte // the panicking goroutine's stack
-}
+// PanicError is a panic in user code, recovered by the engine (see
+// topo.PanicError).
+type PanicError = topo.PanicError
 
-func newPanicError(p any) *PanicError {
-	return &PanicError{Value: p, Stack: debug.Stack()}
-}
+func newPanicError(p any) *PanicError { return topo.NewPanicError(p) }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// Unwrap gives the panic's value if it is an error (panic(err)).
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// guard runs fn, user code in it, turning a panic into a *PanicError
-// (wrapped in "engine: <what>: "), logged with its stack and counted. It
-// is for the user code that runs outside a record's processing: a
-// processor's Init and Close as a task opens and closes, a global table's
-// serdes, the whole of a worker's turn with a task.
+// guard runs fn, turning a panic in it into a *PanicError (wrapped in
+// "engine: <what>: "), logged with its stack and counted: the whole of a
+// worker's turn with a task, for the user code that runs there outside a
+// record's processing (the record cache's flush forwarding downstream, a
+// before-commit hook). The other places user code runs recover on their
+// own: processFrom and punctuate (per record, for the processing error
+// policy), topo.Task (a processor's Init and Close), collector.callProduced
+// (a ForwardToProduced callback, on the client's goroutine),
+// globalTask.apply (a global table's serdes).
 func (r *Runtime) guard(what string, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -48,7 +36,21 @@ func (r *Runtime) guard(what string, fn func() error) (err error) {
 // it as a *PanicError.
 func (r *Runtime) panicked(p any, where string) *PanicError {
 	pe := newPanicError(p)
-	r.log.Error("user code panicked", "in", where, "panic", fmt.Sprint(p), "stack", string(pe.Stack))
-	r.m.panicked(context.Background())
+	r.notePanic(pe, where)
 	return pe
+}
+
+// notePanic logs a panic recovered as pe, with its stack, and counts it.
+func (r *Runtime) notePanic(pe *PanicError, where string) {
+	r.log.Error("user code panicked", "in", where, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	r.m.panicked(context.Background())
+}
+
+// noteIfPanic logs and counts the panic err carries, if any: one topo.Task
+// recovered from a processor's Init or Close.
+func (r *Runtime) noteIfPanic(err error, where string) {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		r.notePanic(pe, where)
+	}
 }

@@ -626,6 +626,9 @@ func (r *Runtime) shutdown() error {
 	r.mu.Lock()
 	err := r.commitLocked(ctx)
 	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
+	if err == nil {
+		err = r.fatal // a processor's Close that panicked
+	}
 	r.mu.Unlock()
 	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && err == nil {
 		r.log.Warn("leave group", "err", lerr)

@@ -449,54 +449,52 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		n := int64(len(r.balancer.Current().Active))
 		cacheBytes = r.cfg.CacheBytes / max(n, 1)
 	}
-	// Opening the task runs the processors' Init: user code.
-	var task *topo.Task
-	err := r.guard("task "+id.String()+": opening", func() (err error) {
-		task, err = topo.NewTask(topo.TaskConfig{
-			ID:        id,
-			Topology:  r.topo,
-			Sub:       sub,
-			TopicName: r.plan.name,
-			OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
-				if spec.Global {
-					// A global table's store, to read: the global task keeps it
-					// (in pebble whatever its options) and commits each update
-					// before the tasks process anything.
-					return t.st.OpenStore(spec, topo.TaskID{Sub: id.Sub, Partition: globalPartition})
-				}
-				if spec.InMemory {
-					m := topo.NewMemStore(spec.Name)
-					mem[spec.Name] = m
-					return m, nil
-				}
-				return t.st.OpenStore(spec, id)
-			},
-			Collector:     t.out,
-			Now:           r.cfg.Now,
-			Logger:        r.log,
-			CacheBytes:    cacheBytes,
-			OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
-			OnLate: func(reason string) error {
-				rec := t.cur
-				if !r.cfg.DeadLetterLate || rec == nil {
-					return nil
-				}
-				var hs []topo.Header
-				for _, h := range rec.Headers {
-					hs = append(hs, topo.Header{Key: h.Key, Value: h.Value})
-				}
-				return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), hs, "late", errors.New(reason))
-			},
-			OnSkip: func(reason string) {
-				// Decode errors are counted where their policy is applied.
-				if reason != "decode-error" {
-					r.m.dropped(context.Background(), reason)
-				}
-			},
-		})
-		return err
+	// Opening the task runs the processors' Init: user code (a panic in it
+	// is a *PanicError).
+	task, err := topo.NewTask(topo.TaskConfig{
+		ID:        id,
+		Topology:  r.topo,
+		Sub:       sub,
+		TopicName: r.plan.name,
+		OpenStore: func(spec *topo.StoreSpec, id topo.TaskID) (topo.KVStore, error) {
+			if spec.Global {
+				// A global table's store, to read: the global task keeps it
+				// (in pebble whatever its options) and commits each update
+				// before the tasks process anything.
+				return t.st.OpenStore(spec, topo.TaskID{Sub: id.Sub, Partition: globalPartition})
+			}
+			if spec.InMemory {
+				m := topo.NewMemStore(spec.Name)
+				mem[spec.Name] = m
+				return m, nil
+			}
+			return t.st.OpenStore(spec, id)
+		},
+		Collector:     t.out,
+		Now:           r.cfg.Now,
+		Logger:        r.log,
+		CacheBytes:    cacheBytes,
+		OnDecodeError: func(in topo.Input, err error) error { return t.onDecodeError(in, err) },
+		OnLate: func(reason string) error {
+			rec := t.cur
+			if !r.cfg.DeadLetterLate || rec == nil {
+				return nil
+			}
+			var hs []topo.Header
+			for _, h := range rec.Headers {
+				hs = append(hs, topo.Header{Key: h.Key, Value: h.Value})
+			}
+			return t.deadLetter(rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value, rec.Timestamp.UnixMilli(), hs, "late", errors.New(reason))
+		},
+		OnSkip: func(reason string) {
+			// Decode errors are counted where their policy is applied.
+			if reason != "decode-error" {
+				r.m.dropped(context.Background(), reason)
+			}
+		},
 	})
 	if err != nil {
+		r.noteIfPanic(err, "task "+id.String())
 		t.st.Close()
 		return err
 	}
@@ -506,7 +504,7 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
 		if task.Source(tp.topic) == nil {
 			t.st.Close()
-			_ = task.Close()
+			r.closeTask(task)
 			return fmt.Errorf("engine: task %s has no source for topic %s", id, tp.topic)
 		}
 	}
@@ -597,13 +595,27 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 		if len(resume) > 0 {
 			r.cl.ResumeFetchPartitions(resume)
 		}
-		// Closing runs the processors' Close: user code.
-		if err := r.guard("task "+id.String()+": closing", t.t.Close); err != nil {
-			r.log.Warn("close task", "task", id.String(), "err", err)
-		}
+		r.closeTask(t.t)
 		t.st.Close()
 		delete(r.tasks, id)
 	}
+}
+
+// closeTask closes a task: its processors' Close (user code) and its
+// stores. A processor's Close that panicked fails the instance (its error
+// a *PanicError); another error is logged.
+func (r *Runtime) closeTask(t *topo.Task) {
+	err := t.Close()
+	if err == nil {
+		return
+	}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		r.notePanic(pe, "task "+t.ID().String()+": closing")
+		r.fail(err)
+		return
+	}
+	r.log.Warn("close task", "task", t.ID().String(), "err", err)
 }
 
 // Skipped counts the records every task dropped, by reason.
@@ -740,20 +752,7 @@ func (c *collector) produced(rec *kgo.Record, err error) {
 	defer c.inflight.Done()
 	if err == nil && rec.Context != nil {
 		if fn, ok := rec.Context.Value(producedKey{}).(func(int32, int64)); ok {
-			// User code, on the client's goroutine: a panic there would end
-			// the process. It fails the commit instead, as a lost record of
-			// an internal topic does: no policy skips it.
-			if perr := c.r.guard("task "+c.t.id.String()+": the callback of ForwardToProduced", func() error {
-				fn(rec.Partition, rec.Offset)
-				return nil
-			}); perr != nil {
-				c.mu.Lock()
-				if c.err == nil {
-					c.err = perr
-				}
-				c.internal = true
-				c.mu.Unlock()
-			}
+			c.callProduced(fn, rec)
 		}
 	}
 	if err == nil && !c.isChangelog(rec.Topic) {
@@ -781,6 +780,26 @@ func (c *collector) isChangelog(topic string) bool {
 		}
 	}
 	return false
+}
+
+// callProduced calls the callback of ForwardToProduced: user code, on the
+// client's goroutine, where a panic would end the process. It fails the
+// commit instead, as a lost record of an internal topic does: no policy
+// skips it.
+func (c *collector) callProduced(fn func(int32, int64), rec *kgo.Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			where := "task " + c.t.id.String() + ": the callback of ForwardToProduced"
+			err := fmt.Errorf("engine: %s: %w", where, c.r.panicked(p, where))
+			c.mu.Lock()
+			if c.err == nil {
+				c.err = err
+			}
+			c.internal = true
+			c.mu.Unlock()
+		}
+	}()
+	fn(rec.Partition, rec.Offset)
 }
 
 // takeErr returns and clears the first production error, and whether any

@@ -237,7 +237,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		if ni.proc == nil {
 			continue
 		}
-		if err := ni.proc.Init(ni.ctx); err != nil {
+		if err := safely(func() error { return ni.proc.Init(ni.ctx) }); err != nil {
 			t.Close()
 			return nil, fmt.Errorf("engine: task %s: init %q: %w", cfg.ID, ni.node.Name, err)
 		}
@@ -418,7 +418,7 @@ func (t *Task) Close() error {
 	for _, ni := range t.insts {
 		if ni.inited {
 			ni.inited = false
-			if err := ni.proc.Close(); err != nil {
+			if err := safely(ni.proc.Close); err != nil {
 				errs = append(errs, fmt.Errorf("engine: close %q: %w", ni.node.Name, err))
 			}
 		}
