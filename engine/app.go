@@ -97,6 +97,13 @@ type Config struct {
 	// cache wait for the next commit, so under load results come out once
 	// an interval, and after the last input within about 100ms.
 	CommitInterval time.Duration
+	// PurgeInterval is how often the instance deletes the records of its
+	// repartition topics that it has committed (Kafka's DeleteRecords):
+	// the topics keep records however old their timestamps, so that
+	// reprocessing history loses nothing to the broker's retention, and
+	// this keeps them small. Default: 30s (Kafka Streams'
+	// repartition.purge.interval.ms).
+	PurgeInterval time.Duration
 	// TransactionTimeout (ExactlyOnce): how long the broker keeps a
 	// transaction of a crashed instance open before aborting it, blocking
 	// read-committed readers of its topics meanwhile. Default: 10s.
@@ -245,6 +252,9 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.TransactionTimeout == 0 {
 		cfg.TransactionTimeout = 10 * time.Second
 	}
+	if cfg.PurgeInterval == 0 {
+		cfg.PurgeInterval = 30 * time.Second
+	}
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 10 << 20
 	}
@@ -270,6 +280,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Brokers:            cfg.Brokers,
 		StateDir:           cfg.StateDir,
 		CommitInterval:     cfg.CommitInterval,
+		PurgeInterval:      cfg.PurgeInterval,
 		CacheBytes:         max(cfg.CacheBytes, 0),
 		Workers:            cfg.Workers,
 		MaxTaskIdle:        cfg.MaxTaskIdle,

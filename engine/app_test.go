@@ -66,12 +66,15 @@ func newKT(t *testing.T) *kt {
 
 func (k *kt) topic(name string) string { return k.prefix + "-" + name }
 
+var forever = "-1"
+
 func (k *kt) create(partitions int32, names ...string) {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, n := range names {
-		resp, err := k.adm.CreateTopic(ctx, partitions, -1, nil, n)
+		// No retention by age: the tests' records have old event times.
+		resp, err := k.adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": &forever}, n)
 		if err == nil {
 			err = resp.Err
 		}

@@ -210,6 +210,12 @@ auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 
+# No deletion by age: tests and examples write records with fixed event
+# times (2026-01-01, ...), which the default 7-day retention would delete
+# at its next check (every 5 minutes), now and then between a test's write
+# and its read.
+log.retention.ms=-1
+
 # Compaction on; the cleaner looks for work every second. Segment size/age,
 # min.cleanable.dirty.ratio etc. are for each test to set on its topics.
 log.cleaner.enable=true

@@ -197,7 +197,10 @@ func (e *Env) CreateTopics(tb testing.TB, partitions int32, topics ...string) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resps, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
+	// No retention by age: tests write records with fixed, old event times,
+	// which a broker's retention (7 days by default) would delete.
+	forever := "-1"
+	resps, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, map[string]*string{"retention.ms": &forever}, topics...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -124,10 +124,12 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 			return nil
 		}
 		r.times.set(times)
+		r.committedLocked()
 	}
 	if err := r.applyStateLocked(); err != nil {
 		return err
 	}
+	r.purgeLocked(ctx)
 	r.m.commit(ctx, time.Since(start))
 	return nil
 }

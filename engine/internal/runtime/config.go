@@ -95,7 +95,8 @@ type Config struct {
 	Brokers        []string
 	StateDir       string
 	CommitInterval time.Duration
-	CacheBytes     int64 // per instance; split evenly among its tasks
+	PurgeInterval  time.Duration // how often committed repartition records are deleted
+	CacheBytes     int64         // per instance; split evenly among its tasks
 	Workers        int
 	MaxTaskIdle    time.Duration
 	AdvertisedAddr string
@@ -148,6 +149,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers <= 0 {
 		errs = append(errs, fmt.Errorf("engine: Workers is %d; it must be positive", c.Workers))
+	}
+	if c.PurgeInterval <= 0 {
+		errs = append(errs, fmt.Errorf("engine: PurgeInterval is %v; it must be positive", c.PurgeInterval))
 	}
 	if c.CommitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("engine: CommitInterval is %v; it must be positive", c.CommitInterval))

@@ -300,12 +300,14 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		return nil
 	}
 	r.times.set(times)
+	r.committedLocked()
 	for _, t := range r.tasks {
 		t.out.sent = 0
 	}
 	if err := r.applyStateLocked(); err != nil {
 		return err
 	}
+	r.purgeLocked(ctx)
 	r.m.commit(ctx, time.Since(start))
 	return nil
 }

@@ -58,6 +58,7 @@ type Runtime struct {
 	shared   atomic.Pointer[shared]
 	cl       *kgo.Client
 	adm      *kadm.Client
+	purger   *purger // the loop's
 	balancer *assign.Balancer
 	restorer *restorer
 	global   *globalTask
@@ -261,6 +262,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 		return err
 	}
 	r.plan = plan
+	r.purger = newPurger(r.topo, plan, r.cfg.PurgeInterval)
 	if r.cfg.DeadLetterTopic != "" {
 		if err := ensureTopic(ctx, r.adm, r.cfg.DeadLetterTopic); err != nil {
 			return err

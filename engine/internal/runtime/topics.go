@@ -167,8 +167,9 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 
 	// Create what is missing; check what exists.
 	type want struct {
-		partitions int32
-		configs    map[string]*string
+		partitions  int32
+		configs     map[string]*string
+		repartition bool
 	}
 	wanted := map[string]want{}
 	compact := "compact"
@@ -176,7 +177,7 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 		name := p.name(topo.TopicRef{Name: it.Name, Internal: true})
 		switch it.Kind {
 		case topo.RepartitionTopic:
-			wanted[name] = want{partitions: p.partitions[name]}
+			wanted[name] = want{partitions: p.partitions[name], configs: repartitionConfigs(), repartition: true}
 		case topo.ChangelogTopicKind:
 			store := strings.TrimSuffix(it.Name, "-changelog")
 			sub := p.storeSub[store]
@@ -221,7 +222,7 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			errs = append(errs, fmt.Errorf("engine: create internal topic %s: %w", name, err))
 		}
-		if w.configs == nil { // a repartition topic: a source of the group
+		if w.repartition { // a source of the group
 			created = append(created, name)
 		}
 	}
