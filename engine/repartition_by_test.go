@@ -169,7 +169,8 @@ func TestRepartitionByOnKafka(t *testing.T) {
 			if !fused {
 				top = engine.Unfused(top)
 			}
-			k.start(top, engine.Config{})
+			// The repartition topic's records stay, to be read below.
+			k.start(top, engine.Config{PurgeInterval: time.Hour})
 
 			var recs []*kgo.Record
 			want := map[int32][]string{} // partition of the repartition topic -> "key=value"s

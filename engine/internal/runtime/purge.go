@@ -42,7 +42,7 @@ type purger struct {
 }
 
 func newPurger(t *topo.Topology, p *topicPlan, interval time.Duration) *purger {
-	pg := &purger{topics: map[string]bool{}, interval: interval, upTo: map[string]map[int32]int64{}}
+	pg := &purger{topics: map[string]bool{}, interval: interval, last: time.Now(), upTo: map[string]map[int32]int64{}}
 	for _, it := range t.InternalTopics {
 		if it.Kind == topo.RepartitionTopic {
 			pg.topics[p.name(topo.TopicRef{Name: it.Name, Internal: true})] = true
