@@ -77,19 +77,14 @@ type WindowKey struct {
 // NewWindowed declares a view of a windowed aggregation's store (its
 // Materialized name), whose windows have the given size.
 func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde.Serde[V], size time.Duration, opts ...Option) (*View, error) {
-	v, err := NewKeyValue(name, store, keys, values, opts...)
+	var bad string
+	if size <= 0 {
+		bad = fmt.Sprintf("the window size %v must be positive", size)
+	}
+	v, parse, err := newWindowedView(name, store, keys, values, Windowed, bad, opts)
 	if err != nil {
 		return nil, err
 	}
-	if size <= 0 {
-		return nil, fmt.Errorf("projection: view %q: the window size %v must be positive", name, size)
-	}
-	var o viewOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	parse, _ := keyParser[K](o.parseKey)
-	v.kind, v.prefixable = Windowed, false
 	wkeys := engine.WindowedSerde(keys, size)
 	v.key = func(b []byte) (any, error) {
 		w, err := wkeys.Decode(b)
@@ -98,7 +93,7 @@ func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde
 	v.fetch = func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error) {
 		k, err := parse(key)
 		if err != nil {
-			return nil, fmt.Errorf("%w for view %s: %v", ErrBadKey, name, err)
+			return nil, err
 		}
 		st, err := engine.QueryWindowStore(q, store, keys, values, size)
 		if err != nil {
@@ -119,19 +114,14 @@ func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde
 // NewCountWindowed declares a view of a count-windowed aggregation's store
 // (its Materialized name), whose windows have size records.
 func NewCountWindowed[K, V any](name, store string, keys serde.Serde[K], values serde.Serde[V], size int64, opts ...Option) (*View, error) {
-	v, err := NewKeyValue(name, store, keys, values, opts...)
+	var bad string
+	if size < 1 {
+		bad = fmt.Sprintf("the window size %d must be at least 1 record", size)
+	}
+	v, parse, err := newWindowedView(name, store, keys, values, CountWindowed, bad, opts)
 	if err != nil {
 		return nil, err
 	}
-	if size < 1 {
-		return nil, fmt.Errorf("projection: view %q: the window size %d must be at least 1 record", name, size)
-	}
-	var o viewOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	parse, _ := keyParser[K](o.parseKey)
-	v.kind, v.prefixable = CountWindowed, false
 	wkeys := engine.CountWindowedSerde(keys, size)
 	v.key = func(b []byte) (any, error) {
 		w, err := wkeys.Decode(b)
@@ -140,7 +130,7 @@ func NewCountWindowed[K, V any](name, store string, keys serde.Serde[K], values 
 	v.fetchCount = func(q engine.Queryable, key string) ([]CountWindowEntry, error) {
 		k, err := parse(key)
 		if err != nil {
-			return nil, fmt.Errorf("%w for view %s: %v", ErrBadKey, name, err)
+			return nil, err
 		}
 		st, err := engine.QueryCountWindowStore(q, store, keys, values, size)
 		if err != nil {
@@ -156,6 +146,33 @@ func NewCountWindowed[K, V any](name, store string, keys serde.Serde[K], values 
 		return out, nil
 	}
 	return v, nil
+}
+
+// newWindowedView is NewKeyValue for a view whose stored keys are windows
+// of kind (no prefix scans), refused with bad if that is not empty; parse
+// reads a key written in a URL (an error: ErrBadKey).
+func newWindowedView[K, V any](name, store string, keys serde.Serde[K], values serde.Serde[V], kind Kind, bad string, opts []Option) (*View, func(string) (K, error), error) {
+	v, err := NewKeyValue(name, store, keys, values, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if bad != "" {
+		return nil, nil, fmt.Errorf("projection: view %q: %s", name, bad)
+	}
+	var o viewOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	parseKey, _ := keyParser[K](o.parseKey)
+	v.kind, v.prefixable = kind, false
+	parse := func(s string) (K, error) {
+		k, err := parseKey(s)
+		if err != nil {
+			return k, fmt.Errorf("%w for view %s: %v", ErrBadKey, name, err)
+		}
+		return k, nil
+	}
+	return v, parse, nil
 }
 
 // ErrNotWindowed is the error of a windowed fetch from a view of another
