@@ -154,12 +154,7 @@ func (g *GroupedStream[K, V]) WindowedByCount(w CountWindows) *CountWindowedStre
 // (a window's count is its size once full). It is mostly useful with
 // [EmitFinal], or to see how full each window is.
 func CountWindowedCount[K, V any](ws *CountWindowedStream[K, V], opts ...Option) *Table[CountWindowed[K], int64] {
-	t := countWindowedAggregate(ws, "count-windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
-		if !exists {
-			return int64(1)
-		}
-		return agg.(int64) + 1
-	}, nil)
+	t := countWindowedAggregate(ws, "count-windowed-count", opts, serde.Int64, countAdd, nil)
 	t.node.ValueBlind = true
 	return t
 }
@@ -168,23 +163,13 @@ func CountWindowedCount[K, V any](ws *CountWindowedStream[K, V], opts ...Option)
 // the first value is the aggregate, each later one is combined with it by
 // fn.
 func CountWindowedReduce[K, V any](ws *CountWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[CountWindowed[K], V] {
-	return countWindowedAggregate(ws, "count-windowed-reduce", opts, ws.g.s.vs, func(_, v, agg any, exists bool) any {
-		if !exists {
-			return v
-		}
-		return fn(agg.(V), v.(V))
-	}, nilFuncErr(fn == nil, "reduce"))
+	return countWindowedAggregate(ws, "count-windowed-reduce", opts, ws.g.s.vs, reduceAdd(fn), nilFuncErr(fn == nil, "reduce"))
 }
 
 // CountWindowedAggregate folds the records of each key in each count window
 // into an aggregate that starts as init() and is updated by fn.
 func CountWindowedAggregate[K, V, VA any](ws *CountWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[CountWindowed[K], VA] {
-	return countWindowedAggregate(ws, "count-windowed-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
-		if !exists {
-			agg = init()
-		}
-		return fn(as[K](k), v.(V), agg.(VA))
-	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+	return countWindowedAggregate(ws, "count-windowed-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
 }
 
 // countWindowedAggregate adds the node that folds each record into the

@@ -58,6 +58,34 @@ func (g *GroupedStream[K, V]) input() *Stream[K, V] {
 // previous aggregate.
 type aggFunc func(k, v, agg any, exists bool) any
 
+// countAdd, reduceAdd and aggregateAdd are the adders of a count, a reduce
+// and an aggregate, of every grouping: by key, by time, session or count
+// window.
+func countAdd(_, _, agg any, exists bool) any {
+	if !exists {
+		return int64(1)
+	}
+	return agg.(int64) + 1
+}
+
+func reduceAdd[V any](fn func(agg, v V) V) aggFunc {
+	return func(_, v, agg any, exists bool) any {
+		if !exists {
+			return v
+		}
+		return fn(agg.(V), v.(V))
+	}
+}
+
+func aggregateAdd[K, V, VA any](init func() VA, fn func(K, V, VA) VA) aggFunc {
+	return func(k, v, agg any, exists bool) any {
+		if !exists {
+			agg = init()
+		}
+		return fn(as[K](k), v.(V), agg.(VA))
+	}
+}
+
 // aggregate adds the node that folds a grouped stream into a store.
 func aggregate[K, V, VA any](g *GroupedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[K, VA] {
 	b := g.s.b
@@ -106,12 +134,7 @@ func later(a, b time.Time) time.Time {
 
 // Count counts the records of each key. Records without a value are skipped.
 func (g *GroupedStream[K, V]) Count(opts ...Option) *Table[K, int64] {
-	t := aggregate(g, "count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
-		if !exists {
-			return int64(1)
-		}
-		return agg.(int64) + 1
-	}, nil)
+	t := aggregate(g, "count", opts, serde.Int64, countAdd, nil)
 	t.node.ValueBlind = true
 	return t
 }
@@ -119,12 +142,7 @@ func (g *GroupedStream[K, V]) Count(opts ...Option) *Table[K, int64] {
 // Reduce combines the values of each key: the first value is the aggregate,
 // and each later one is combined with it by fn.
 func (g *GroupedStream[K, V]) Reduce(fn func(agg, v V) V, opts ...Option) *Table[K, V] {
-	return aggregate(g, "reduce", opts, g.s.vs, func(_, v, agg any, exists bool) any {
-		if !exists {
-			return v
-		}
-		return fn(agg.(V), v.(V))
-	}, nilFuncErr(fn == nil, "reduce"))
+	return aggregate(g, "reduce", opts, g.s.vs, reduceAdd(fn), nilFuncErr(fn == nil, "reduce"))
 }
 
 func nilFuncErr(isNil bool, what string) error {
@@ -138,12 +156,7 @@ func nilFuncErr(isNil bool, what string) error {
 // init() and is updated by fn. The aggregate's serde defaults to serde.For
 // of its type; set it with [ValueSerde].
 func Aggregate[K, V, VA any](g *GroupedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[K, VA] {
-	return aggregate(g, "aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
-		if !exists {
-			agg = init()
-		}
-		return fn(as[K](k), v.(V), agg.(VA))
-	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+	return aggregate(g, "aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
 }
 
 // GroupedTable is a table re-grouped by a new key, ready for an aggregation

@@ -119,12 +119,7 @@ func (g *GroupedStream[K, V]) SessionWindowedBy(w Sessions) *SessionWindowedStre
 
 // SessionCount counts the records of each key's sessions.
 func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
-	t := sessionAggregate(ss, "session-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
-		if !exists {
-			return int64(1)
-		}
-		return agg.(int64) + 1
-	}, func(_, acc any, has bool, next any) any {
+	t := sessionAggregate(ss, "session-count", opts, serde.Int64, countAdd, func(_, acc any, has bool, next any) any {
 		if !has {
 			return next
 		}
@@ -138,12 +133,7 @@ func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Ta
 // is the aggregate, each later one is combined with it by fn, and so are
 // the aggregates of merged sessions (earlier session first).
 func SessionReduce[K, V any](ss *SessionWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
-	return sessionAggregate(ss, "session-reduce", opts, ss.g.s.vs, func(_, v, agg any, exists bool) any {
-		if !exists {
-			return v
-		}
-		return fn(agg.(V), v.(V))
-	}, func(_, acc any, has bool, next any) any {
+	return sessionAggregate(ss, "session-reduce", opts, ss.g.s.vs, reduceAdd(fn), func(_, acc any, has bool, next any) any {
 		if !has {
 			return next
 		}
@@ -157,12 +147,7 @@ func SessionReduce[K, V any](ss *SessionWindowedStream[K, V], fn func(agg, v V) 
 // init(), merge folds in each session's, earliest first; then fn adds the
 // record.
 func SessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
-	return sessionAggregate(ss, "session-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
-		if !exists {
-			agg = init()
-		}
-		return fn(as[K](k), v.(V), agg.(VA))
-	}, func(k, acc any, has bool, next any) any {
+	return sessionAggregate(ss, "session-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), func(k, acc any, has bool, next any) any {
 		if !has {
 			acc = init()
 		}

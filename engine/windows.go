@@ -162,12 +162,7 @@ func (g *GroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V
 
 // WindowedCount counts the records of each key in each window.
 func WindowedCount[K, V any](ws *TimeWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
-	t := windowedAggregate(ws, "windowed-count", opts, serde.Int64, func(_, _, agg any, exists bool) any {
-		if !exists {
-			return int64(1)
-		}
-		return agg.(int64) + 1
-	}, nil)
+	t := windowedAggregate(ws, "windowed-count", opts, serde.Int64, countAdd, nil)
 	t.node.ValueBlind = true
 	return t
 }
@@ -175,23 +170,13 @@ func WindowedCount[K, V any](ws *TimeWindowedStream[K, V], opts ...Option) *Tabl
 // WindowedReduce combines the values of each key in each window: the first
 // value is the aggregate, each later one is combined with it by fn.
 func WindowedReduce[K, V any](ws *TimeWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
-	return windowedAggregate(ws, "windowed-reduce", opts, ws.g.s.vs, func(_, v, agg any, exists bool) any {
-		if !exists {
-			return v
-		}
-		return fn(agg.(V), v.(V))
-	}, nilFuncErr(fn == nil, "reduce"))
+	return windowedAggregate(ws, "windowed-reduce", opts, ws.g.s.vs, reduceAdd(fn), nilFuncErr(fn == nil, "reduce"))
 }
 
 // WindowedAggregate folds the records of each key in each window into an
 // aggregate that starts as init() and is updated by fn.
 func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
-	return windowedAggregate(ws, "windowed-aggregate", opts, defaultSerde[VA](), func(k, v, agg any, exists bool) any {
-		if !exists {
-			agg = init()
-		}
-		return fn(as[K](k), v.(V), agg.(VA))
-	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+	return windowedAggregate(ws, "windowed-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
 }
 
 // windowedAggregate adds the node that folds each record into the windows
