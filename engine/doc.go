@@ -43,7 +43,10 @@
 // partitioned by the new key, which starts a new sub-topology.
 // [Stream.Repartition] does it explicitly; [Stream.RepartitionBy] lets a
 // function choose each record's partitions, several of them to send a copy
-// to each (a truncate that every partition's state must see).
+// to each (a truncate that every partition's state must see). A
+// repartition topic keeps its records however old their event times (no
+// retention by age: reprocessing history through it loses nothing), and
+// the application deletes what it has committed every Config.PurgeInterval.
 //
 // # Time and windows
 //
