@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
@@ -149,6 +150,25 @@ func (k *kt) table(topic string, timeout time.Duration, cond func(map[string]int
 		})
 	}
 	return table
+}
+
+// committed returns the offset group has committed for partition 0 of
+// topic, -1 if none (or no group yet).
+func (k *kt) committed(group, topic string) int64 {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := k.adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return -1
+	}
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(topic, 0); ok {
+		return o.At
+	}
+	return -1
 }
 
 // records reads n records of a topic from the start.

@@ -290,11 +290,7 @@ func TestPanicOutsideRecords(t *testing.T) {
 			group := k.prefix + "-" + c.where
 			if c.where == "close" {
 				a := k.start(top, engine.Config{AppID: group})
-				wait(t, 60*time.Second, "the input committed", func() bool {
-					offs, err := k.adm.FetchOffsets(context.Background(), group)
-					o, ok := offs.Lookup(in, 0)
-					return err == nil && ok && o.At == 1
-				})
+				wait(t, 60*time.Second, "the input committed", func() bool { return k.committed(group, in) == 1 })
 				err := a.stop()
 				var pe *engine.PanicError
 				if !errors.As(err, &pe) || pe.Value != c.value {
@@ -307,14 +303,8 @@ func TestPanicOutsideRecords(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Value != c.value || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("Run returned %v, want a *PanicError %q saying %q", err, c.value, c.says)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			offs, err := k.adm.FetchOffsets(ctx, group)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if o, ok := offs.Lookup(in, 0); ok && o.At > 0 {
-				t.Errorf("the input committed at %d, want nothing committed", o.At)
+			if at := k.committed(group, in); at > 0 {
+				t.Errorf("the input committed at %d, want nothing committed", at)
 			}
 		})
 	}
