@@ -234,7 +234,9 @@ func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
 	}
 	r.in, r.out, r.stores = dslKinds(def.in), dslKinds(def.out), dslKinds(def.stores)
 	b := engine.NewBuilder()
-	def.build(b, func(format string, args ...any) { r.log = append(r.log, fmt.Sprintf(format, args...)) })
+	def.build(b, func(format string, args ...any) {
+		r.log = append(r.log, strings.Join(strings.Fields(fmt.Sprintf(format, args...)), " "))
+	})
 	top, buildErr := b.Build()
 	if len(cmds) > 0 && cmds[0].args[0] == "build-error" {
 		if buildErr == nil {
@@ -439,7 +441,11 @@ func dslEncode(k dslKind, s string) ([]byte, error) {
 
 func dslFormat(key, value []byte, k dslKind, unixMilli int64) string {
 	ks := "~"
-	if key != nil {
+	switch {
+	case key == nil:
+	case len(key) == 0:
+		ks = `""`
+	default:
 		ks = string(key)
 	}
 	if k == dslCountWindowedI64 && len(key) >= 8 {

@@ -199,6 +199,10 @@ func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
 		return &serde.Error{Topic: topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
 	}
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		if keyKept && l.in.Key == nil && s.node.DropNullKeys {
+			l.env.Skip(s.node, "null key")
+			return nil
+		}
 		out := topo.Output{Topic: topic, Partition: topo.AnyPartition, Timestamp: l.ts, Headers: l.in.Headers}
 		if raw || keyKept && l.in.Key == nil {
 			out.Key = l.in.Key

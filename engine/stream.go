@@ -326,7 +326,7 @@ func (s *Stream[K, V]) repartitionBy(name string, partitions int, partition func
 	kc, vc := codecOf(s.ks), codecOf(s.vs)
 	serdeErr := nilSerdes(s.ks == nil, s.vs == nil)
 	sink := &topo.Node{Name: name + "-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: it.Name, Internal: true, InternalTopic: it,
-		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K]()}
+		Parents: []*topo.Node{s.node}, KeyCodec: kc, ValueCodec: vc, KeyComparable: keyComparable[K](), DropNullKeys: true}
 	sink.Typed = newSinkStep(sink, s.ks, s.vs)
 	if partition != nil {
 		sink.Partitioner = func(key, value any, n int) []int { return partition(as[K](key), as[V](value), n) }

@@ -186,6 +186,9 @@ type Node struct {
 	// topic's partition count n: one or several (a copy to each), or none
 	// (by the key, as without it). See Output.Partitions.
 	Partitioner func(key, value any, n int) []int
+	// DropNullKeys (sinks) drops and counts the records with a null key,
+	// as Kafka Streams filters them out of every repartition topic.
+	DropNullKeys bool
 
 	// Processor nodes.
 	New    func() Processor

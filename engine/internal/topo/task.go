@@ -537,6 +537,10 @@ func (ni *nodeInst) forwardAll(r Record) error {
 }
 
 func (ni *nodeInst) sink(r Record) error {
+	if r.Key == nil && ni.node.DropNullKeys {
+		ni.task.Skip(ni.node.Name + ": null key")
+		return nil
+	}
 	out := Output{Topic: ni.topic, Partition: AnyPartition, Timestamp: r.Timestamp.UnixMilli(), Headers: r.Headers, Produced: r.produced}
 	if ni.node.Partitioner != nil {
 		out.Partitions = partitionsOf(ni.node.Partitioner, r.Key, r.Value)
