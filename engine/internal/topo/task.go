@@ -133,13 +133,16 @@ type Task struct {
 	insts      []*nodeInst
 	stores     map[string]KVStore
 	streamTime int64 // Unix ms; NoTime before the first record
-	eventTime  int64 // the event time of the last record processed
-	recordTime int64 // the timestamp of the record the current node sees
-	origin     Origin
-	puncts     []*punctuator
-	skipped    map[string]int64
-	cache      *Cache
-	hooks      []commitHook
+	// resumedTime is the stream time the task resumed with (RaiseStreamTime
+	// before its first record), where processors' clocks start; NoTime.
+	resumedTime int64
+	eventTime   int64 // the event time of the last record processed
+	recordTime  int64 // the timestamp of the record the current node sees
+	origin      Origin
+	puncts      []*punctuator
+	skipped     map[string]int64
+	cache       *Cache
+	hooks       []commitHook
 	// commitSoon: a processor asked for a commit (Context.RequestCommit).
 	commitSoon bool
 }
@@ -175,12 +178,13 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &Task{
-		cfg:        cfg,
-		sources:    map[string]*nodeInst{},
-		stores:     map[string]KVStore{},
-		streamTime: NoTime,
-		skipped:    map[string]int64{},
-		cache:      NewCache(cfg.CacheBytes),
+		cfg:         cfg,
+		sources:     map[string]*nodeInst{},
+		stores:      map[string]KVStore{},
+		streamTime:  NoTime,
+		resumedTime: NoTime,
+		skipped:     map[string]int64{},
+		cache:       NewCache(cfg.CacheBytes),
 	}
 	for _, spec := range cfg.Sub.GlobalStores {
 		s, err := cfg.OpenStore(spec, cfg.ID)
@@ -257,6 +261,9 @@ func (t *Task) StreamTime() int64 { return t.streamTime }
 func (t *Task) RaiseStreamTime(ms int64) {
 	if ms > t.streamTime {
 		t.streamTime = ms
+	}
+	if ms > t.resumedTime {
+		t.resumedTime = ms
 	}
 }
 
