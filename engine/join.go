@@ -93,7 +93,7 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op stri
 					return nil, false, st.err("key", nil, true, err)
 				}
 			}
-			return va.asOf(c, kb, r.Timestamp.UnixMilli())
+			return va.asOf(kb, r.Timestamp.UnixMilli())
 		}
 		joinOne := func(c *topo.Context, r topo.Record) error {
 			var tv any
@@ -139,7 +139,10 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op stri
 					c.Skip("record without a key in a stream-table join")
 					return nil
 				}
-				if buf == nil {
+				if buf == nil || r.Key == nil {
+					// A left join's record without a key has no table value
+					// to wait for: it is joined at once (KIP-962; Kafka
+					// Streams 4.4 throws on it with a grace period).
 					return joinOne(c, r)
 				}
 				return buf.process(c, r, joinOne)

@@ -24,7 +24,14 @@ import (
 // Three stores hold a versioned table: the table's own key-value store with
 // the latest values (queried and joined like any table's), "<store>-history"
 // with the past versions, and "<store>-history-index", which orders the past
-// versions by when they stop being needed. A history key is the record key
+// versions by when they stop being needed. The table has a stream time of
+// its own, as Kafka Streams' versioned store does: the greatest timestamp
+// of its updates (the stream records joined with it do not move it), kept
+// in the history store under clockKey, so that the table's processor and
+// the joins reading it agree, and a restart resumes it. An update older than
+// that time by more than the history is dropped; a lookup older than that
+// still finds the latest value if it had started by then, and nothing else.
+// A history key is the record key
 // and the version's start (8 bytes, the window store's layout, so the key
 // alone says which partition holds it); its value is a byte saying whether
 // the version is a value (1) or a deletion (0), the time the version ends
@@ -47,12 +54,14 @@ func Versioned(history time.Duration) Option {
 	return func(o *options) { o.versioned = history; o.set = append(o.set, "Versioned") }
 }
 
-// JoinGrace delays each record of a stream–table join until the stream's
-// time (the greatest timestamp of its records so far) is d past it, then
+// JoinGrace delays each record of a stream–table join until the buffer's
+// time (the greatest timestamp of the records it took) is d past it, then
 // joins it with the table as of the record's time, so that table updates up
-// to d late are still seen; records leave in timestamp order, and one that
-// is already that late joins at once. The records waiting are kept in a
-// store ("<join>-buffer", with a changelog).
+// to d late are still seen; records leave in timestamp order, and those of
+// one time in the order of their keys' bytes, as in Kafka Streams. A record
+// already more than d behind joins at once, and so does a left join's
+// record without a key. The records waiting are kept in a store
+// ("<join>-buffer", with a changelog).
 // The table must be [Versioned] with a history of at least d. Kafka Streams'
 // Joined.withGracePeriod.
 func JoinGrace(d time.Duration) Option {
@@ -73,6 +82,11 @@ func (b *Builder) addVersioned(o *options, store string) {
 }
 
 func historyKey(kb []byte, from int64) []byte { return suffixed(kb, from) }
+
+// clockKey is the history store's key of the table's stream time: shorter
+// than any history key (a record key and 8 bytes), so no range of a key's
+// versions holds it.
+var clockKey = []byte{0xff}
 
 // versionedAccess reads and writes a versioned table in a task.
 type versionedAccess struct {
@@ -100,13 +114,23 @@ func (a *versionedAccess) open(c *topo.Context, store string, kc, vc topo.Codec,
 	return nil
 }
 
-// horizon is the earliest time the history still answers for.
-func (a *versionedAccess) horizon(c *topo.Context, ts int64) int64 {
-	now := c.StreamTime()
-	if now.IsZero() {
-		return ts - a.keep
+// clock is the table's stream time: the greatest timestamp of its updates
+// (topo.NoTime before the first).
+func (a *versionedAccess) clock() (int64, error) {
+	e, ok, err := a.history.Get(clockKey)
+	if err != nil || !ok || len(e.Value) != 8 {
+		return topo.NoTime, err
 	}
-	return max(now.UnixMilli(), ts) - a.keep
+	return int64(binary.BigEndian.Uint64(e.Value)), nil
+}
+
+// horizon is the earliest time the history still answers for, at the table's
+// stream time now.
+func (a *versionedAccess) horizon(now int64) int64 {
+	if now == topo.NoTime {
+		return now
+	}
+	return now - a.keep
 }
 
 // versions returns the key's past versions, earliest first.
@@ -140,13 +164,16 @@ func (a *versionedAccess) keepVersion(kb []byte, from, until int64, vb []byte, d
 	return a.index.add(until+a.keep, hk, from)
 }
 
-// expire removes the versions no time in the history falls inside.
-func (a *versionedAccess) expire(c *topo.Context) error {
-	now := c.StreamTime()
-	if now.IsZero() {
+// versionEnd is the end of a past version, as written (a later version
+// may end it earlier).
+func versionEnd(v []byte) int64 { return int64(binary.BigEndian.Uint64(v[1:versionHeader])) }
+
+// expire removes the versions no time in the history falls inside, at the
+// table's stream time ms.
+func (a *versionedAccess) expire(ms int64) error {
+	if ms == topo.NoTime {
 		return nil
 	}
-	ms := now.UnixMilli()
 	return a.index.each(ms, ms, func(hk []byte) error {
 		e, ok, err := a.history.Get(hk)
 		if err != nil || !ok || len(e.Value) < versionHeader {
@@ -165,13 +192,23 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 		c.Skip("record without a key for a table")
 		return nil
 	}
-	if err := a.expire(c); err != nil {
+	now, err := a.clock()
+	if err != nil {
 		return err
 	}
 	ts := r.Timestamp.UnixMilli()
-	if ts < a.horizon(c, ts) {
+	if ts < a.horizon(now) {
 		c.Skip("update older than the versioned table's history")
 		return nil
+	}
+	if ts > now {
+		now = ts
+		if err := a.history.Put(clockKey, binary.BigEndian.AppendUint64(nil, uint64(now)), now); err != nil {
+			return err
+		}
+	}
+	if err := a.expire(now); err != nil {
+		return err
 	}
 	kb, old, oldTime, ok, err := a.latest.getKey(r)
 	if err != nil {
@@ -179,8 +216,12 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 	}
 	if ok && ts >= oldTime.UnixMilli() {
 		// The new latest value; the old one becomes a past version, unless
-		// it has the same time.
-		if from := oldTime.UnixMilli(); from < ts {
+		// it has the same time. A deletion at a later time is a version of
+		// its own; one at the latest value's time only removes that value,
+		// as Kafka Streams' versioned store does (the version before it
+		// ended then already).
+		from := oldTime.UnixMilli()
+		if from < ts {
 			vb, err := a.latest.vc.Encode(old)
 			if err != nil {
 				return a.latest.err("value", nil, true, err)
@@ -189,7 +230,7 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 				return err
 			}
 		}
-		if r.Value == nil {
+		if r.Value == nil && from < ts {
 			if err := a.keepVersion(kb, ts, ts, nil, true); err != nil {
 				return err
 			}
@@ -206,14 +247,19 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 	if ok {
 		until = oldTime.UnixMilli()
 	}
-	var last *topo.Entry
+	inside := int64(1<<63 - 1) // the end of the version ts falls inside
 	for i := range past {
 		if past[i].Timestamp > ts {
 			until = min(until, past[i].Timestamp)
 			break
 		}
-		last = &past[i]
+		inside = 1<<63 - 1
+		if end := versionEnd(past[i].Value); end > ts {
+			inside = end
+		}
 	}
+	// A version written inside an earlier one ends where that one did.
+	until = min(until, inside)
 	if !ok && until == 1<<63-1 {
 		// Later than every version, and the key is deleted (or new): a
 		// value becomes the latest; a deletion changes nothing downstream,
@@ -222,21 +268,17 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 		if r.Value != nil {
 			return a.latest.updateKey(kb, r, nil, r.Value, r.Timestamp)
 		}
-		if last != nil && last.Value[0] == versionTombstone {
-			return nil // deleted already
-		}
+		// Deleted already, perhaps, but a deletion is a version too: an
+		// update older than it, out of order, ends there.
 		return a.keepVersion(kb, ts, ts, nil, true)
 	}
 	// Out of order: a past version, nothing downstream. A version that
 	// ends before the history begins would never be read.
-	if until < a.horizon(c, ts) {
+	if until < a.horizon(now) {
 		c.Skip("update older than the versioned table's history")
 		return nil
 	}
 	if r.Value == nil {
-		if last != nil && last.Value[0] == versionTombstone && last.Timestamp < ts {
-			return nil // already deleted then
-		}
 		return a.keepVersion(kb, ts, until, nil, true)
 	}
 	vb, err := a.latest.vc.Encode(r.Value)
@@ -246,12 +288,9 @@ func (a *versionedAccess) process(c *topo.Context, r topo.Record) error {
 	return a.keepVersion(kb, ts, until, vb, false)
 }
 
-// asOf returns the key's value at time t (nil, false when it had none, or
-// when t is older than the history).
-func (a *versionedAccess) asOf(c *topo.Context, kb []byte, t int64) (any, bool, error) {
-	if t < a.horizon(c, t) {
-		return nil, false, nil
-	}
+// asOf returns the key's value at time t (nil, false when it had none). Past
+// the history only the latest value is known, if it had started by t.
+func (a *versionedAccess) asOf(kb []byte, t int64) (any, bool, error) {
 	e, ok, err := a.latest.tbl.Get(kb)
 	if err != nil {
 		return nil, false, err
@@ -259,12 +298,16 @@ func (a *versionedAccess) asOf(c *topo.Context, kb []byte, t int64) (any, bool, 
 	if ok && e.Timestamp <= t {
 		return a.decode(e.Value)
 	}
+	now, err := a.clock()
+	if err != nil || t < a.horizon(now) {
+		return nil, false, err
+	}
 	past, err := a.versions(kb, t+1)
 	if err != nil || len(past) == 0 {
 		return nil, false, err
 	}
 	v := past[len(past)-1].Value
-	if v[0] == versionTombstone {
+	if v[0] == versionTombstone || versionEnd(v) <= t {
 		return nil, false, nil
 	}
 	return a.decode(v[versionHeader:])
@@ -366,13 +409,15 @@ func checkVersioned(d time.Duration) error {
 	return nil
 }
 
-// joinBuffer holds the records of a stream–table join for its grace. A key
-// is the record's timestamp (8 bytes) and a sequence number (8 bytes); a
-// value is a flag byte (1: the record has a key), then the key, the value
-// and the headers, each length-prefixed (a header value's length plus one,
-// 0 for none). The buffer's stream time, the greatest timestamp of the
-// stream's records (as in Kafka Streams: the table's updates do not make
-// the stream's records leave), is kept under the key timeKey.
+// joinBuffer holds the records of a stream–table join for its grace, as
+// Kafka Streams' time-ordered buffer does. A key is the record's timestamp
+// (8 bytes), its key's bytes and a sequence number (8 bytes), so records
+// leave in timestamp order and, at one time, in key order; a value is a
+// flag byte (1: the record has a key), then the key, the value and the
+// headers, each length-prefixed (a header value's length plus one, 0 for
+// none). The buffer's stream time, the greatest timestamp of the records it
+// took (a record already too late, joined at once, does not count, nor do
+// the table's updates), is kept under the key timeKey.
 type joinBuffer struct {
 	st      topo.KVStore
 	kc, vc  topo.Codec
@@ -396,19 +441,20 @@ func (j *joinBuffer) load() error {
 		if err != nil {
 			return err
 		}
-		switch len(e.Key) {
-		case 16:
+		switch {
+		case len(e.Key) >= 16:
 			j.nextDue = min(j.nextDue, int64(binary.BigEndian.Uint64(e.Key)))
-			j.seq = max(j.seq, binary.BigEndian.Uint64(e.Key[8:])+1)
-		case len(timeKey):
-			if len(e.Value) == 8 {
-				j.now = int64(binary.BigEndian.Uint64(e.Value))
-			}
+			j.seq = max(j.seq, binary.BigEndian.Uint64(e.Key[len(e.Key)-8:])+1)
+		case bytes.Equal(e.Key, timeKey) && len(e.Value) == 8:
+			j.now = int64(binary.BigEndian.Uint64(e.Value))
 		}
 	}
 	return nil
 }
 
+// process joins r at once if it is later than the grace already (by the
+// buffer's stream time before it), else buffers it and joins, in order,
+// every record the grace has passed.
 func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Context, topo.Record) error) error {
 	if !j.loaded {
 		if err := j.load(); err != nil {
@@ -416,6 +462,26 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 		}
 	}
 	ts := r.Timestamp.UnixMilli()
+	if j.now != -1<<63 && ts < j.now-j.grace {
+		return join(c, r)
+	}
+	kb, ok := topo.RawKey(r, j.kc)
+	if !ok {
+		var err error
+		if kb, err = j.kc.Encode(r.Key); err != nil {
+			return joinSerdeErr(j.st.Name(), "key", nil, true, err)
+		}
+	}
+	b, err := j.encode(r)
+	if err != nil {
+		return err
+	}
+	k := binary.BigEndian.AppendUint64(append(binary.BigEndian.AppendUint64(make([]byte, 0, 16+len(kb)), uint64(ts)), kb...), j.seq)
+	j.seq++
+	if err := j.st.Put(k, b, ts); err != nil {
+		return err
+	}
+	j.nextDue = min(j.nextDue, ts)
 	if ts > j.now {
 		j.now = ts
 		if err := j.st.Put(timeKey, binary.BigEndian.AppendUint64(nil, uint64(ts)), ts); err != nil {
@@ -423,23 +489,6 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 		}
 	}
 	due := j.now - j.grace
-	if ts <= due && ts < j.nextDue {
-		// Late already, and earlier than all that waits: no need to wait.
-		if err := join(c, r); err != nil {
-			return err
-		}
-	} else {
-		b, err := j.encode(r)
-		if err != nil {
-			return err
-		}
-		k := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(ts)), j.seq)
-		j.seq++
-		if err := j.st.Put(k, b, ts); err != nil {
-			return err
-		}
-		j.nextDue = min(j.nextDue, ts)
-	}
 	if due < j.nextDue {
 		return nil
 	}
@@ -448,7 +497,7 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 		if err != nil {
 			return err
 		}
-		if len(e.Key) == 16 {
+		if len(e.Key) >= 16 {
 			waiting = append(waiting, topo.Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
 		}
 	}
@@ -470,7 +519,7 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 		if err != nil {
 			return err
 		}
-		if len(e.Key) == 16 {
+		if len(e.Key) >= 16 {
 			j.nextDue = int64(binary.BigEndian.Uint64(e.Key))
 			break
 		}
