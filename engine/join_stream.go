@@ -231,7 +231,7 @@ type ssShared struct {
 	refs int
 
 	clock    topo.Clock // the largest timestamp of the records either side was given
-	minTime  int64      // the earliest time put in the outer store since it was last looked through (MaxInt64: none)
+	minTime  int64      // the earliest time put in the outer store since the last look, or the time of the last record that look visited (MaxInt64: none)
 	nextEmit int64      // the wall-clock time (ms) before which the outer store is not looked through
 
 	loaded  bool
