@@ -118,7 +118,8 @@ type options struct {
 	resultHeaders    func([]Header) []Header
 	versioned        time.Duration // Versioned: the history kept
 	joinGrace        time.Duration
-	set              []string // which options were given, for the "not used here" check
+	joinEmitInterval *time.Duration // JoinEmitInterval
+	set              []string       // which options were given, for the "not used here" check
 }
 
 // WithTimestamps gives the records a source reads their event time (the
@@ -189,8 +190,9 @@ func Named(name string) Option {
 // ResultHeaders chooses the headers of the results of a join: fn gets the
 // headers of the record that made the result (the stream record, the table
 // update, or for a foreign-key join the left row's or the right row's
-// update; none for a stream join's result emitted when a window closes,
-// since the join keeps values only) and returns what the result carries.
+// update; for a stream join's result emitted when a window closes, the
+// record whose arrival emitted it, since the join keeps values only) and
+// returns what the result carries.
 // Without it a result carries that record's headers.
 func ResultHeaders(fn func(headers []Header) []Header) Option {
 	return func(o *options) { o.resultHeaders = fn; o.set = append(o.set, "ResultHeaders") }

@@ -769,20 +769,24 @@ var dslTopologies = map[string]dslTopologyDef{
 		right := engine.NewGlobalTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
 		engine.LeftJoinGlobal(dslTexts(b, "left"), right, dslCustomer, func(_ string, v, tv string, found bool) string { return v + "+" + dslOrNull(tv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
-	// Stream-stream joins of records at most 10ms apart, without grace.
+	// Stream-stream joins of records at most 10ms apart, without grace. The
+	// left and outer joins look for non-joined results on every record
+	// (JoinEmitInterval(0), as Kafka Streams' TopologyTestDriver does), not
+	// once a second of the wall clock, so that a broker's run gives the
+	// driver's results.
 	"stream-stream-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
 			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.OuterJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
 			func(_ string, lv string, lok bool, rv string, rok bool) string {
 				return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
-			}, engine.Named("join")).To(dslTopicPrefix + "out")
+			}, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	// Foreign-key joins: "left" rows are orders "<customer>:<item>", joined
 	// with the customer's row in "right".
@@ -794,14 +798,15 @@ var dslTopologies = map[string]dslTopologyDef{
 		l, r := dslTextTables(b)
 		engine.LeftJoinForeignKey(l, r, dslCustomer, func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).ToStream().To(dslTopicPrefix + "out")
 	}},
-	// Stream-stream joins whose window holds all of a case's records.
+	// Stream-stream joins whose window holds all of a case's records (the
+	// left join, as above, looks for non-joined results on every record).
 	"stream-stream-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.JoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
 			func(_ string, lv, rv string) string { return lv + "+" + rv }, engine.Named("join")).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-left-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join")).To(dslTopicPrefix + "out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {

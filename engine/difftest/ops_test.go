@@ -249,8 +249,18 @@ func buildCatalog() []*op {
 		add(&op{name: "stream-join/" + kind, twin: "stream-join", fixed: params{"kind": kind}, inputs: in2, outputs: out,
 			draw: func(r *rand.Rand, p params) {
 				p["grace"] = drawGrace(r)
-				p["before"] = strconv.Itoa(r.IntN(11))
-				p["after"] = strconv.Itoa(r.IntN(11))
+				// A window may be shifted (a negative before or after),
+				// as long as it is not negative as a whole.
+				before := r.IntN(11)
+				after := max(r.IntN(16)-5, -before)
+				p["before"] = strconv.Itoa(before)
+				p["after"] = strconv.Itoa(after)
+				if kind != "inner" {
+					// How often the join looks for non-joined results, by
+					// the wall clock: Kafka Streams' default, on every
+					// record (TopologyTestDriver's default), or between.
+					p["joinemit"] = []string{"1000", "0", "300"}[r.IntN(3)]
+				}
 			},
 			build: buildStreamJoin})
 	}
@@ -390,9 +400,9 @@ func buildStreamJoin(b *engine.Builder, p params) {
 	case "inner":
 		j = engine.JoinStreams(l, r, w, func(_, l, r string) string { return joined(l, true, r, true) })
 	case "left":
-		j = engine.LeftJoinStreams(l, r, w, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) })
+		j = engine.LeftJoinStreams(l, r, w, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) }, engine.JoinEmitInterval(ms(p, "joinemit")))
 	default:
-		j = engine.OuterJoinStreams(l, r, w, func(_, l string, lok bool, r string, rok bool) string { return joined(l, lok, r, rok) })
+		j = engine.OuterJoinStreams(l, r, w, func(_, l string, lok bool, r string, rok bool) string { return joined(l, lok, r, rok) }, engine.JoinEmitInterval(ms(p, "joinemit")))
 	}
 	j.To("out")
 }

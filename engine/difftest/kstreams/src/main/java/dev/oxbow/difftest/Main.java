@@ -125,6 +125,12 @@ public final class Main {
         // The record cache: Kafka Streams' default (10 MiB) or off. The driver
         // commits, and so flushes the cache, after every record it processes.
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, p.bool("cache") ? 10L * 1024 * 1024 : 0L);
+        // Left and outer stream–stream joins look for non-joined results at
+        // most this often by the wall clock (Kafka Streams' default: 1s;
+        // TopologyTestDriver's, without it: 0, on every record).
+        if (c.params.containsKey("joinemit")) {
+            props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", p.ms("joinemit"));
+        }
         // The DSL's stores: RocksDB, Kafka Streams' default, unless the
         // harness asks for the in-memory ones (-Ddifftest.stores=memory).
         if ("memory".equals(System.getProperty("difftest.stores"))) {
