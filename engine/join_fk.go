@@ -17,6 +17,13 @@ import (
 // leaves no result from the old one, and a left row or a right row deleted
 // deletes the results it made. The tables need not be co-partitioned.
 //
+// As in Kafka Streams, each result is stamped with the later of the left
+// row's and the right row's timestamps (a right update answers with its own
+// time), and the result table forwards every result it is given, a delete
+// of a key that had no result too (the answer to the delete of a left row,
+// or of a right row a left row names), unless it is [Materialized] and the
+// record cache drops it (see [OmitAbsentDeletes]).
+//
 // As in Kafka Streams, the left side subscribes each row to its right row
 // through an internal topic partitioned like the right table; the right side
 // keeps the subscriptions and answers each one, and every later change of

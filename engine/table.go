@@ -19,6 +19,16 @@ import (
 // downstream can take back what the old value contributed: a filter turns a
 // row that stops passing into a delete, and a re-grouped aggregation
 // subtracts the old value before adding the new one.
+//
+// Tables forward the updates Kafka Streams' tables forward, which include,
+// in many places, a delete of a key that was not there (a change from
+// nothing to nothing, a tombstone in the table's stream): a source table
+// forwards every delete it reads, a filter a delete for each row that fails
+// it. Which ones depends, as in Kafka Streams, on whether a table node keeps
+// a store of its own and sends old values, which the operations added
+// downstream decide while the topology is built; the docs of NewTable,
+// ToTable, Filter, MapTableValues, the joins and SuppressUntil say how.
+// [OmitAbsentDeletes] drops them all.
 type Table[K, V any] struct {
 	b     *Builder
 	node  *topo.Node // forwards topo.Change values
@@ -33,7 +43,12 @@ type Table[K, V any] struct {
 }
 
 // NewTable reads a topic as a table, kept in a store (queryable under the
-// name given with [Materialized]).
+// name given with [Materialized]). As Kafka Streams' source tables, it
+// forwards every record it reads, the delete of a key it does not have too,
+// except that a table materialized in Kafka Streams' terms — given
+// [Materialized] or [Versioned], or read by a join, or sending old values
+// to a re-grouping or a suppression — writes through the record cache,
+// which drops such a delete (see [OmitAbsentDeletes]).
 func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
 	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog", "WithTimestamps", "WithWallClockTimestamps", "Versioned")
 	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
