@@ -22,11 +22,20 @@ type Builder struct {
 	g        topo.Graph
 	siblings map[string]int
 	built    bool
+	// omitAbsent: OmitAbsentDeletes was given.
+	omitAbsent bool
+	err        error // a problem with the builder's options, reported by Build
 }
 
-// NewBuilder returns an empty builder.
-func NewBuilder() *Builder {
-	return &Builder{siblings: map[string]int{}}
+// NewBuilder returns an empty builder. Options: [OmitAbsentDeletes].
+func NewBuilder(opts ...Option) *Builder {
+	b := &Builder{siblings: map[string]int{}}
+	o, err := b.opts("NewBuilder", opts, "OmitAbsentDeletes")
+	if err == nil && o.name != "" {
+		err = errors.New("NewBuilder does not use the option Named")
+	}
+	b.omitAbsent, b.err = o.omitAbsent, err
+	return b
 }
 
 // Topology is a validated, immutable processor graph, ready to be run by the
@@ -49,6 +58,9 @@ func init() {
 func (b *Builder) Build() (*Topology, error) {
 	b.mustOpen()
 	b.built = true
+	if b.err != nil {
+		return nil, fmt.Errorf("engine: %w", b.err)
+	}
 	t, err := topo.Build(&b.g)
 	if err != nil {
 		return nil, err
@@ -119,6 +131,7 @@ type options struct {
 	versioned        time.Duration // Versioned: the history kept
 	joinGrace        time.Duration
 	joinEmitInterval *time.Duration // JoinEmitInterval
+	omitAbsent       bool           // OmitAbsentDeletes
 	set              []string       // which options were given, for the "not used here" check
 }
 

@@ -179,6 +179,7 @@ type GroupedTable[K, V any] struct {
 // key's; a delete only subtracts. [Named] names the repartition topic.
 func GroupTable[K, V, K2, V2 any](t *Table[K, V], fn func(K, V) (K2, V2), opts ...Option) *GroupedTable[K2, V2] {
 	o, err := t.b.opts("GroupTable", opts)
+	t.kt.enableSendingOldValues(true) // as Kafka Streams' KTableImpl.groupBy
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: "table-group-by", Parents: []*topo.Node{t.node}}
 	n.Name = t.b.name("table-group-by", o, n.Parents, "")
 	g := &GroupedTable[K2, V2]{b: t.b, sel: n, ks: defaultSerde[K2](), vs: defaultSerde[V2](), name: n.Name}

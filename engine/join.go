@@ -154,8 +154,13 @@ func streamTableJoin[K, V, VT, VR any](s *Stream[K, V], t *Table[K, VT], op stri
 }
 
 // materialized is the table, or, if it has no store of its own, a table
-// that keeps its changes in one (for a join to read).
+// that keeps its changes in one (for a join to read). Kafka Streams reads
+// such a table through a value getter, which computes its values from the
+// store of the source table upstream; so the node keeping the store is
+// transparent: it forwards each change as it gets it, at once. Either way
+// the table's source tables become materialized (ktable.valueGetter).
 func (t *Table[K, V]) materialized() *Table[K, V] {
+	t.kt.valueGetter()
 	if t.store != "" {
 		return t
 	}
@@ -167,33 +172,30 @@ func (t *Table[K, V]) materialized() *Table[K, V] {
 	b.addStore(o, store)
 	n.Stores = []string{store}
 	kc, vc := codecOf(t.ks), codecOf(t.vs)
+	omit := b.omitAbsent
 	n.New = func() topo.Processor {
 		var st kvAccess
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			init: func(c *topo.Context) error { return st.openTable(c, store, kc, vc, false, omit) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch, _ := r.Value.(topo.Change)
-				kb, old, _, ok, err := st.getKey(r)
-				if err != nil {
-					return err
-				}
-				if ch.New == nil && !ok {
-					return nil
-				}
-				return st.updateKey(kb, r, old, ch.New, r.Timestamp)
+				return st.update(r, ch.Old, ch.New, r.Timestamp)
 			},
 		}
 	}
 	b.add(n, nilSerdes(t.ks == nil, t.vs == nil))
-	return &Table[K, V]{b: b, node: n, ks: t.ks, vs: t.vs, store: store}
+	return &Table[K, V]{b: b, node: n, ks: t.ks, vs: t.vs, store: store, kt: t.kt}
 }
 
 // JoinTables joins two tables on their keys: a key has a result while both
 // tables have it. Every update of either side recomputes the key's result;
 // one that removes it (a delete on either side) goes downstream as a
-// delete. A result's timestamp is the later of the two sides'.
+// delete. A result's timestamp is the later of the two sides'. As in Kafka
+// Streams (KTableKTableInnerJoin), an update of a key the other table has
+// always goes downstream, a delete of a key that had no result included
+// (see [OmitAbsentDeletes]).
 func JoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, right VR) V, opts ...Option) *Table[K, V] {
-	return tableTableJoin[K, VL, VR, V](l, r, "table-table-join", opts, func(k, lv, rv any) any {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-join", innerTableJoin, opts, func(k, lv, rv any) any {
 		if lv == nil || rv == nil {
 			return nil
 		}
@@ -203,9 +205,12 @@ func JoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key 
 
 // LeftJoinTables is JoinTables where a key has a result while the left
 // table has it: without a right value, fn gets found false and the zero
-// value.
+// value. As in Kafka Streams (KTableKTableLeftJoin and RightJoin), an
+// update of the right table goes downstream while the left table has the
+// key, and one of the left table unless it is a change from nothing to
+// nothing and the right table lacks the key.
 func LeftJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, right VR, found bool) V, opts ...Option) *Table[K, V] {
-	return tableTableJoin[K, VL, VR, V](l, r, "table-table-left-join", opts, func(k, lv, rv any) any {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-left-join", leftTableJoin, opts, func(k, lv, rv any) any {
 		if lv == nil {
 			return nil
 		}
@@ -214,9 +219,12 @@ func LeftJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(
 }
 
 // OuterJoinTables is JoinTables where a key has a result while either table
-// has it: fn learns which sides are there.
+// has it: fn learns which sides are there. As in Kafka Streams
+// (KTableKTableOuterJoin), an update of either table goes downstream
+// unless it is a change from nothing to nothing and the other table lacks
+// the key.
 func OuterJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func(key K, left VL, leftFound bool, right VR, rightFound bool) V, opts ...Option) *Table[K, V] {
-	return tableTableJoin[K, VL, VR, V](l, r, "table-table-outer-join", opts, func(k, lv, rv any) any {
+	return tableTableJoin[K, VL, VR, V](l, r, "table-table-outer-join", outerTableJoin, opts, func(k, lv, rv any) any {
 		if lv == nil && rv == nil {
 			return nil
 		}
@@ -228,16 +236,46 @@ func OuterJoinTables[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], fn func
 // absent), nil for none.
 type tableJoinFunc func(k, lv, rv any) any
 
-func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op string, opts []Option, join tableJoinFunc, nilErr error) *Table[K, V] {
+type tableJoinKind int
+
+const (
+	innerTableJoin tableJoinKind = iota
+	leftTableJoin
+	outerTableJoin
+)
+
+func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op string, kind tableJoinKind, opts []Option, join tableJoinFunc, nilErr error) *Table[K, V] {
 	b := l.b
 	o, err := b.opts(op, opts, "ResultHeaders")
 	err = errors.Join(err, b.same(r.b), nilErr)
+	// Kafka Streams' KTableImpl.doJoin: the outer sides send old values,
+	// both tables are read through value getters.
+	lkt, rkt := l.kt, r.kt
+	if kind != innerTableJoin {
+		lkt.enableSendingOldValues(true)
+	}
+	if kind == outerTableJoin {
+		rkt.enableSendingOldValues(true)
+	}
 	l, r = l.materialized(), r.materialized()
+	kt := &ktable{kind: ktableProcessor}
+	kt.enable = func(bool) bool {
+		lkt.enableSendingOldValues(true)
+		rkt.enableSendingOldValues(true)
+		kt.sendOld = true
+		return true
+	}
 	name := b.name(op, o, []*topo.Node{l.node, r.node}, "")
 	forward := forwardWith(o.resultHeaders)
+	omit := b.omitAbsent
 	lkc, lvc := codecOf(l.ks), codecOf(l.vs)
 	rkc, rvc := codecOf(r.ks), codecOf(r.vs)
 	side := func(suffix string, parent *topo.Node, otherStore string, okc, ovc topo.Codec, leftSide bool) *topo.Node {
+		// needOther: the side forwards nothing while the other table lacks
+		// the key (KTableKTableInnerJoin, and KTableKTableRightJoin, the
+		// right side of a left join); the others drop only a change from
+		// nothing to nothing then.
+		needOther := kind == innerTableJoin || kind == leftTableJoin && !leftSide
 		n := &topo.Node{Name: name + suffix, Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{parent}, Stores: []string{l.store, r.store}}
 		n.New = func() topo.Processor {
 			var other kvAccess
@@ -255,6 +293,9 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 					}
 					if !found {
 						ov = nil
+						if needOther || ch.Old == nil && ch.New == nil {
+							return nil
+						}
 					}
 					res := func(v any) any {
 						if leftSide {
@@ -263,7 +304,7 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 						return join(rec.Key, ov, v)
 					}
 					oldRes, newRes := res(ch.Old), res(ch.New)
-					if oldRes == nil && newRes == nil {
+					if oldRes == nil && newRes == nil && omit {
 						return nil
 					}
 					rec.Value = topo.Change{Old: oldRes, New: newRes}
@@ -282,7 +323,7 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 		return c.Forward(r)
 	})}
 	b.add(n, errors.Join(err, nilSerdes(l.ks == nil || r.ks == nil, l.vs == nil || r.vs == nil)))
-	return &Table[K, V]{b: b, node: n, ks: l.ks, vs: defaultSerde[V]()}
+	return &Table[K, V]{b: b, node: n, ks: l.ks, vs: defaultSerde[V](), kt: kt}
 }
 
 // JoinGlobal joins each record of the stream with the global table's value

@@ -17,6 +17,13 @@ import (
 // leaves no result from the old one, and a left row or a right row deleted
 // deletes the results it made. The tables need not be co-partitioned.
 //
+// As in Kafka Streams, each result is stamped with the later of the left
+// row's and the right row's timestamps (a right update answers with its own
+// time), and the result table forwards every result it is given, a delete
+// of a key that had no result too (the answer to the delete of a left row,
+// or of a right row a left row names), unless it is [Materialized] and the
+// record cache drops it (see [OmitAbsentDeletes]).
+//
 // As in Kafka Streams, the left side subscribes each row to its right row
 // through an internal topic partitioned like the right table; the right side
 // keeps the subscriptions and answers each one, and every later change of
@@ -41,12 +48,25 @@ func LeftJoinForeignKey[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], 
 }
 
 // Subscription values: an instruction byte, the hash of the left value
-// (16 bytes), the left key. Response values: the hash, a byte saying
-// whether the right row exists, its value.
+// (16 bytes; zeros when there is none), the left key. The instructions are
+// Kafka Streams' (SubscriptionWrapper.Instruction): subscribe and answer
+// whether or not the right row exists (PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE),
+// unsubscribe silently (DELETE_KEY_NO_PROPAGATE), subscribe and answer only
+// if the right row exists (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE), unsubscribe
+// and answer with a delete (DELETE_KEY_AND_PROPAGATE). Response values: the
+// hash, a byte saying whether the right row exists (fkFound, its value
+// follows), or neither it nor the hash does (fkNoHash: the answer to the
+// delete of a left row), then the value.
 const (
-	fkSubscribe   = 1
-	fkUnsubscribe = 2
-	fkHashLen     = 16
+	fkSubscribe         = 1
+	fkUnsubscribe       = 2
+	fkSubscribeIfFound  = 3
+	fkUnsubscribeAnswer = 4
+	fkHashLen           = 16
+
+	fkNotFound = 0
+	fkFound    = 1
+	fkNoHash   = 2
 )
 
 func fkHash(b []byte) []byte {
@@ -71,7 +91,15 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 	}
 	vas, serr := valueSerdeOpt(o, defaultSerde[VR]())
 	err = errors.Join(err, serr, b.same(r.b), nilErr)
-	l, r = l.materialized(), r.materialized()
+	// Kafka Streams' KTableImpl.doJoinOnForeignKey: both tables send old
+	// values and are read through value getters; the result is a source
+	// table of its own (KTableSource), materialized only if asked.
+	r.kt.enableSendingOldValues(true)
+	l.kt.enableSendingOldValues(true)
+	r, l = r.materialized(), l.materialized()
+	kt := &ktable{kind: ktableSource, queryable: o.store != ""}
+	omit := b.omitAbsent
+	leftJoin := op == "fk-left-join"
 	name := b.name(op, o, []*topo.Node{l.node, r.node}, "")
 	result, subs := storeName(o, name), name+"-subscriptions"
 	b.addStore(o, result)
@@ -89,9 +117,28 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 		}
 		return bs, err
 	}
+	// writeResult sets a left key's result (nil: none) as Kafka Streams'
+	// result table does: every one goes downstream, a delete of a key
+	// without a result too, unless the result is materialized and the
+	// record cache drops it (or OmitAbsentDeletes).
+	writeResult := func(res *kvAccess, kb []byte, rec topo.Record, out any) error {
+		_, old, _, had, err := res.getKey(rec)
+		if err != nil {
+			return err
+		}
+		rec.Headers = headers(rec.Headers)
+		if out == nil && !had {
+			if omit {
+				return nil
+			}
+			return res.deleteAbsent(kb, rec, rec.Timestamp)
+		}
+		return res.updateKey(kb, rec, old, out, rec.Timestamp)
+	}
 
 	// Left side: subscribe each row to its right row (and unsubscribe it
-	// from the one it named before).
+	// from the one it named before), with the instructions of Kafka
+	// Streams' SubscriptionSendProcessorSupplier.
 	subscribe := b.add(&topo.Node{Name: name + "-subscribe", Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{l.node},
 		New: stateless(func(c *topo.Context, rec topo.Record) error {
 			ch, _ := rec.Value.(topo.Change)
@@ -102,7 +149,8 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 			if err != nil {
 				return err
 			}
-			var oldFK, newFK, hash []byte
+			var oldFK, newFK []byte
+			hash := make([]byte, fkHashLen)
 			if ch.Old != nil {
 				if oldFK, err = encode(rkc, fk(as[K](rec.Key), ch.Old.(V))); err != nil {
 					return err
@@ -118,51 +166,66 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				}
 				hash = fkHash(vb)
 			}
-			send := func(fkb []byte, instr byte, hash []byte) error {
+			send := func(fkb []byte, instr byte) error {
 				v := append(append([]byte{instr}, hash...), kb...)
 				return c.Forward(topo.Record{Key: fkb, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
 			}
-			if ch.Old != nil && (ch.New == nil || !bytes.Equal(oldFK, newFK)) {
-				if err := send(oldFK, fkUnsubscribe, make([]byte, fkHashLen)); err != nil {
+			moved := ch.Old != nil && (ch.New == nil || !bytes.Equal(oldFK, newFK))
+			switch {
+			case ch.New == nil && leftJoin:
+				// The row's result becomes a delete at once (left-delete);
+				// Kafka Streams answers it without a right row.
+				return send(oldFK, fkUnsubscribe)
+			case ch.New == nil:
+				return send(oldFK, fkUnsubscribeAnswer)
+			case moved:
+				if err := send(oldFK, fkUnsubscribe); err != nil {
 					return err
 				}
+				return send(newFK, fkSubscribe)
+			case leftJoin:
+				return send(newFK, fkSubscribe)
+			default:
+				// A new row, or one whose foreign key stayed: an inner join
+				// has nothing to take back if the right row is missing.
+				return send(newFK, fkSubscribeIfFound)
 			}
-			if ch.New != nil {
-				return send(newFK, fkSubscribe, hash)
-			}
-			return nil
 		})}, nil)
 	b.add(&topo.Node{Name: name + "-subscription-sink", Kind: topo.SinkNode, Op: "repartition-sink", Topic: subTopic.Name, Internal: true, InternalTopic: subTopic,
 		Parents: []*topo.Node{subscribe}, KeyCodec: raw, ValueCodec: raw}, nil)
 
-	// Left side: a deleted row deletes its result at once.
+	// Left side of a left join: a deleted row's result is a delete, at once.
+	// (Kafka Streams sends it a subscription without a foreign key, which
+	// comes back as an answer without a right row or a hash.)
 	leftDelete := &topo.Node{Name: name + "-left-delete", Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{l.node}, Stores: []string{result}}
 	leftDelete.New = func() topo.Processor {
 		var res kvAccess
+		cached := kt.queryable
 		return &fproc{
-			init: func(c *topo.Context) error { return res.open(c, result, lkc, vc, true) },
+			init: func(c *topo.Context) error { return res.openTable(c, result, lkc, vc, cached, omit) },
 			fn: func(c *topo.Context, rec topo.Record) error {
 				ch, _ := rec.Value.(topo.Change)
-				if rec.Key == nil || ch.New != nil {
+				if !leftJoin || rec.Key == nil || ch.New != nil || ch.Old == nil {
 					return nil
 				}
-				kb, old, _, ok, err := res.getKey(rec)
-				if err != nil || !ok {
+				kb, err := encode(lkc, rec.Key)
+				if err != nil {
 					return err
 				}
-				rec.Headers = headers(rec.Headers)
-				return res.updateKey(kb, rec, old, nil, rec.Timestamp)
+				return writeResult(&res, kb, rec, nil)
 			},
 		}
 	}
 	b.add(leftDelete, nil)
 
-	// Right side: keep the subscriptions, answer each one.
+	// Right side: keep the subscriptions, answer each one (Kafka Streams'
+	// SubscriptionReceiveProcessorSupplier and SubscriptionJoinProcessorSupplier):
+	// an answer has the later timestamp of the subscription and the right
+	// row.
 	subSource := b.add(&topo.Node{Name: name + "-subscription-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: subTopic.Name, Internal: true, KeyCodec: raw, ValueCodec: raw}, nil)
-	answer := func(c *topo.Context, rec topo.Record, kb, hash []byte, found bool, vob []byte) error {
-		v := append(append(make([]byte, 0, fkHashLen+1+len(vob)), hash...), 0)
-		if found {
-			v[fkHashLen] = 1
+	answer := func(c *topo.Context, rec topo.Record, kb, hash []byte, state byte, vob []byte) error {
+		v := append(append(make([]byte, 0, fkHashLen+1+len(vob)), hash...), state)
+		if state == fkFound {
 			v = append(v, vob...)
 		}
 		return c.Forward(topo.Record{Key: kb, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
@@ -188,22 +251,41 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				}
 				instr, hash, kb := v[0], v[1:1+fkHashLen], v[1+fkHashLen:]
 				sk := fkSubKey(fkb, kb)
-				if instr == fkUnsubscribe {
-					return st.Delete(sk, rec.Timestamp.UnixMilli())
+				switch instr {
+				case fkUnsubscribe, fkUnsubscribeAnswer:
+					if err := st.Delete(sk, rec.Timestamp.UnixMilli()); err != nil {
+						return err
+					}
+				default:
+					if err := st.Put(sk, hash, rec.Timestamp.UnixMilli()); err != nil {
+						return err
+					}
 				}
-				if err := st.Put(sk, hash, rec.Timestamp.UnixMilli()); err != nil {
-					return err
+				if instr == fkUnsubscribe {
+					return nil
 				}
 				e, found, err := right.tbl.Get(fkb)
 				if err != nil {
 					return err
 				}
-				return answer(c, rec, kb, hash, found, e.Value)
+				if found && e.Timestamp > rec.Timestamp.UnixMilli() {
+					rec.Timestamp = topo.TimeOf(e.Timestamp)
+				}
+				switch {
+				case instr == fkUnsubscribeAnswer:
+					return answer(c, rec, kb, hash, fkNoHash, nil)
+				case found:
+					return answer(c, rec, kb, hash, fkFound, e.Value)
+				case instr == fkSubscribe:
+					return answer(c, rec, kb, hash, fkNotFound, nil)
+				}
+				return nil
 			},
 		}
 	}
 	b.add(keep, nil)
-	// Right side: a changed right row answers every subscription to it.
+	// Right side: a changed right row answers every subscription to it
+	// (ForeignTableJoinProcessorSupplier), at the update's timestamp.
 	update := &topo.Node{Name: name + "-right-update", Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{r.node}, Stores: []string{subs, r.store}}
 	update.New = func() topo.Processor {
 		var st topo.KVStore
@@ -223,10 +305,12 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 					return err
 				}
 				var vob []byte
+				state := byte(fkNotFound)
 				if ch.New != nil {
 					if vob, err = encode(rvc, ch.New); err != nil {
 						return err
 					}
+					state = fkFound
 				}
 				prefix := fkSubKey(fkb, nil)
 				type sub struct{ kb, hash []byte }
@@ -238,7 +322,7 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 					found = append(found, sub{bytes.Clone(e.Key[len(prefix):]), bytes.Clone(e.Value)})
 				}
 				for _, s := range found {
-					if err := answer(c, rec, s.kb, s.hash, ch.New != nil, vob); err != nil {
+					if err := answer(c, rec, s.kb, s.hash, state, vob); err != nil {
 						return err
 					}
 				}
@@ -251,14 +335,16 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 		Parents: []*topo.Node{keep, update}, KeyCodec: raw, ValueCodec: raw}, nil)
 
 	// Left side: apply an answer that is still about the row's current
-	// value.
+	// value (Kafka Streams' ResponseJoinProcessorSupplier): one without a
+	// hash is about a deleted row.
 	respSource := b.add(&topo.Node{Name: name + "-response-source", Kind: topo.SourceNode, Op: "repartition-source", Topic: respTopic.Name, Internal: true, KeyCodec: raw, ValueCodec: raw}, nil)
 	resolve := &topo.Node{Name: name + "-resolve", Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{respSource}, Stores: []string{result, l.store}}
 	resolve.New = func() topo.Processor {
 		var res, left kvAccess
+		cached := kt.queryable
 		return &fproc{
 			init: func(c *topo.Context) error {
-				if err := res.open(c, result, lkc, vc, true); err != nil {
+				if err := res.openTable(c, result, lkc, vc, cached, omit); err != nil {
 					return err
 				}
 				return left.open(c, l.store, lkc, lvc, true)
@@ -270,36 +356,38 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 					c.Skip("malformed foreign-key response")
 					return nil
 				}
-				hash, found, vob := v[:fkHashLen], v[fkHashLen] == 1, v[fkHashLen+1:]
+				hash, state, vob := v[:fkHashLen], v[fkHashLen], v[fkHashLen+1:]
 				e, ok, err := left.tbl.Get(kb)
-				if err != nil || !ok || !bytes.Equal(fkHash(e.Value), hash) {
-					return err // the left row is gone or has changed since: a later answer is coming
+				if err != nil {
+					return err
+				}
+				if state == fkNoHash {
+					if ok {
+						return nil // the row is back since: a later answer is coming
+					}
+				} else if !ok || !bytes.Equal(fkHash(e.Value), hash) {
+					return nil // the left row is gone or has changed since: a later answer is coming
 				}
 				k, err := lkc.Decode(kb)
 				if err != nil {
 					return left.err("key", kb, false, err)
 				}
-				lv, err := lvc.Decode(e.Value)
-				if err != nil {
-					return left.err("value", e.Value, false, err)
-				}
-				var vo any
-				if found {
-					if vo, err = rvc.Decode(vob); err != nil {
-						return left.err("value", vob, false, err)
-					}
-				}
-				out := join(k, lv, vo, found)
 				rec.Key = k
-				_, old, _, had, err := res.getKey(rec)
-				if err != nil {
-					return err
+				var out any
+				if ok {
+					lv, err := lvc.Decode(e.Value)
+					if err != nil {
+						return left.err("value", e.Value, false, err)
+					}
+					var vo any
+					if state == fkFound {
+						if vo, err = rvc.Decode(vob); err != nil {
+							return left.err("value", vob, false, err)
+						}
+					}
+					out = join(k, lv, vo, state == fkFound)
 				}
-				if out == nil && !had {
-					return nil
-				}
-				rec.Headers = headers(rec.Headers)
-				return res.updateKey(kb, rec, old, out, rec.Timestamp)
+				return writeResult(&res, kb, rec, out)
 			},
 		}
 	}
@@ -308,5 +396,5 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 		return c.Forward(r)
 	})}
 	b.add(n, errors.Join(err, nilSerdes(l.ks == nil || r.ks == nil, l.vs == nil || r.vs == nil)))
-	return &Table[K, VR]{b: b, node: n, ks: l.ks, vs: vas, store: result}
+	return &Table[K, VR]{b: b, node: n, ks: l.ks, vs: vas, store: result, kt: kt}
 }

@@ -342,7 +342,10 @@ func (s *Stream[K, V]) repartitionBy(name string, partitions int, partition func
 }
 
 // ToTable turns the stream into a table: each record upserts its key, a
-// tombstone deletes it. The table is kept in a store.
+// tombstone deletes it. The table is kept in a store. Like a table of
+// [NewTable], it forwards every record, the delete of a key it does not
+// have too, unless it is materialized in Kafka Streams' terms and the
+// record cache drops that delete.
 func (s *Stream[K, V]) ToTable(opts ...Option) *Table[K, V] {
 	o, err := s.b.opts("ToTable", opts, "Materialized", "InMemory", "WithoutChangelog", "Versioned")
 	in := s

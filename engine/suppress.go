@@ -15,9 +15,13 @@ import (
 // update now waiting (arriving updates do not restart the wait), then
 // leaves as one update from the value before the first to the latest. So a
 // key changes downstream at most once per limit, as with Kafka Streams'
-// suppress(untilTimeLimit). An update whose own timestamp is already limit
-// behind stream time leaves at once; a key that was added and deleted while
-// waiting emits nothing.
+// suppress(untilTimeLimit). Stream time here is the suppression's own: the
+// latest timestamp of the updates it was given (Kafka Streams' observed
+// stream time), which records dropped upstream do not move. An update
+// whose own timestamp is already limit behind it leaves at once. Every
+// update that leaves goes downstream, a delete too, even of a key that was
+// added and deleted while it waited or that the suppression never passed
+// on (as Kafka Streams' untilTimeLimit does; see [OmitAbsentDeletes]).
 //
 // The buffer is a store (named by [Materialized], default the node's name
 // plus "-buffer", with a changelog unless [WithoutChangelog]), so what waits
@@ -48,7 +52,12 @@ func (t *Table[K, V]) SuppressUntil(limit time.Duration, opts ...Option) *Table[
 	t.b.addStore(o, index)
 	n.Stores = []string{store, index}
 	kc, vc := codecOf(t.ks), codecOf(t.vs)
-	b := suppressBuffer{limit: limit.Milliseconds(), maxRecords: o.maxRecords, maxBytes: o.maxBytes, failWhenFull: o.shutDownWhenFull}
+	b := suppressBuffer{limit: limit.Milliseconds(), maxRecords: o.maxRecords, maxBytes: o.maxBytes, failWhenFull: o.shutDownWhenFull, omitAbsent: t.b.omitAbsent}
+	// Kafka Streams' KTableSuppressProcessorSupplier makes its parent send
+	// old values, and reads through its parent's value getter.
+	parent := t.kt
+	parent.enableSendingOldValues(true)
+	kt := &ktable{kind: ktableProcessor, enable: parent.enableSendingOldValues, view: parent.valueGetter}
 	n.New = func() topo.Processor {
 		s := b // a buffer per task
 		return &fproc{
@@ -57,7 +66,7 @@ func (t *Table[K, V]) SuppressUntil(limit time.Duration, opts ...Option) *Table[
 		}
 	}
 	t.b.add(n, errors.Join(err, nilSerdes(t.ks == nil, t.vs == nil)))
-	return &Table[K, V]{b: t.b, node: n, ks: t.ks, vs: t.vs}
+	return &Table[K, V]{b: t.b, node: n, ks: t.ks, vs: t.vs, kt: kt}
 }
 
 // MaxRecords bounds SuppressUntil's buffer to n keys.
@@ -87,7 +96,9 @@ type suppressBuffer struct {
 	maxRecords   int
 	maxBytes     int64
 	failWhenFull bool
+	omitAbsent   bool // OmitAbsentDeletes: a change from nothing to nothing leaves silently
 
+	clock topo.Clock // the suppression's own stream time
 	st    kvAccess
 	index *timeIndex
 	// Keys waiting and their keys' and entries' bytes, for the bounds
@@ -157,10 +168,7 @@ func (s *suppressBuffer) process(c *topo.Context, r topo.Record) error {
 	}
 	s.nbytes += int64(len(kb) + len(entry))
 
-	now := ts
-	if st := c.StreamTime(); !st.IsZero() {
-		now = max(now, st.UnixMilli())
-	}
+	now := s.clock.Observe(c, ts)
 	if err := s.index.each(now-s.limit, now, func(kb []byte) error { return s.emit(c, kb, now) }); err != nil {
 		return err
 	}
@@ -211,8 +219,8 @@ func (s *suppressBuffer) emit(c *topo.Context, kb []byte, now int64) error {
 	}
 	s.n--
 	s.nbytes -= int64(len(kb) + len(e.Value))
-	if w.c.Old == nil && w.c.New == nil {
-		return nil // added and deleted while it waited
+	if w.c.Old == nil && w.c.New == nil && s.omitAbsent {
+		return nil
 	}
 	k, err := s.st.kc.Decode(kb)
 	if err != nil {

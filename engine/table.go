@@ -19,6 +19,16 @@ import (
 // downstream can take back what the old value contributed: a filter turns a
 // row that stops passing into a delete, and a re-grouped aggregation
 // subtracts the old value before adding the new one.
+//
+// Tables forward the updates Kafka Streams' tables forward, which include,
+// in many places, a delete of a key that was not there (a change from
+// nothing to nothing, a tombstone in the table's stream): a source table
+// forwards every delete it reads, a filter a delete for each row that fails
+// it. Which ones depends, as in Kafka Streams, on whether a table node keeps
+// a store of its own and sends old values, which the operations added
+// downstream decide while the topology is built; the docs of NewTable,
+// ToTable, Filter, MapTableValues, the joins and SuppressUntil say how.
+// [OmitAbsentDeletes] drops them all.
 type Table[K, V any] struct {
 	b     *Builder
 	node  *topo.Node // forwards topo.Change values
@@ -27,10 +37,18 @@ type Table[K, V any] struct {
 	store string // the store holding the table, "" if none
 	// versioned is the history a versioned table keeps (0: not versioned).
 	versioned time.Duration
+	// kt is what Kafka Streams' table node would know (nil: an
+	// aggregation's table); see ktable.
+	kt *ktable
 }
 
 // NewTable reads a topic as a table, kept in a store (queryable under the
-// name given with [Materialized]).
+// name given with [Materialized]). As Kafka Streams' source tables, it
+// forwards every record it reads, the delete of a key it does not have too,
+// except that a table materialized in Kafka Streams' terms — given
+// [Materialized] or [Versioned], or read by a join, or sending old values
+// to a re-grouping or a suppression — writes through the record cache,
+// which drops such a delete (see [OmitAbsentDeletes]).
 func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...Option) *Table[K, V] {
 	o, err := b.opts("NewTable", opts, "Materialized", "InMemory", "WithoutChangelog", "WithTimestamps", "WithWallClockTimestamps", "Versioned")
 	src := &topo.Node{Kind: topo.SourceNode, Op: "table-source", Topic: topic, KeyCodec: codecOf(keySerde), ValueCodec: codecOf(valueSerde), KeyComparable: keyComparable[K]()}
@@ -42,8 +60,12 @@ func NewTable[K, V any](b *Builder, topic string, keySerde serde.Serde[K], value
 }
 
 // materialize completes n as the processor that folds a stream of upserts
-// and tombstones into a store and forwards each change.
+// and tombstones into a store and forwards each change, as Kafka Streams'
+// KTableSource: every update, the delete of an absent key included, unless
+// the table is materialized (see ktable) and the record cache drops it.
 func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks serde.Serde[K], vs serde.Serde[V]) *Table[K, V] {
+	kt := &ktable{kind: ktableSource, queryable: o.store != "" || slices.Contains(o.set, "Versioned")}
+	omit := b.omitAbsent
 	store := storeName(o, n.Name)
 	b.addStore(o, store)
 	n.Stores = []string{store}
@@ -61,12 +83,13 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 			}
 		}
 		b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil), checkVersioned(keep)))
-		return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, versioned: keep}
+		return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, versioned: keep, kt: kt}
 	}
 	n.New = func() topo.Processor {
 		var st kvAccess
+		cached := kt.queryable // final once built
 		return &fproc{
-			init: func(c *topo.Context) error { return st.open(c, store, kc, vc, true) },
+			init: func(c *topo.Context) error { return st.openTable(c, store, kc, vc, cached, omit) },
 			fn: func(c *topo.Context, r topo.Record) error {
 				if r.Key == nil {
 					c.Skip("record without a key for a table")
@@ -77,14 +100,17 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 					return err
 				}
 				if r.Value == nil && !ok {
-					return nil // deleting an absent key changes nothing
+					if omit {
+						return nil
+					}
+					return st.deleteAbsent(kb, r, r.Timestamp)
 				}
 				return st.updateKey(kb, r, old, r.Value, r.Timestamp)
 			},
 		}
 	}
 	b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil)))
-	return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store}
+	return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, kt: kt}
 }
 
 // Name is the name of the table's node.
@@ -107,8 +133,12 @@ func (t *Table[K, V]) WithSerdes(keySerde serde.Serde[K], valueSerde serde.Serde
 }
 
 // changeNode adds a processor that maps each change of t to a change of the
-// result, materializing the result when [Materialized] is given.
-func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serde.Serde[V2], mapChange func(k K, c topo.Change) topo.Change) *Table[K, V2] {
+// result, materializing the result when [Materialized] is given. Its model
+// is kt (see ktable); it drops a change from nothing to nothing only where
+// drop says so (a filter that sends old values) or with
+// [OmitAbsentDeletes], and otherwise forwards it, at once or, with a store,
+// as a materialized source table does.
+func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serde.Serde[V2], mapChange func(k K, c topo.Change) topo.Change, drop func(kt *ktable) bool, model func(store bool) *ktable) *Table[K, V2] {
 	o, err := t.b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde")
 	vs2, serr := valueSerdeOpt(o, vs2)
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{t.node}}
@@ -121,20 +151,31 @@ func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serd
 	} else if o.inMemory || o.noLog {
 		err = errors.Join(err, errors.New("InMemory and WithoutChangelog need a store: add Materialized"))
 	}
+	kt := model(store != "")
+	omit := t.b.omitAbsent
 	kc, vc := codecOf(t.ks), codecOf(vs2)
 	n.New = func() topo.Processor {
 		var st kvAccess
+		dropAbsent := omit || drop(kt)
 		return &fproc{
 			init: func(c *topo.Context) error {
 				if store == "" {
 					return nil
 				}
-				return st.open(c, store, kc, vc, true)
+				return st.openTable(c, store, kc, vc, true, omit)
 			},
 			fn: func(c *topo.Context, r topo.Record) error {
 				ch := mapChange(as[K](r.Key), r.Value.(topo.Change))
-				if ch.Old == nil && ch.New == nil {
+				if ch.Old == nil && ch.New == nil && dropAbsent {
 					return nil
+				}
+				if store != "" && ch.Old == nil && ch.New == nil {
+					// The store has no value for the key either.
+					kb, err := kc.Encode(r.Key)
+					if err != nil {
+						return st.err("key", nil, true, err)
+					}
+					return st.deleteAbsent(kb, r, r.Timestamp)
 				}
 				if store != "" {
 					return st.update(r, ch.Old, ch.New, r.Timestamp)
@@ -145,11 +186,15 @@ func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serd
 		}
 	}
 	t.b.add(n, errors.Join(err, serr))
-	return &Table[K, V2]{b: t.b, node: n, ks: t.ks, vs: vs2, store: store}
+	return &Table[K, V2]{b: t.b, node: n, ks: t.ks, vs: vs2, store: store, kt: kt}
 }
 
 // Filter keeps the rows for which pred is true. A row that stops passing is
-// deleted downstream.
+// deleted downstream. As Kafka Streams' filter, unless the table downstream
+// needs old values (a re-grouping, a left or outer join, a suppression,
+// a filter of a materialized table...), a row that fails pred goes
+// downstream as a delete whether or not it passed before (see
+// [OmitAbsentDeletes]).
 func (t *Table[K, V]) Filter(pred func(K, V) bool, opts ...Option) *Table[K, V] {
 	return t.filter("table-filter", pred, true, opts)
 }
@@ -166,8 +211,15 @@ func (t *Table[K, V]) filter(op string, pred func(K, V) bool, want bool, opts []
 		}
 		return nil
 	}
+	parent := t.kt
 	r := changeNode(t, op, opts, t.vs, func(k K, c topo.Change) topo.Change {
 		return topo.Change{Old: keepIf(k, c.Old), New: keepIf(k, c.New)}
+	}, func(kt *ktable) bool { return kt.sendOld }, func(store bool) *ktable {
+		kt := derivedTable(parent, store)
+		// KTableFilter asks its parent for old values when it is made,
+		// without forcing a store on it.
+		kt.sendOld = parent.enableSendingOldValues(false)
+		return kt
 	})
 	if pred == nil {
 		r.node.Err = errors.Join(r.node.Err, errNilFunc("predicate"))
@@ -175,7 +227,9 @@ func (t *Table[K, V]) filter(op string, pred func(K, V) bool, want bool, opts []
 	return r
 }
 
-// MapTableValues changes each row's value. A delete stays a delete.
+// MapTableValues changes each row's value. A delete stays a delete (and a
+// delete of a key the table did not have too, as in Kafka Streams; see
+// [OmitAbsentDeletes]).
 func MapTableValues[K, V, V2 any](t *Table[K, V], fn func(K, V) V2, opts ...Option) *Table[K, V2] {
 	apply := func(k K, v any) any {
 		if v == nil {
@@ -183,9 +237,10 @@ func MapTableValues[K, V, V2 any](t *Table[K, V], fn func(K, V) V2, opts ...Opti
 		}
 		return fn(k, v.(V))
 	}
+	parent := t.kt
 	r := changeNode(t, "table-map-values", opts, defaultSerde[V2](), func(k K, c topo.Change) topo.Change {
 		return topo.Change{Old: apply(k, c.Old), New: apply(k, c.New)}
-	})
+	}, func(*ktable) bool { return false }, func(store bool) *ktable { return derivedTable(parent, store) })
 	if fn == nil {
 		r.node.Err = errors.Join(r.node.Err, errNilFunc("map"))
 	}

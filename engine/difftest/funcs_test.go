@@ -23,6 +23,9 @@ func n(v string) int {
 func even(_, v string) bool  { return n(v)%2 == 0 }
 func three(_, v string) bool { return n(v)%3 == 0 }
 
+// firstEven: v starts with an even digit (a join's result whose left value is even).
+func firstEven(_, v string) bool { return v != "" && v[0] >= '0' && v[0] <= '9' && (v[0]-'0')%2 == 0 }
+
 func mapValue(_, v string) string { return "m" + v }
 
 func newKey(_, v string) string { return "k" + strconv.Itoa(n(v)%3) }

@@ -70,16 +70,26 @@ func table(b *engine.Builder, topic string, opts ...engine.Option) *engine.Table
 
 func ms(p params, name string) time.Duration { return time.Duration(p.ms(name)) * time.Millisecond }
 
-// materialized is the option the twins give with materialized=1.
-func materialized(p params, store string) []engine.Option {
-	if p.bool("materialized") {
+// materialized is the option the twins give with the parameter param=1: a
+// store of the given name.
+func materialized(p params, param, store string) []engine.Option {
+	if p.bool(param) {
 		return []engine.Option{engine.Materialized(store)}
 	}
 	return nil
 }
 
 func drawBool(name string) func(*rand.Rand, params) {
-	return func(r *rand.Rand, p params) { p[name] = strconv.Itoa(r.IntN(2)) }
+	return drawBools(name)
+}
+
+// drawBools draws each of the named parameters 0 or 1.
+func drawBools(names ...string) func(*rand.Rand, params) {
+	return func(r *rand.Rand, p params) {
+		for _, name := range names {
+			p[name] = strconv.Itoa(r.IntN(2))
+		}
+	}
 }
 
 // drawGrace draws a grace period: none a third of the time.
@@ -150,7 +160,7 @@ func buildCatalog() []*op {
 		s.Repartition().To("out")
 	}})
 	add(&op{name: "to-table", inputs: in, outputs: out, draw: drawBool("materialized"), build: func(b *engine.Builder, p params) {
-		stream(b, "in").ToTable(materialized(p, "t")...).ToStream().To("out")
+		stream(b, "in").ToTable(materialized(p, "materialized", "t")...).ToStream().To("out")
 	}})
 
 	// Aggregations of streams, by key or re-grouped.
@@ -182,14 +192,31 @@ func buildCatalog() []*op {
 	// Tables: sources, stateless operations, re-grouped aggregations with
 	// adder and subtractor, suppression.
 	add(&op{name: "table-source", inputs: tin, outputs: out, draw: drawBool("materialized"), build: func(b *engine.Builder, p params) {
-		table(b, "in", materialized(p, "t")...).ToStream().To("out")
+		table(b, "in", materialized(p, "materialized", "t")...).ToStream().To("out")
 	}})
-	add(&op{name: "table-filter", inputs: tin, outputs: out, draw: drawBool("materialized"), build: func(b *engine.Builder, p params) {
-		table(b, "in").Filter(even, materialized(p, "f")...).ToStream().To("out")
+	add(&op{name: "table-filter", inputs: tin, outputs: out, draw: drawBools("materialized", "srcmat", "not"), build: func(b *engine.Builder, p params) {
+		t := table(b, "in", materialized(p, "srcmat", "t")...)
+		if p.bool("not") {
+			t = t.FilterNot(even, materialized(p, "materialized", "f")...)
+		} else {
+			t = t.Filter(even, materialized(p, "materialized", "f")...)
+		}
+		t.ToStream().To("out")
 	}})
-	add(&op{name: "table-map-values", inputs: tin, outputs: out, draw: drawBool("materialized"), build: func(b *engine.Builder, p params) {
-		engine.MapTableValues(table(b, "in"), mapValue, materialized(p, "m")...).ToStream().To("out")
+	add(&op{name: "table-map-values", inputs: tin, outputs: out, draw: drawBools("materialized", "srcmat"), build: func(b *engine.Builder, p params) {
+		engine.MapTableValues(table(b, "in", materialized(p, "srcmat", "t")...), mapValue, materialized(p, "materialized", "m")...).ToStream().To("out")
 	}})
+	// A filter whose table downstream needs old values (the re-grouping),
+	// and a table both written out and read by a join (which materializes it).
+	add(&op{name: "table-filter-count", inputs: tin, outputs: outLong, draw: drawBools("srcmat"), build: func(b *engine.Builder, p params) {
+		engine.GroupTable(table(b, "in", materialized(p, "srcmat", "t")...).Filter(even), regroup).Count().ToStream().To("out")
+	}})
+	add(&op{name: "table-source-shared", inputs: []input{{topic: "in", keys: keys, table: true}, {topic: "in2", keys: keys, table: true}},
+		outputs: []output{{"out", text, text}, {"out2", text, text}}, build: func(b *engine.Builder, p params) {
+			t := table(b, "in")
+			t.ToStream().To("out")
+			engine.JoinTables(t, table(b, "in2"), func(_, l, r string) string { return joined(l, true, r, true) }).ToStream().To("out2")
+		}})
 	add(&op{name: "table-count", inputs: tin, outputs: outLong, build: func(b *engine.Builder, p params) {
 		engine.GroupTable(table(b, "in"), regroup).Count().ToStream().To("out")
 	}})
@@ -204,6 +231,10 @@ func buildCatalog() []*op {
 	add(&op{name: "table-suppress/table", twin: "table-suppress", fixed: params{"source": "table"}, inputs: tin, outputs: out,
 		draw: drawLimit, build: func(b *engine.Builder, p params) {
 			table(b, "in").SuppressUntil(ms(p, "limit")).ToStream().To("out")
+		}})
+	add(&op{name: "table-suppress/filter", twin: "table-suppress", fixed: params{"source": "filter"}, inputs: tin, outputs: out,
+		draw: drawLimit, build: func(b *engine.Builder, p params) {
+			table(b, "in").Filter(even).SuppressUntil(ms(p, "limit")).ToStream().To("out")
 		}})
 	add(&op{name: "table-suppress/count", twin: "table-suppress", fixed: params{"source": "count"}, inputs: in, outputs: outLong,
 		draw: drawLimit, build: func(b *engine.Builder, p params) {
@@ -300,18 +331,46 @@ func buildCatalog() []*op {
 				j.ToStream().To("out")
 			}})
 	}
+	for _, kind := range []string{"inner", "left", "outer"} {
+		add(&op{name: "join-tables-filtered/" + kind, twin: "join-tables-filtered", fixed: params{"kind": kind},
+			inputs: []input{{topic: "in", keys: keys, table: true}, {topic: "in2", keys: keys, table: true}}, outputs: out,
+			draw: drawBools("lmat", "rfilter", "post", "postmat"),
+			build: func(b *engine.Builder, p params) {
+				l, r := table(b, "in").Filter(even, materialized(p, "lmat", "lf")...), table(b, "in2")
+				if p.bool("rfilter") {
+					r = r.FilterNot(three)
+				}
+				var j *engine.Table[string, string]
+				switch kind {
+				case "inner":
+					j = engine.JoinTables(l, r, func(_, l, r string) string { return joined(l, true, r, true) })
+				case "left":
+					j = engine.LeftJoinTables(l, r, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) })
+				default:
+					j = engine.OuterJoinTables(l, r, func(_, l string, lok bool, r string, rok bool) string { return joined(l, lok, r, rok) })
+				}
+				if p.bool("post") {
+					j = j.Filter(firstEven, materialized(p, "postmat", "pf")...)
+				}
+				j.ToStream().To("out")
+			}})
+	}
 	for _, kind := range []string{"inner", "left"} {
 		add(&op{name: "join-foreign-key/" + kind, twin: "join-foreign-key", fixed: params{"kind": kind},
 			inputs:  []input{{topic: "in", keys: keys, table: true}, {topic: "in2", keys: foreignKeys, table: true}},
-			outputs: out,
+			outputs: out, draw: drawBools("materialized", "lfilter"),
 			build: func(b *engine.Builder, p params) {
 				l, r := table(b, "in"), table(b, "in2")
+				if p.bool("lfilter") {
+					l = l.FilterNot(three)
+				}
 				fk := func(_, v string) string { return foreignKey(v) }
+				opts := materialized(p, "materialized", "fk")
 				var j *engine.Table[string, string]
 				if kind == "inner" {
-					j = engine.JoinForeignKey(l, r, fk, func(_, l, r string) string { return joined(l, true, r, true) })
+					j = engine.JoinForeignKey(l, r, fk, func(_, l, r string) string { return joined(l, true, r, true) }, opts...)
 				} else {
-					j = engine.LeftJoinForeignKey(l, r, fk, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) })
+					j = engine.LeftJoinForeignKey(l, r, fk, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) }, opts...)
 				}
 				j.ToStream().To("out")
 			}})

@@ -166,7 +166,7 @@ func (c *Cache) Flush() error {
 func (e *cacheEntry) write() error {
 	fwd, rec, old, new := e.fwd, e.rec, e.old, e.new
 	e.fwd, e.rec, e.old, e.new = nil, Record{}, nil, nil
-	return fwd.write([]byte(e.ck.key), e.value, e.ts, rec, old, new)
+	return fwd.write([]byte(e.ck.key), e.value, e.ts, rec, old, new, false)
 }
 
 // evict brings the cache within its budget: clean entries leave first; then
@@ -214,7 +214,18 @@ type TableStore struct {
 	// the bytes of the last record it forwarded, for a sink to reuse.
 	kc, vc Codec
 	raw    rawBytes
+	// forwardAbsent: an update from no value to none, written at once,
+	// is forwarded too (SetForwardAbsent).
+	forwardAbsent bool
 }
+
+// SetForwardAbsent makes an update from no value to none (the delete of an
+// absent key) go downstream as a change from nil to nil when it is written
+// at once, without the record cache, as Kafka Streams' tuple forwarder
+// forwards every update it is given. From the cache such an update is
+// dropped, as Kafka Streams' caching store drops an entry whose old and new
+// values are both null when it flushes. Default: dropped either way.
+func (s *TableStore) SetForwardAbsent(on bool) { s.forwardAbsent = on }
 
 // SetCodecs tells the store the codecs of its keys and values: then a sink
 // downstream with the same codecs writes the bytes the store wrote instead
@@ -296,7 +307,7 @@ func (s *TableStore) UpdateOwned(key, value []byte, ts int64, rec Record, old, n
 
 func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record, old, new any) error {
 	if s.cache == nil {
-		return s.write(key, value, ts, rec, old, new)
+		return s.write(key, value, ts, rec, old, new, true)
 	}
 	c, byKey := s.cache, s.byKey
 	e, ok := c.last, false
@@ -338,6 +349,21 @@ func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record,
 	return c.evict()
 }
 
+// DeleteAbsent is Update for the delete of a key the caller found absent
+// (with Get). With a cache, it replaces an update of the key still waiting
+// there (which then goes downstream as a change from that update's old
+// value to none), and otherwise does nothing: Kafka Streams' caching store,
+// flushing such an entry, neither writes it nor forwards it. Without a
+// cache the delete is written and, with SetForwardAbsent, forwarded.
+func (s *TableStore) DeleteAbsent(key []byte, ts int64, rec Record) error {
+	if s.cache != nil {
+		if e, ok := s.byKey[string(key)]; !ok || !e.isDirty {
+			return nil
+		}
+	}
+	return s.update(key, nil, false, ts, rec, nil, nil)
+}
+
 // Expire removes key from the store (and its changelog) without a change
 // downstream: state that has outlived its use, like an old window. An
 // update of it still waiting in the cache is written and forwarded first,
@@ -366,7 +392,9 @@ func (s *TableStore) Expire(key []byte, ts int64) error {
 	return nil
 }
 
-func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any) error {
+// write writes key's value and forwards the change from old to new; at
+// once tells a write of an update (not of a cache entry).
+func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any, atOnce bool) error {
 	var err error
 	if value == nil {
 		err = s.store.Delete(key, ts)
@@ -376,7 +404,7 @@ func (s *TableStore) write(key, value []byte, ts int64, rec Record, old, new any
 	if err != nil {
 		return fmt.Errorf("engine: store %q: %w", s.store.Name(), err)
 	}
-	if old == nil && new == nil {
+	if old == nil && new == nil && !(atOnce && s.forwardAbsent) {
 		return nil
 	}
 	rec.Value = Change{Old: old, New: new}

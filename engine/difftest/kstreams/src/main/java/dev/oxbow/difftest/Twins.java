@@ -88,6 +88,11 @@ final class Twins {
         return n(v) % 3 == 0;
     }
 
+    /** v starts with an even digit (a join's result whose left value is even). */
+    static boolean firstEven(String k, String v) {
+        return !v.isEmpty() && v.charAt(0) >= '0' && v.charAt(0) <= '9' && (v.charAt(0) - '0') % 2 == 0;
+    }
+
     static String mapValue(String v) {
         return "m" + v;
     }
@@ -187,14 +192,22 @@ final class Twins {
             }
             case "table-source" -> table(b, "in", p.bool("materialized") ? "t" : null).toStream().to("out", OUT);
             case "table-filter" -> {
-                KTable<String, String> t = table(b, "in", null);
+                KTable<String, String> t = table(b, "in", p.bool("srcmat") ? "t" : null);
+                boolean not = p.bool("not");
                 KTable<String, String> f = p.bool("materialized")
-                        ? t.filter(Twins::even, Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("f").withKeySerde(S).withValueSerde(S))
-                        : t.filter(Twins::even);
+                        ? (not ? t.filterNot(Twins::even, store("f")) : t.filter(Twins::even, store("f")))
+                        : (not ? t.filterNot(Twins::even) : t.filter(Twins::even));
                 f.toStream().to("out", OUT);
             }
-            case "table-map-values" -> {
+            case "table-filter-count" -> table(b, "in", p.bool("srcmat") ? "t" : null).filter(Twins::even)
+                    .groupBy(Twins::regroup, Grouped.with(S, S)).count().toStream().to("out", OUT_LONG);
+            case "table-source-shared" -> {
                 KTable<String, String> t = table(b, "in", null);
+                t.toStream().to("out", OUT);
+                t.join(table(b, "in2", null), Twins::join).toStream().to("out2", OUT);
+            }
+            case "table-map-values" -> {
+                KTable<String, String> t = table(b, "in", p.bool("srcmat") ? "t" : null);
                 KTable<String, String> m = p.bool("materialized")
                         ? t.mapValues(Twins::mapValue, Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("m").withKeySerde(S).withValueSerde(S))
                         : t.mapValues(Twins::mapValue);
@@ -213,6 +226,8 @@ final class Twins {
                 Suppressed<String> until = Suppressed.untilTimeLimit(Duration.ofMillis(p.ms("limit")), Suppressed.BufferConfig.unbounded());
                 if (p.str("source").equals("count")) {
                     in(b).groupByKey(Grouped.with(S, S)).count().suppress(until).toStream().to("out", OUT_LONG);
+                } else if (p.str("source").equals("filter")) {
+                    table(b, "in", null).filter(Twins::even).suppress(until).toStream().to("out", OUT);
                 } else {
                     table(b, "in", null).suppress(until).toStream().to("out", OUT);
                 }
@@ -234,12 +249,34 @@ final class Twins {
                 };
                 j.toStream().to("out", OUT);
             }
+            case "join-tables-filtered" -> {
+                KTable<String, String> l = p.bool("lmat") ? table(b, "in", null).filter(Twins::even, store("lf"))
+                        : table(b, "in", null).filter(Twins::even);
+                KTable<String, String> r = table(b, "in2", null);
+                if (p.bool("rfilter")) {
+                    r = r.filterNot(Twins::three);
+                }
+                KTable<String, String> j = switch (p.str("kind")) {
+                    case "inner" -> l.join(r, Twins::join);
+                    case "left" -> l.leftJoin(r, Twins::join);
+                    default -> l.outerJoin(r, Twins::join);
+                };
+                if (p.bool("post")) {
+                    j = p.bool("postmat") ? j.filter(Twins::firstEven, store("pf")) : j.filter(Twins::firstEven);
+                }
+                j.toStream().to("out", OUT);
+            }
             case "join-foreign-key" -> {
                 KTable<String, String> l = table(b, "in", null);
                 KTable<String, String> r = table(b, "in2", null);
-                KTable<String, String> j = p.str("kind").equals("inner")
-                        ? l.join(r, Twins::foreignKey, Twins::join)
-                        : l.leftJoin(r, Twins::foreignKey, Twins::join);
+                if (p.bool("lfilter")) {
+                    l = l.filterNot(Twins::three);
+                }
+                boolean inner = p.str("kind").equals("inner");
+                KTable<String, String> j = p.bool("materialized")
+                        ? (inner ? l.join(r, Twins::foreignKey, Twins::join, store("fk"))
+                                : l.leftJoin(r, Twins::foreignKey, Twins::join, store("fk")))
+                        : (inner ? l.join(r, Twins::foreignKey, Twins::join) : l.leftJoin(r, Twins::foreignKey, Twins::join));
                 j.toStream().to("out", OUT);
             }
             case "join-global" -> {
@@ -261,6 +298,11 @@ final class Twins {
     /** The records with a value: what an Oxbow operation that needs the value acts on. */
     static KStream<String, String> values(KStream<String, String> s) {
         return s.filter((k, v) -> v != null);
+    }
+
+    /** A key-value store of the given name, with the catalog's serdes. */
+    static Materialized<String, String, KeyValueStore<Bytes, byte[]>> store(String name) {
+        return Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as(name).withKeySerde(S).withValueSerde(S);
     }
 
     static KTable<String, String> table(StreamsBuilder b, String topic, String store) {
