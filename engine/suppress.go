@@ -102,9 +102,11 @@ type suppressBuffer struct {
 	st    kvAccess
 	index *timeIndex
 	// Keys waiting and their keys' and entries' bytes, for the bounds
-	// (counted from the restored buffer only when there are bounds).
-	n      int
-	nbytes int64
+	// (counted from the restored buffer only when there are bounds, on the
+	// first record: processors start before their stores are restored).
+	n       int
+	nbytes  int64
+	counted bool
 }
 
 func (s *suppressBuffer) open(c *topo.Context, store, index string, kc, vc topo.Codec) error {
@@ -116,10 +118,14 @@ func (s *suppressBuffer) open(c *topo.Context, store, index string, kc, vc topo.
 		return err
 	}
 	s.index = newTimeIndex(ix)
-	if s.maxRecords == 0 && s.maxBytes == 0 {
-		return nil // the counts below only serve the bounds
-	}
-	// What a restored buffer holds counts against its bounds.
+	// The counts only serve the bounds.
+	s.counted = s.maxRecords == 0 && s.maxBytes == 0
+	return nil
+}
+
+// count counts what the buffer holds, restored from its changelog: it
+// counts against the bounds.
+func (s *suppressBuffer) count() error {
 	for e, err := range s.st.st.Range(nil, nil) {
 		if err != nil {
 			return err
@@ -127,10 +133,16 @@ func (s *suppressBuffer) open(c *topo.Context, store, index string, kc, vc topo.
 		s.n++
 		s.nbytes += int64(len(e.Key) + len(e.Value))
 	}
+	s.counted = true
 	return nil
 }
 
 func (s *suppressBuffer) process(c *topo.Context, r topo.Record) error {
+	if !s.counted {
+		if err := s.count(); err != nil {
+			return err
+		}
+	}
 	ch := r.Value.(topo.Change)
 	kb, ok := topo.RawKey(r, s.st.kc)
 	if !ok {
