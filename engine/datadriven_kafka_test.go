@@ -1,282 +1,689 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 )
 
-// The windowed data-driven cases (testdata/dsl/windows*.txt) again, on a
-// broker: an instance with exactly-once and the record cache runs the case's
-// topology, and halfway through the case it is stopped and a new one starts
-// on an empty state directory (or where the case says "restart"), so the
-// windows, and the windows waiting to be emitted, come back from their
-// changelogs. Each expect must see what the
-// driver saw: the latest record of each key, or, for emit-final topologies
-// (whose output the cache does not touch), exactly the records. Before each
-// expect the piped records are produced and the test waits until the
-// instance has committed them, then reads the output, read-committed, to
-// its end. skipped, store and log are the driver's business and not checked
-// here.
-func TestDSLWindowsOnKafka(t *testing.T) {
-	runDSLFilesOnKafka(t, "testdata/dsl/windows*.txt", false, func(c dslCase) []engine.Guarantee {
-		// At least once too, where a case shows a late record after the
-		// restart: stream time comes back through the plain offset
-		// commit's metadata as well as the transaction's.
-		if c.topology == "tumbling-count" {
-			return []engine.Guarantee{engine.ExactlyOnce, engine.AtLeastOnce}
-		}
-		return []engine.Guarantee{engine.ExactlyOnce}
-	})
-}
-
-// TestDSLJoinsOnKafka is TestDSLWindowsOnKafka for the join cases
-// (testdata/dsl/joins*.txt). A join's result depends on the order of the
-// records of its two inputs, which a broker does not keep across topics, so
-// each piped record is produced alone and committed before the next.
-func TestDSLJoinsOnKafka(t *testing.T) {
-	runDSLFilesOnKafka(t, "testdata/dsl/joins*.txt", true, func(dslCase) []engine.Guarantee {
-		return []engine.Guarantee{engine.ExactlyOnce}
-	})
-}
-
-// runDSLFilesOnKafka runs the cases of the files matching pattern on the
-// test's broker, each under the guarantees given for it.
-func runDSLFilesOnKafka(t *testing.T, pattern string, perPipe bool, guarantees func(dslCase) []engine.Guarantee) {
+// TestDSLOnKafka runs every data-driven case (testdata/dsl/*.txt; the
+// grammar is at the top of datadriven_test.go) on the test's broker, and
+// checks what the instance does against the case's own expected lines, the
+// ones the driver is held to: the broker run shares no oracle with the
+// driver. Each case has topics of its own (dslTopicPrefix), one partition
+// each, and runs, in parallel with the others, in two modes:
+//
+//   - exactly-once: exactly-once without the record cache (CacheBytes < 0),
+//     where every update is written and nothing is compacted: expect
+//     compares the records exactly, in order, timestamps included, as the
+//     driver's nocache mode does; store, skipped and log are compared too.
+//   - at-least-once-cached: at least once with the default record cache,
+//     for the topologies with a store (for the others the cache changes
+//     nothing), unless the case says nocache: the cache and the commits
+//     compact a key's updates, so expect compares the latest record of each
+//     key (compareLatest, as the driver's cache mode does); store and
+//     skipped are compared, log is not.
+//
+// The piped records are produced in batches, each before the command that
+// reads what they caused (expect, store, skipped, log, restart), and the
+// test waits until the instance has committed them and what they caused in
+// its repartition topics, then reads the outputs, read-committed, to their
+// ends. A broker keeps the order of one partition only, so where a case's
+// results depend on the order of records of different topics — it pipes
+// to several topics, or a sub-topology reads several (a join, a merge with
+// a repartitioned stream), or two sub-topologies write one output topic,
+// or a global table is read — each record is produced alone and committed
+// (a global table's record: is in the table's store) before the next goes.
+//
+// Halfway through the case's expects (or where the case says restart) the
+// instance is stopped and a new one starts on an empty state directory: the
+// state and the stream time come back from the changelogs and the
+// committed offsets, and nothing is processed or written twice.
+//
+// The rules of the other directives on a broker: a build-error case needs
+// no broker (Build fails before) and is skipped; a nocache case runs in the
+// exactly-once mode only; a bug case (cache-bug: in the cached mode) that
+// fails is skipped with the bug's text, as in the driver, and one that
+// passes is logged, not failed (the driver decides whether the bug is
+// fixed); at a pipe-error the instance must stop, Run returning an error
+// that says each indented line (with the case's topic prefix taken out),
+// and the case ends there, since the record would stop every instance.
+func TestDSLOnKafka(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts an instance per case; not with -short")
+		t.Skip("starts instances on a broker for every case; not with -short")
 	}
-	files, err := filepath.Glob(pattern)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cases match %s: %v", pattern, err)
+	paths, err := filepath.Glob("testdata/dsl/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no files in testdata/dsl: %v", err)
 	}
-	for _, file := range files {
-		for _, c := range loadDSLCases(t, file) {
-			name := fmt.Sprintf("%s/%d_%s", strings.TrimSuffix(filepath.Base(file), ".txt"), c.line, c.topology)
-			for i, g := range guarantees(c) {
-				if i > 0 {
-					name += "/" + map[engine.Guarantee]string{engine.AtLeastOnce: "at-least-once", engine.ExactlyOnce: "exactly-once"}[g]
+	// The cases wait on the broker far more than they compute: they run
+	// *dslKafkaParallel at a time, whatever -parallel says (t.Run may be
+	// called from several goroutines at once).
+	sem := make(chan struct{}, max(*dslKafkaParallel, 1))
+	var files sync.WaitGroup
+	for _, file := range paths {
+		files.Go(func() {
+			t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+				var cases sync.WaitGroup
+				for _, c := range loadDSLCases(t, file) {
+					cases.Go(func() {
+						t.Run(fmt.Sprintf("%d_%s", c.line, c.topology), func(t *testing.T) { runDSLCaseOnKafka(t, file, c, sem) })
+					})
 				}
-				t.Run(name, func(t *testing.T) { runDSLCaseOnKafka(t, file, c, g, perPipe) })
-			}
-		}
-	}
-}
-
-// runDSLCaseOnKafka runs a case on the test's broker; perPipe: each piped
-// record is produced and committed before the next.
-func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, g engine.Guarantee, perPipe bool) {
-	for _, cmd := range c.cmds {
-		switch cmd.args[0] {
-		case "bug", "cache-bug", "nocache", "build-error", "pipe-error":
-			t.Skipf("%s cases run in the driver only", cmd.args[0])
-		}
-	}
-	k := newKT(t)
-	dslTopicPrefix = k.prefix + "-"
-	defer func() { dslTopicPrefix = "" }()
-	def := dslTopologies[c.topology]
-	b := engine.NewBuilder()
-	def.build(b, func(string, ...any) {})
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &dslRun{file: file, in: dslKinds(def.in), out: dslKinds(def.out)}
-	out := k.topic("out")
-	var inputs []string
-	for name := range r.in {
-		inputs = append(inputs, k.topic(name))
-	}
-	k.create(1, append(inputs, out)...)
-	// Emit-final windows and stream-valued joins give exactly the driver's
-	// records (the record cache does not touch them); tables may coalesce.
-	exact := strings.HasSuffix(c.topology, "-final") ||
-		perPipe && !strings.HasPrefix(c.topology, "table-") && !strings.HasPrefix(c.topology, "fk-")
-
-	reader, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reader.Close()
-	next := int64(0) // the reader's position in out, control records included
-	readToEnd := func() []string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ends, err := k.adm.ListEndOffsets(ctx, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end, _ := ends.Lookup(out, 0)
-		var lines []string
-		for next < end.Offset {
-			fs := reader.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("read %s to offset %d: at %d after 30s", out, end.Offset, next)
-			}
-			fs.EachRecord(func(rec *kgo.Record) {
-				next = rec.Offset + 1
-				if !rec.Attrs.IsControl() {
-					lines = append(lines, dslFormat(rec.Key, rec.Value, r.out["out"], rec.Timestamp.UnixMilli()))
-				}
+				cases.Wait()
 			})
-		}
-		return lines
+		})
 	}
+	files.Wait()
+}
 
-	cfg := engine.Config{Guarantee: g, CommitInterval: 50 * time.Millisecond}
-	a := k.start(top, cfg)
-	waitRunning(t, k, a)
-	var expects int
-	for _, cmd := range c.cmds {
-		if cmd.args[0] == "expect" {
-			expects++
-		}
+var dslKafkaParallel = flag.Int("dsl.kafka.parallel", 8, "how many modes of TestDSLOnKafka's cases run at a time")
+
+// dslKafkaMode is a way TestDSLOnKafka runs a case.
+type dslKafkaMode struct {
+	name   string
+	g      engine.Guarantee
+	cached bool
+}
+
+var dslKafkaModes = []dslKafkaMode{
+	{"exactly-once", engine.ExactlyOnce, false},
+	{"at-least-once-cached", engine.AtLeastOnce, true},
+}
+
+// dslKafkaCase is a case and what its directives say for a broker.
+type dslKafkaCase struct {
+	file          string
+	c             dslCase
+	def           dslTopologyDef
+	bug, cacheBug string // the texts of bug and cache-bug
+	nocache       bool
+	stateful      bool // the topology has a store
+}
+
+func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, sem chan struct{}) {
+	def, ok := dslTopologies[c.topology]
+	if !ok {
+		t.Skip("no such topology: TestDSL reports it")
 	}
-	restartAfter := (expects + 1) / 2
-	explicit := slices.ContainsFunc(c.cmds, func(cmd dslCommand) bool { return cmd.args[0] == "restart" })
-	var pending []*kgo.Record
-	flush := func() {
-		t.Helper()
-		if len(pending) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := k.cl.ProduceSync(ctx, pending...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			pending = nil
-		}
-		waitInputCommitted(t, k, inputs...)
-		if g == engine.ExactlyOnce {
-			waitInternalCommitted(t, k, inputs)
-		} else {
-			waitInputCommitted(t, k)
-		}
-	}
-	restart := func() {
-		t.Helper()
-		flush()
-		if err := a.stop(); err != nil {
-			t.Fatal(err)
-		}
-		a = k.start(top, cfg) // a new, empty state directory
-		waitRunning(t, k, a)
-	}
-	seen := 0
+	kc := dslKafkaCase{file: file, c: c, def: def}
 	for _, cmd := range c.cmds {
 		switch cmd.args[0] {
-		case "pipe":
-			ms, err := parseAt(cmd.args[4])
-			if err != nil {
-				t.Fatalf("%s:%d: %v", file, cmd.line, err)
+		case "build-error":
+			t.Skip("Build must fail: no broker is involved (TestDSL checks the error)")
+		case "bug":
+			kc.bug = strings.Join(cmd.args[1:], " ")
+		case "cache-bug":
+			kc.cacheBug = strings.Join(cmd.args[1:], " ")
+		case "nocache":
+			kc.nocache = true
+		}
+	}
+	top, err := dslBuild(def, "", func(string, ...any) {})
+	if err != nil {
+		t.Fatalf("%s:%d: Build: %v", file, c.line, err)
+	}
+	kc.stateful = len(top.Stores()) > 0
+	var modes sync.WaitGroup
+	defer modes.Wait()
+	for _, m := range dslKafkaModes {
+		modes.Go(func() { t.Run(m.name, func(t *testing.T) { kc.run(t, m, sem) }) })
+	}
+}
+
+// run runs the case in a mode, once sem has room.
+func (kc dslKafkaCase) run(t *testing.T, m dslKafkaMode, sem chan struct{}) {
+	switch {
+	case m.cached && kc.nocache:
+		t.Skip("the case runs without the record cache only")
+	case m.cached && !kc.stateful:
+		t.Skip("the topology has no store: the record cache changes nothing")
+	}
+	sem <- struct{}{}
+	defer func() { <-sem }()
+	bug := kc.bug
+	if m.cached && bug == "" {
+		bug = kc.cacheBug
+	}
+	b := newDSLBroker(t, kc.file, kc.c, kc.def, m)
+	b.run(kc.c)
+	switch errs := b.r.errs; {
+	case bug != "" && len(errs) > 0:
+		t.Skipf("BUG: %s\n%s", bug, strings.Join(errs, "\n"))
+	case bug != "":
+		t.Logf("%s:%d: the case is marked as a bug (%s) but passes on a broker", kc.file, kc.c.line, bug)
+	default:
+		for _, e := range errs {
+			t.Error(e)
+		}
+	}
+}
+
+// dslBroker runs a case on the test's broker.
+type dslBroker struct {
+	t    *testing.T
+	k    *kt
+	r    *dslRun // the case's kinds, compare and errors; r.d is unused
+	mode dslKafkaMode
+	top  *engine.Topology
+	cfg  engine.Config
+	a    *app
+
+	inputs   []string          // the input topics the group consumes
+	internal []string          // the internal topics it consumes
+	globals  map[string]string // a global table's topic -> its store
+	perPipe  bool              // each record is committed before the next is produced
+	pending  []*kgo.Record
+	rd       *dslReader
+
+	// skipped adds up the skip counts of the instances replaced so far.
+	skipped map[string]int64
+	logMu   sync.Mutex
+	log     []string
+}
+
+func newDSLBroker(t *testing.T, file string, c dslCase, def dslTopologyDef, m dslKafkaMode) *dslBroker {
+	k := newKT(t)
+	// Hundreds of cases: their topics go once the instances have stopped
+	// (k.start's cleanups, registered later, run first).
+	t.Cleanup(func() { k.deleteTopics() })
+	b := &dslBroker{t: t, k: k, mode: m, globals: map[string]string{}, skipped: map[string]int64{},
+		r: &dslRun{file: file, cached: m.cached, in: dslKinds(def.in), out: dslKinds(def.out), stores: dslKinds(def.stores)}}
+	top, err := dslBuild(def, k.prefix+"-", func(format string, args ...any) {
+		b.logMu.Lock()
+		defer b.logMu.Unlock()
+		b.log = append(b.log, dslLogLine(format, args...))
+	})
+	if err != nil {
+		t.Fatalf("%s:%d: Build: %v", file, c.line, err)
+	}
+	b.top = top
+
+	// The topics: the case's own, created here; the internal ones, which
+	// the instance creates.
+	var external []string
+	writers := map[string]int{} // output topic -> sub-topologies writing it
+	multiSource := false
+	for _, sub := range engine.SubTopologies(top) {
+		for _, s := range sub.Sources {
+			if base, ok := strings.CutPrefix(s, "${app}-"); ok {
+				b.internal = append(b.internal, k.prefix+"-"+base)
+				continue
 			}
-			kind, ok := r.in[cmd.args[1]]
-			if !ok {
-				t.Fatalf("%s:%d: the topology declares no input topic %s", file, cmd.line, cmd.args[1])
-			}
-			v, err := dslEncode(kind, cmd.args[3])
-			if err != nil {
-				t.Fatalf("%s:%d: %v", file, cmd.line, err)
-			}
-			var key []byte
-			if cmd.args[2] != "~" {
-				key = []byte(cmd.args[2])
-			}
-			pending = append(pending, &kgo.Record{Topic: k.topic(cmd.args[1]), Key: key, Value: v, Timestamp: enginetest.At(ms)})
-			if perPipe {
-				flush()
-			}
-		case "expect":
-			flush()
-			got := readToEnd()
-			if exact {
-				r.compare(cmd, got)
+			external = append(external, s)
+			if sub.GlobalStore != "" {
+				b.globals[s] = sub.GlobalStore
 			} else {
-				r.compareLatest(cmd, got)
+				b.inputs = append(b.inputs, s)
 			}
-			if seen++; seen == restartAfter && !explicit {
-				restart()
+		}
+		for _, s := range sub.Sinks {
+			writers[s]++
+			if !strings.HasPrefix(s, "${app}-") {
+				external = append(external, s)
 			}
-		case "restart":
-			restart()
+		}
+		multiSource = multiSource || len(sub.Sources) > 1 || sub.GlobalStore != ""
+	}
+	slices.Sort(external)
+	external = slices.Compact(external)
+	for _, name := range external {
+		if !strings.HasPrefix(name, k.prefix+"-") {
+			t.Fatalf("topology %s: topic %q is not the case's own: name every topic dslTopicPrefix+<name>", c.topology, name)
 		}
 	}
-	flush()
-	if got := readToEnd(); len(got) > 0 {
-		r.errorf(dslCommand{line: c.line, args: []string{"topology", c.topology}}, "output the case does not expect:\n  %s", strings.Join(got, "\n  "))
+	k.create(1, external...)
+
+	piped := map[string]bool{}
+	for _, cmd := range c.cmds {
+		if (cmd.args[0] == "pipe" || cmd.args[0] == "pipe-error") && len(cmd.args) > 1 {
+			piped[cmd.args[1]] = true
+		}
 	}
-	for _, e := range r.errs {
-		t.Error(e)
+	b.perPipe = len(piped) > 1 || multiSource || slices.ContainsFunc(slices.Collect(maps.Values(writers)), func(n int) bool { return n > 1 })
+
+	b.cfg = engine.Config{Guarantee: m.g, CommitInterval: time.Millisecond, PurgeInterval: time.Hour}
+	if !m.cached {
+		b.cfg.CacheBytes = -1
+	}
+	return b
+}
+
+// real is the name on the broker of a topic of the case.
+func (b *dslBroker) real(topic string) string {
+	if base, ok := strings.CutPrefix(topic, "${app}-"); ok {
+		return b.k.prefix + "-" + base // the application id is the prefix
+	}
+	return b.k.prefix + "-" + topic
+}
+
+func (b *dslBroker) run(c dslCase) {
+	b.a = b.k.start(b.top, b.cfg)
+	waitRunning(b.t, b.k, b.a)
+	b.rd = newDSLReader(b)
+
+	var cmds []dslCommand
+	for _, cmd := range c.cmds {
+		switch cmd.args[0] {
+		case "bug", "cache-bug", "nocache":
+		default:
+			cmds = append(cmds, cmd)
+		}
+	}
+	// Without a restart command, the instance is replaced after the
+	// expect halfway through the case's expects.
+	restartAfter := -1
+	if !slices.ContainsFunc(cmds, func(cmd dslCommand) bool { return cmd.args[0] == "restart" }) {
+		var expects []int
+		for i, cmd := range cmds {
+			if cmd.args[0] == "expect" {
+				expects = append(expects, i)
+			}
+		}
+		if len(expects) > 0 {
+			restartAfter = expects[(len(expects)-1)/2]
+		}
+	}
+	for i, cmd := range cmds {
+		if !b.exec(cmd) {
+			return // a pipe-error stopped the instance
+		}
+		if i == restartAfter {
+			b.restart()
+		}
+	}
+	b.flush()
+	b.rd.readToEnd()
+	start := dslCommand{line: c.line, args: []string{"topology", c.topology}}
+	for _, topic := range slices.Sorted(maps.Keys(b.r.out)) {
+		if got := b.rd.take(b.real(topic)); len(got) > 0 {
+			b.r.errorf(start, "the case does not expect this output on %s:\n  %s", topic, strings.Join(got, "\n  "))
+		}
+	}
+	if log := b.takeLog(); len(log) > 0 && !b.mode.cached {
+		b.r.errorf(start, "the case does not expect these calls:\n  %s", strings.Join(log, "\n  "))
 	}
 }
 
-func parseAt(s string) (int64, error) {
-	var ms int64
-	if _, err := fmt.Sscanf(s, "@%d", &ms); err != nil {
-		return 0, fmt.Errorf("timestamp %q: %v", s, err)
-	}
-	return ms, nil
-}
-
-// waitInternalCommitted waits, once the input is committed, until the
-// exactly-once group of k's application has also consumed its internal
-// topics (repartitions) to their ends: each one's lag is then one, the
-// commit marker after its last record. (The transaction that committed the
-// input wrote those records and markers, so a lag of one cannot be a record
-// still on its way.)
-func waitInternalCommitted(t *testing.T, k *kt, inputs []string) {
-	t.Helper()
-	wait(t, 30*time.Second, "the internal topics consumed", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		// Every record of the internal topics the instance reads is
-		// committed as consumed (all but a transaction marker): a partition
-		// the group has not committed yet counts as not consumed.
-		topics, err := k.adm.ListTopics(ctx)
-		if err != nil {
-			return false
-		}
-		var internal []string
-		for _, name := range topics.Names() {
-			if strings.HasPrefix(name, k.prefix) && !slices.Contains(inputs, name) &&
-				(strings.HasSuffix(name, "-repartition") || strings.HasSuffix(name, "-subscription") || strings.HasSuffix(name, "-response")) {
-				internal = append(internal, name)
-			}
-		}
-		if len(internal) == 0 {
+// exec runs a command; false: the case ends here.
+func (b *dslBroker) exec(cmd dslCommand) bool {
+	r, args := b.r, cmd.args
+	switch args[0] {
+	case "pipe", "pipe-error":
+		if len(args) != 5 || !strings.HasPrefix(args[4], "@") {
+			r.errorf(cmd, "want: %s <topic> <key> <value> @<ms>", args[0])
 			return true
 		}
-		ends, err := k.adm.ListEndOffsets(ctx, internal...)
-		if err != nil || ends.Error() != nil {
+		key, value, ms, err := r.record(args[1], args[2], args[3], args[4], args[0] == "pipe-error")
+		if err != nil {
+			r.errorf(cmd, "%v", err)
+			return true
+		}
+		rec := &kgo.Record{Topic: b.real(args[1]), Key: key, Value: value, Timestamp: enginetest.At(ms)}
+		if args[0] == "pipe-error" {
+			b.pipeError(cmd, rec)
 			return false
 		}
-		commits, err := k.adm.FetchOffsets(ctx, k.prefix)
+		b.pending = append(b.pending, rec)
+		if b.perPipe {
+			b.flush()
+		}
+	case "expect":
+		if len(args) != 2 {
+			r.errorf(cmd, "want: expect <topic>")
+			return true
+		}
+		if _, ok := r.out[args[1]]; !ok {
+			r.errorf(cmd, "the topology declares no output topic %s", args[1])
+			return true
+		}
+		b.flush()
+		b.rd.readToEnd()
+		got := b.rd.take(b.real(args[1]))
+		if b.mode.cached {
+			r.compareLatest(cmd, got)
+		} else {
+			r.compare(cmd, got)
+		}
+	case "store":
+		if len(args) != 2 {
+			r.errorf(cmd, "want: store <name>")
+			return true
+		}
+		kind, ok := r.stores[args[1]]
+		if !ok {
+			r.errorf(cmd, "the topology declares no store %s", args[1])
+			return true
+		}
+		b.flush()
+		var got []string
+		var err error
+		b.eventually(func() bool {
+			st, serr := b.a.LocalStore(args[1])
+			if err = serr; err != nil {
+				return false
+			}
+			defer st.Close()
+			got, err = dslStoreLines(st, kind)
+			return err == nil && slices.Equal(got, cmd.body)
+		})
+		if err != nil {
+			r.errorf(cmd, "%v", err)
+			return true
+		}
+		r.compare(cmd, got)
+	case "skipped":
+		b.flush()
+		var got []string
+		b.eventually(func() bool {
+			got = got[:0]
+			all := maps.Clone(b.skipped)
+			for k, v := range b.a.Skipped() {
+				all[k] += v
+			}
+			for _, k := range slices.Sorted(maps.Keys(all)) {
+				got = append(got, fmt.Sprintf("%s = %d", k, all[k]))
+			}
+			return slices.Equal(got, cmd.body)
+		})
+		r.compare(cmd, got)
+	case "log":
+		b.flush()
+		if got := b.takeLog(); !b.mode.cached {
+			r.compare(cmd, got)
+		}
+	case "restart":
+		b.restart()
+	default:
+		r.errorf(cmd, "unknown command")
+	}
+	return true
+}
+
+// eventually polls cond for a few seconds, until it holds: the figures an
+// instance publishes (skip counts, queryable stores) may lag its commit by
+// a round.
+func (b *dslBroker) eventually(cond func() bool) {
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() && time.Now().Before(deadline) {
+		b.k.checkApps()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *dslBroker) takeLog() []string {
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
+	log := b.log
+	b.log = nil
+	return log
+}
+
+// flush produces the pending records and waits until the instance has
+// committed them and what they caused in its internal topics; a record of
+// a global table, until its store holds it.
+func (b *dslBroker) flush() {
+	b.t.Helper()
+	if len(b.pending) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.k.cl.ProduceSync(ctx, b.pending...).FirstErr(); err != nil {
+			b.t.Fatal(err)
+		}
+		for _, rec := range b.pending {
+			if store, ok := b.globals[rec.Topic]; ok {
+				b.waitGlobal(store, rec)
+			}
+		}
+		b.pending = nil
+	}
+	wait(b.t, 30*time.Second, "the input committed", func() bool {
+		b.k.checkApps()
+		return b.committed()
+	})
+}
+
+// committed reports whether the group has committed its input topics to
+// their ends and its internal topics too (under exactly-once, up to the
+// commit marker after their last record: the transaction that committed
+// the input wrote them, so a lag of one cannot be a record still coming).
+func (b *dslBroker) committed() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics := append(slices.Clone(b.inputs), b.internal...)
+	if len(topics) == 0 {
+		return true
+	}
+	// The commits first: the records a commit of the input caused in the
+	// internal topics are written before it, so the ends read after it
+	// have them.
+	commits, err := b.k.adm.FetchOffsets(ctx, b.k.prefix)
+	if err != nil || commits.Error() != nil {
+		return false
+	}
+	ends, err := b.k.adm.ListEndOffsets(ctx, topics...)
+	if err != nil || ends.Error() != nil {
+		return false
+	}
+	done := true
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset == 0 {
+			return
+		}
+		slack := int64(0)
+		if b.mode.g == engine.ExactlyOnce && slices.Contains(b.internal, o.Topic) {
+			slack = 1
+		}
+		c, ok := commits.Lookup(o.Topic, o.Partition)
+		if !ok || o.Offset-c.At > slack {
+			done = false
+		}
+	})
+	return done
+}
+
+// waitGlobal waits until a global table's store reflects rec.
+func (b *dslBroker) waitGlobal(store string, rec *kgo.Record) {
+	if rec.Key == nil {
+		return // a table skips it
+	}
+	wait(b.t, 30*time.Second, "the global table's record in store "+store, func() bool {
+		b.k.checkApps()
+		st, err := b.a.LocalStore(store)
 		if err != nil {
 			return false
 		}
-		done := true
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Offset == 0 {
-				return
+		defer st.Close()
+		e, ok, err := st.Get(rec.Key)
+		switch {
+		case err != nil:
+			return false
+		case rec.Value == nil:
+			return !ok
+		}
+		return ok && bytes.Equal(e.Value, rec.Value) && e.Timestamp == rec.Timestamp.UnixMilli()
+	})
+}
+
+// pipeError produces the record of a pipe-error after the pending ones
+// are committed, and checks that the instance stops with the error.
+func (b *dslBroker) pipeError(cmd dslCommand, rec *kgo.Record) {
+	b.flush()
+	b.pending = []*kgo.Record{rec}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.k.cl.ProduceSync(ctx, b.pending...).FirstErr(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.pending = nil
+	select {
+	case err := <-b.a.done:
+		b.a.done <- err
+		if err == nil {
+			b.r.errorf(cmd, "the instance stopped without an error")
+			return
+		}
+		msg := strings.ReplaceAll(err.Error(), b.k.prefix+"-", "")
+		for _, want := range cmd.body {
+			if !strings.Contains(msg, want) {
+				b.r.errorf(cmd, "the error does not say %q:\n%v", want, msg)
 			}
-			c, ok := commits.Lookup(o.Topic, o.Partition)
-			if !ok || o.Offset-c.At > 1 {
-				done = false
+		}
+	case <-ctx.Done():
+		b.r.errorf(cmd, "the instance did not stop in 30s")
+	}
+}
+
+// restart replaces the instance by one on an empty state directory once
+// the input is committed.
+func (b *dslBroker) restart() {
+	b.t.Helper()
+	b.flush()
+	for k, v := range b.a.Skipped() {
+		b.skipped[k] += v
+	}
+	if err := b.a.stop(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.a = b.k.start(b.top, b.cfg) // k.start gives it a new state directory
+	waitRunning(b.t, b.k, b.a)
+}
+
+// dslReader reads the output topics of a case, read-committed.
+type dslReader struct {
+	b      *dslBroker
+	cl     *kgo.Client
+	kinds  map[string]dslKind // by topic name on the broker
+	next   map[string]int64   // the offset after the last record read, control records included
+	unread map[string][]string
+}
+
+func newDSLReader(b *dslBroker) *dslReader {
+	rd := &dslReader{b: b, kinds: map[string]dslKind{}, next: map[string]int64{}, unread: map[string][]string{}}
+	parts := map[string]map[int32]kgo.Offset{}
+	for topic, kind := range b.r.out {
+		name := b.real(topic)
+		rd.kinds[name] = kind
+		parts[name] = map[int32]kgo.Offset{0: kgo.NewOffset().AtStart()}
+	}
+	if len(parts) == 0 {
+		return rd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := b.k.adm.ListTopics(ctx, slices.Collect(maps.Keys(parts))...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for topic := range b.r.out {
+		name := b.real(topic)
+		d := topics[name]
+		switch {
+		case strings.HasPrefix(topic, "${app}-") && errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			// The topology has no such internal topic (a case may say
+			// that it does not repartition): no records.
+			delete(parts, name)
+			delete(rd.kinds, name)
+		case d.Err != nil || len(d.Partitions) != 1:
+			b.t.Fatalf("output topic %s: want one partition, have %v", name, d)
+		}
+	}
+	if len(parts) == 0 {
+		return rd
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.k.env.Brokers...), kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(cl.Close)
+	rd.cl = cl
+	return rd
+}
+
+// readToEnd reads every output topic to the end it has now.
+func (rd *dslReader) readToEnd() {
+	t := rd.b.t
+	t.Helper()
+	if rd.cl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := rd.b.k.adm.ListEndOffsets(ctx, slices.Collect(maps.Keys(rd.kinds))...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := func() bool {
+		done := true
+		ends.Each(func(o kadm.ListedOffset) { done = done && rd.next[o.Topic] >= o.Offset })
+		return !done
+	}
+	for behind() {
+		fs := rd.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading the output to its end (%v): at %v after 30s", ends, rd.next)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("fetch %s/%d: %v", topic, p, err)
 			}
 		})
-		return done
-	})
+		fs.EachRecord(func(rec *kgo.Record) {
+			rd.next[rec.Topic] = rec.Offset + 1
+			if !rec.Attrs.IsControl() {
+				rd.unread[rec.Topic] = append(rd.unread[rec.Topic], dslFormat(rec.Key, rec.Value, rd.kinds[rec.Topic], rec.Timestamp.UnixMilli()))
+			}
+		})
+	}
+}
+
+// take returns the lines of a topic's records read and not taken yet.
+func (rd *dslReader) take(topic string) []string {
+	lines := rd.unread[topic]
+	delete(rd.unread, topic)
+	return lines
+}
+
+// deleteTopics deletes the topics of k's test, its internal ones included,
+// without waiting for the broker to have removed them.
+func (k *kt) deleteTopics() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics, err := k.adm.ListTopics(ctx)
+	if err != nil {
+		k.t.Logf("list the topics to delete: %v", err)
+		return
+	}
+	var names []string
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, k.prefix+"-") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	if _, err := k.adm.DeleteTopics(ctx, names...); err != nil {
+		k.t.Logf("delete topics %v: %v", names, err)
+	}
 }

@@ -12,24 +12,38 @@ package engine_test
 // compares only the latest record of each key (a key that was added and
 // deleted since the last commit may be missing), and log is not checked.
 //
+// Every case runs on a broker too (TestDSLOnKafka, datadriven_kafka_test.go),
+// held to the same expected lines, not to what the driver does: exactly-once
+// without a record cache, every line exact (expect, store, skipped, log);
+// and, for topologies with a store, at least once with the default cache,
+// as the cache mode here. The topologies name every topic
+// dslTopicPrefix+<name> (build them with dslBuild), so that each broker run
+// has topics of its own. On a broker a build-error case is skipped, a
+// nocache case runs without the cache only, a bug case that passes is
+// logged rather than failed, and a pipe-error ends the case: the instance
+// must stop with the error. See TestDSLOnKafka.
+//
 // Grammar. One command a line, at the start of the line; a command's
 // expected lines follow it, indented. Lines starting with '#' are comments;
 // blank lines are ignored. Tokens are separated by spaces.
 //
 //	topology <name>        starts a case: builds dslTopologies[name], starts a driver
 //	bug <text>             the case shows a known engine bug: if it fails it is
-//	                       skipped with the text; if it passes, it fails
+//	                       skipped with the text; if it passes, it fails (on a
+//	                       broker: it is logged)
 //	cache-bug <text>       the same, with the record cache only
 //	nocache <text>         the case runs without the record cache only; the text
 //	                       says why its intermediate results are the point
 //	build-error            Build must fail; each indented line is a part of the error
+//	                       (no broker run)
 //	pipe <topic> <key> <value> @<ms>
 //	                       writes a record stamped enginetest.At(ms) and processes
 //	                       all it causes; key ~ is a null key, value ~ a tombstone,
 //	                       "" an empty string
 //	pipe-error <topic> <key> <value> @<ms>
 //	                       the same, but the pipe must fail; each indented line is
-//	                       a part of the error
+//	                       a part of the error (on a broker: of the error Run
+//	                       returns, and the case ends there)
 //	expect <topic>         the records written to the topic since the last expect:
 //	                       one indented "<key> <value> @<ms>" each, none if none;
 //	                       "${app}-<name>" is an internal topic
@@ -55,11 +69,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -233,11 +249,9 @@ func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
 		return
 	}
 	r.in, r.out, r.stores = dslKinds(def.in), dslKinds(def.out), dslKinds(def.stores)
-	b := engine.NewBuilder()
-	def.build(b, func(format string, args ...any) {
-		r.log = append(r.log, strings.Join(strings.Fields(fmt.Sprintf(format, args...)), " "))
+	top, buildErr := dslBuild(def, "", func(format string, args ...any) {
+		r.log = append(r.log, dslLogLine(format, args...))
 	})
-	top, buildErr := b.Build()
 	if len(cmds) > 0 && cmds[0].args[0] == "build-error" {
 		if buildErr == nil {
 			r.errorf(cmds[0], "Build succeeded")
@@ -367,26 +381,32 @@ func (r *dslRun) exec(cmd dslCommand) {
 }
 
 func (r *dslRun) pipe(topic, key, value, at string, raw bool) error {
-	k, ok := r.in[topic]
-	if !ok {
-		return fmt.Errorf("the topology declares no input topic %s", topic)
-	}
-	ms, err := strconv.ParseInt(at[1:], 10, 64)
+	kb, vb, ms, err := r.record(topic, key, value, at, raw)
 	if err != nil {
-		return fmt.Errorf("timestamp %s: %v", at, err)
-	}
-	var kb []byte
-	if key != "~" {
-		kb = []byte(key)
-	}
-	vb, err := dslEncode(k, value)
-	if err != nil {
-		if !raw {
-			return err
-		}
-		vb = []byte(value) // pipe-error may pipe bytes the topic's serde rejects
+		return err
 	}
 	return r.d.PipeBytes(topic, kb, vb, enginetest.At(ms))
+}
+
+// record encodes the record of a pipe or pipe-error (raw) command.
+func (r *dslRun) record(topic, key, value, at string, raw bool) (k, v []byte, ms int64, err error) {
+	kind, ok := r.in[topic]
+	if !ok {
+		return nil, nil, 0, fmt.Errorf("the topology declares no input topic %s", topic)
+	}
+	if ms, err = strconv.ParseInt(at[1:], 10, 64); err != nil {
+		return nil, nil, 0, fmt.Errorf("timestamp %s: %v", at, err)
+	}
+	if key != "~" {
+		k = []byte(key)
+	}
+	if v, err = dslEncode(kind, value); err != nil {
+		if !raw {
+			return nil, nil, 0, err
+		}
+		v = []byte(value) // pipe-error may pipe bytes the topic's serde rejects
+	}
+	return k, v, ms, nil
 }
 
 // unread formats the records of an output topic not read yet.
@@ -413,6 +433,12 @@ func (r *dslRun) store(name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return dslStoreLines(st, k)
+}
+
+// dslStoreLines lists a store's entries in key order, formatted as the
+// store command's lines.
+func dslStoreLines(st topo.KVStore, k dslKind) ([]string, error) {
 	var lines []string
 	for e, err := range st.Range(nil, nil) {
 		if err != nil {
@@ -579,9 +605,30 @@ func dslTextTables(b *engine.Builder) (*engine.Table[string, string], *engine.Ta
 		engine.NewTable(b, dslTopicPrefix+"right", serde.String, serde.String, engine.Materialized("right-store"))
 }
 
-// dslTopicPrefix is put before the topic names of dslInts and dslWindowed:
-// on a broker each case has topics of its own (TestDSLWindowsOnKafka).
+// dslTopicPrefix is put before the name of every topic the topologies
+// read and write (not their internal topics): on a broker each case has
+// topics of its own (TestDSLOnKafka). It is set only while dslBuild builds.
 var dslTopicPrefix string
+
+// dslBuildMu serializes dslBuild, which sets dslTopicPrefix.
+var dslBuildMu sync.Mutex
+
+// dslBuild builds a topology of the cases with its topics' names prefixed
+// by prefix; log receives the logging user functions' calls.
+func dslBuild(def dslTopologyDef, prefix string, log dslLogFunc) (*engine.Topology, error) {
+	dslBuildMu.Lock()
+	defer dslBuildMu.Unlock()
+	dslTopicPrefix = prefix
+	defer func() { dslTopicPrefix = "" }()
+	b := engine.NewBuilder()
+	def.build(b, log)
+	return b.Build()
+}
+
+// dslLogLine is the line of the log command for a user function's call.
+func dslLogLine(format string, args ...any) string {
+	return strings.Join(strings.Fields(fmt.Sprintf(format, args...)), " ")
+}
 
 func dslInts(b *engine.Builder, topic string) *engine.Stream[string, int64] {
 	return engine.NewStream(b, dslTopicPrefix+topic, serde.String, serde.Int64)
@@ -592,11 +639,11 @@ func dslTexts(b *engine.Builder, topic string) *engine.Stream[string, string] {
 }
 
 func dslIntTable(b *engine.Builder, topic string, opts ...engine.Option) *engine.Table[string, int64] {
-	return engine.NewTable(b, topic, serde.String, serde.Int64, opts...)
+	return engine.NewTable(b, dslTopicPrefix+topic, serde.String, serde.Int64, opts...)
 }
 
 func dslEmployees(b *engine.Builder) *engine.Table[string, dslEmployee] {
-	return engine.NewTable(b, "employees", serde.String, serde.JSON[dslEmployee](), engine.Materialized("employees"))
+	return engine.NewTable(b, dslTopicPrefix+"employees", serde.String, serde.JSON[dslEmployee](), engine.Materialized("employees"))
 }
 
 func dslByDept(_ string, e dslEmployee) (string, int64) { return e.Dept, e.Salary }
@@ -816,17 +863,17 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	// Stateless stream operations.
 	"filter": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "in").Filter(dslPositive, engine.Named("filter")).To("out")
+		dslInts(b, "in").Filter(dslPositive, engine.Named("filter")).To(dslTopicPrefix + "out")
 	}},
 	"filter-not": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "in").FilterNot(dslPositive, engine.Named("filter-not")).To("out")
+		dslInts(b, "in").FilterNot(dslPositive, engine.Named("filter-not")).To(dslTopicPrefix + "out")
 	}},
 	// Map swaps key and value, changing both types.
 	"map": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.Map(dslInts(b, "in"), func(k string, v int64) (string, string) { return strconv.FormatInt(v, 10), k }, engine.Named("map")).To("out")
+		engine.Map(dslInts(b, "in"), func(k string, v int64) (string, string) { return strconv.FormatInt(v, 10), k }, engine.Named("map")).To(dslTopicPrefix + "out")
 	}},
 	"map-values": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.MapValues(dslInts(b, "in"), func(k string, v int64) string { return fmt.Sprintf("%s:%d", k, 2*v) }, engine.Named("map-values")).To("out")
+		engine.MapValues(dslInts(b, "in"), func(k string, v int64) string { return fmt.Sprintf("%s:%d", k, 2*v) }, engine.Named("map-values")).To(dslTopicPrefix + "out")
 	}},
 	// FlatMap: each comma-separated word of the value becomes a key, with the
 	// old key as its value.
@@ -837,156 +884,156 @@ var dslTopologies = map[string]dslTopologyDef{
 				kvs = append(kvs, engine.KV(w, k))
 			}
 			return kvs
-		}, engine.Named("flat-map")).To("out")
+		}, engine.Named("flat-map")).To(dslTopicPrefix + "out")
 	}},
 	"flat-map-values": {in: "in:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.FlatMapValues(dslTexts(b, "in"), func(_, v string) []string { return dslWords(v) }, engine.Named("flat-map-values")).To("out")
+		engine.FlatMapValues(dslTexts(b, "in"), func(_, v string) []string { return dslWords(v) }, engine.Named("flat-map-values")).To(dslTopicPrefix + "out")
 	}},
 	"select-key": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.SelectKey(dslInts(b, "in"), dslParity, engine.Named("select-key")).To("out")
+		engine.SelectKey(dslInts(b, "in"), dslParity, engine.Named("select-key")).To(dslTopicPrefix + "out")
 	}},
 	"peek": {in: "in:int", out: "out:int", build: func(b *engine.Builder, log dslLogFunc) {
-		dslInts(b, "in").Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To("out")
+		dslInts(b, "in").Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To(dslTopicPrefix + "out")
 	}},
 	"foreach": {in: "in:int", build: func(b *engine.Builder, log dslLogFunc) {
 		dslInts(b, "in").Foreach(func(k string, v int64) { log("foreach %s %d", k, v) }, engine.Named("foreach"))
 	}},
 	"merge": {in: "left:int right:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "left").Merge(dslInts(b, "right"), engine.Named("merge")).To("out")
+		dslInts(b, "left").Merge(dslInts(b, "right"), engine.Named("merge")).To(dslTopicPrefix + "out")
 	}},
 	"to": {in: "in:int", out: "out-1:int out-2:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		s := dslInts(b, "in")
-		s.To("out-1")
-		s.Filter(dslPositive).To("out-2")
+		s.To(dslTopicPrefix + "out-1")
+		s.Filter(dslPositive).To(dslTopicPrefix + "out-2")
 	}},
 
 	// Split: negative, then small (< 10), then the rest.
 	"split": {in: "in:int", out: "negative:int small:int large:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		sp := dslInts(b, "in").Split(engine.Named("split"))
-		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To("negative")
-		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To("small")
-		sp.Default("large").To("large")
+		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To(dslTopicPrefix + "negative")
+		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To(dslTopicPrefix + "small")
+		sp.Default("large").To(dslTopicPrefix + "large")
 	}},
 	"split-no-default": {in: "in:int", out: "negative:int small:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		sp := dslInts(b, "in").Split(engine.Named("split"))
-		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To("negative")
-		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To("small")
+		sp.Branch("negative", func(_ string, v int64) bool { return v < 0 }).To(dslTopicPrefix + "negative")
+		sp.Branch("small", func(_ string, v int64) bool { return v < 10 }).To(dslTopicPrefix + "small")
 	}},
 	"split-branch-after-default": {build: func(b *engine.Builder, _ dslLogFunc) {
 		sp := dslInts(b, "in").Split(engine.Named("split"))
-		sp.Default("rest").To("rest")
-		sp.Branch("late", dslPositive).To("late")
+		sp.Default("rest").To(dslTopicPrefix + "rest")
+		sp.Branch("late", dslPositive).To(dslTopicPrefix + "late")
 	}},
 
 	// Repartitioning.
 	"repartition": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).Repartition(engine.Named("by-letter")).To("out")
+		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).Repartition(engine.Named("by-letter")).To(dslTopicPrefix + "out")
 	}},
 	"repartition-count": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		rekeyed := engine.Map(dslInts(b, "in"), func(k string, v int64) (string, int64) { return dslFirstLetter(k, v), v }, engine.Named("first-letter"))
-		rekeyed.GroupByKey(engine.Named("by-letter")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+		rekeyed.GroupByKey(engine.Named("by-letter")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To(dslTopicPrefix + "out")
 	}},
 
 	// After an explicit Repartition the key matches the partitioning: the
 	// grouping does not repartition again.
 	"repartition-then-count": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int ${app}-grouped-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).Repartition(engine.Named("by-letter")).
-			GroupByKey(engine.Named("grouped")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+			GroupByKey(engine.Named("grouped")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// A merge with a re-keyed stream is re-keyed: the grouping repartitions
 	// the records of both sides.
 	"merge-count": {in: "left:int right:int", out: "out:int ${app}-merged-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		left := engine.SelectKey(dslInts(b, "left"), dslFirstLetter, engine.Named("first-letter"))
-		left.Merge(dslInts(b, "right"), engine.Named("merge")).GroupByKey(engine.Named("merged")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+		left.Merge(dslInts(b, "right"), engine.Named("merge")).GroupByKey(engine.Named("merged")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To(dslTopicPrefix + "out")
 	}},
 
 	// A stream merged with its own per-letter counts: the merge reads the
 	// input topic and the grouping's repartition topic.
 	"merge-own-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		s := dslInts(b, "in")
-		s.Merge(engine.GroupBy(s, dslFirstLetter, engine.Named("by-letter")).Count(engine.Named("count")).ToStream(), engine.Named("merge")).To("out")
+		s.Merge(engine.GroupBy(s, dslFirstLetter, engine.Named("by-letter")).Count(engine.Named("count")).ToStream(), engine.Named("merge")).To(dslTopicPrefix + "out")
 	}},
 	// Split branches merged back: every record comes out once.
 	"split-merge": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		sp := dslInts(b, "in").Split(engine.Named("split"))
 		neg := sp.Branch("negative", func(_ string, v int64) bool { return v < 0 })
-		neg.Merge(sp.Default("rest"), engine.Named("merge")).To("out")
+		neg.Merge(sp.Default("rest"), engine.Named("merge")).To(dslTopicPrefix + "out")
 	}},
 
 	// Stream aggregations.
 	"count": {in: "in:int", out: "out:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "in").GroupByKey().Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+		dslInts(b, "in").GroupByKey().Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"reduce": {in: "in:int", out: "out:int", stores: "sums:int", build: func(b *engine.Builder, log dslLogFunc) {
-		dslInts(b, "in").GroupByKey().Reduce(func(a, v int64) int64 { log("reduce %d %d", a, v); return a + v }, engine.Named("reduce"), engine.Materialized("sums")).ToStream().To("out")
+		dslInts(b, "in").GroupByKey().Reduce(func(a, v int64) int64 { log("reduce %d %d", a, v); return a + v }, engine.Named("reduce"), engine.Materialized("sums")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"aggregate": {in: "in:int", out: "out:text", stores: "stats:text", build: func(b *engine.Builder, log dslLogFunc) {
 		g := dslInts(b, "in").GroupByKey()
-		engine.Aggregate(g, func() dslStats { log("init"); return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+		engine.Aggregate(g, func() dslStats { log("init"); return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"groupby-count": {in: "in:int", out: "out:int ${app}-parity-repartition:int", stores: "counts:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.GroupBy(dslInts(b, "in"), dslParity, engine.Named("parity")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To("out")
+		engine.GroupBy(dslInts(b, "in"), dslParity, engine.Named("parity")).Count(engine.Named("count"), engine.Materialized("counts")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"groupby-reduce": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "max:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter")).Reduce(func(a, v int64) int64 { return max(a, v) }, engine.Named("reduce"), engine.Materialized("max")).ToStream().To("out")
+		engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter")).Reduce(func(a, v int64) int64 { return max(a, v) }, engine.Named("reduce"), engine.Materialized("max")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"groupby-aggregate": {in: "in:int", out: "out:text ${app}-by-letter-repartition:int", stores: "stats:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
-		engine.Aggregate(g, func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+		engine.Aggregate(g, func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// One grouping, two aggregations of it.
 	"groupby-twice": {in: "in:int", out: "counts:int sums:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupBy(dslInts(b, "in"), dslFirstLetter, engine.Named("by-letter"))
-		g.Count(engine.Named("count")).ToStream().To("counts")
-		g.Reduce(dslPlus, engine.Named("sum")).ToStream().To("sums")
+		g.Count(engine.Named("count")).ToStream().To(dslTopicPrefix + "counts")
+		g.Reduce(dslPlus, engine.Named("sum")).ToStream().To(dslTopicPrefix + "sums")
 	}},
 
 	// Streams into tables.
 	"totable": {in: "in:int", out: "out:int", stores: "latest:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "in").ToTable(engine.Named("table"), engine.Materialized("latest")).ToStream().To("out")
+		dslInts(b, "in").ToTable(engine.Named("table"), engine.Materialized("latest")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"totable-rekeyed": {in: "in:int", out: "out:int ${app}-by-letter-repartition:int", stores: "latest:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).ToTable(engine.Named("by-letter"), engine.Materialized("latest")).ToStream().To("out")
+		engine.SelectKey(dslInts(b, "in"), dslFirstLetter, engine.Named("first-letter")).ToTable(engine.Named("by-letter"), engine.Materialized("latest")).ToStream().To(dslTopicPrefix + "out")
 	}},
 
 	// Stateless table operations.
 	"table-to-stream": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in", engine.Materialized("source")).ToStream().To("out")
+		dslIntTable(b, "in", engine.Materialized("source")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To("out")
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslInts(b, "in").GroupByKey().Count(engine.Named("count")).SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To("out")
+		dslInts(b, "in").GroupByKey().Count(engine.Named("count")).SuppressUntil(10*time.Millisecond, engine.Named("suppress")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress-max-records": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(2)).ToStream().To("out")
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(2)).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress-shut-down-when-full": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(1), engine.ShutDownWhenFull()).ToStream().To("out")
+		dslIntTable(b, "in").SuppressUntil(10*time.Millisecond, engine.Named("suppress"), engine.MaxRecords(1), engine.ShutDownWhenFull()).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress-bad-options": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in").SuppressUntil(-time.Millisecond, engine.ShutDownWhenFull()).ToStream().To("out")
+		dslIntTable(b, "in").SuppressUntil(-time.Millisecond, engine.ShutDownWhenFull()).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"suppress-negative-bound": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in").SuppressUntil(time.Millisecond, engine.MaxBytes(-1)).ToStream().To("out")
+		dslIntTable(b, "in").SuppressUntil(time.Millisecond, engine.MaxBytes(-1)).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-filter": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter")).ToStream().To("out")
+		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-filter-not": {in: "in:int", out: "out:int", stores: "source:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in", engine.Materialized("source")).FilterNot(dslPositive, engine.Named("filter-not")).ToStream().To("out")
+		dslIntTable(b, "in", engine.Materialized("source")).FilterNot(dslPositive, engine.Named("filter-not")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-filter-materialized": {in: "in:int", out: "out:int ${app}-positive-changelog:int", stores: "positive:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter"), engine.Materialized("positive")).ToStream().To("out")
+		dslIntTable(b, "in", engine.Materialized("source")).Filter(dslPositive, engine.Named("filter"), engine.Materialized("positive")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-map-values": {in: "in:int", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.MapTableValues(dslIntTable(b, "in", engine.Materialized("source")), func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) },
-			engine.Named("map-values")).ToStream().To("out")
+			engine.Named("map-values")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-map-values-materialized": {in: "in:int", out: "out:text ${app}-prices-changelog:text", stores: "prices:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.MapTableValues(dslIntTable(b, "in", engine.Materialized("source")), func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) },
-			engine.Named("map-values"), engine.Materialized("prices")).ToStream().To("out")
+			engine.Named("map-values"), engine.Materialized("prices")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// Tombstones through every table operation: source -> filter (positive,
 	// materialized) -> mapValues (x10, materialized) -> toStream, and the
@@ -1000,35 +1047,35 @@ var dslTopologies = map[string]dslTopologyDef{
 			src := dslIntTable(b, "in", engine.Materialized("source"))
 			tens := engine.MapTableValues(src.Filter(dslPositive, engine.Named("positive"), engine.Materialized("positive")),
 				func(_ string, v int64) int64 { return 10 * v }, engine.Named("tens"), engine.Materialized("tens"))
-			tens.ToStream().To("out")
+			tens.ToStream().To(dslTopicPrefix + "out")
 			engine.GroupTable(tens, func(_ string, v int64) (string, int64) { return "total", v }, engine.Named("all")).
-				Reduce(dslPlus, dslMinus, engine.Named("total"), engine.Materialized("total")).ToStream().To("total")
-			src.FilterNot(dslPositive, engine.Named("non-positive")).ToStream().To("non-positive")
-			engine.MapTableValues(src, func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) }, engine.Named("labels")).ToStream().To("labels")
+				Reduce(dslPlus, dslMinus, engine.Named("total"), engine.Materialized("total")).ToStream().To(dslTopicPrefix + "total")
+			src.FilterNot(dslPositive, engine.Named("non-positive")).ToStream().To(dslTopicPrefix + "non-positive")
+			engine.MapTableValues(src, func(_ string, v int64) string { return "$" + strconv.FormatInt(v, 10) }, engine.Named("labels")).ToStream().To(dslTopicPrefix + "labels")
 		},
 	},
 
 	// Re-grouped tables: employees (name -> dept and salary) by department.
 	"table-groupby-count": {in: "employees:text", out: "out:int", stores: "headcount:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")).Count(engine.Named("count"), engine.Materialized("headcount")).ToStream().To("out")
+		engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")).Count(engine.Named("count"), engine.Materialized("headcount")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-groupby-sum": {in: "employees:text", out: "out:int", stores: "payroll:int", build: func(b *engine.Builder, log dslLogFunc) {
 		engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")).Reduce(
 			func(a, v int64) int64 { log("add %d %d", a, v); return a + v },
 			func(a, v int64) int64 { log("sub %d %d", a, v); return a - v },
-			engine.Named("sum"), engine.Materialized("payroll")).ToStream().To("out")
+			engine.Named("sum"), engine.Materialized("payroll")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	// One grouping of a table, two aggregations.
 	"table-groupby-twice": {in: "employees:text", out: "counts:int sums:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		g := engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept"))
-		g.Count(engine.Named("count")).ToStream().To("counts")
-		g.Reduce(dslPlus, dslMinus, engine.Named("sum")).ToStream().To("sums")
+		g.Count(engine.Named("count")).ToStream().To(dslTopicPrefix + "counts")
+		g.Reduce(dslPlus, dslMinus, engine.Named("sum")).ToStream().To(dslTopicPrefix + "sums")
 	}},
 	// A grouping nobody aggregates (yet) beside a working path.
 	"table-groupby-unused": {in: "employees:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		t := dslEmployees(b)
 		engine.GroupTable(t, dslByDept, engine.Named("by-dept"))
-		t.ToStream().To("out")
+		t.ToStream().To(dslTopicPrefix + "out")
 	}},
 	"table-groupby-aggregate": {in: "employees:text", out: "out:text", stores: "stats:text", build: func(b *engine.Builder, log dslLogFunc) {
 		engine.AggregateTable(engine.GroupTable(dslEmployees(b), dslByDept, engine.Named("by-dept")),
@@ -1041,7 +1088,7 @@ var dslTopologies = map[string]dslTopologyDef{
 				log("sub %s %d", k, v)
 				return dslStats{s.Count - 1, s.Sum - v}
 			},
-			engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To("out")
+			engine.Named("aggregate"), engine.Materialized("stats")).ToStream().To(dslTopicPrefix + "out")
 	}},
 
 	// Cogroup: clicks and views of each user; buys come keyed by order id
@@ -1049,14 +1096,14 @@ var dslTopologies = map[string]dslTopologyDef{
 	"cogroup": {in: "clicks:int views:int", out: "out:text", stores: "activity:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		c := engine.Cogroup(dslInts(b, "clicks").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Clicks += v; return a })
 		c = engine.CogroupWith(c, dslInts(b, "views").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Views += v; return a })
-		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To("out")
+		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To(dslTopicPrefix + "out")
 	}},
 	"cogroup3": {in: "clicks:int views:int buys:text", out: "out:text ${app}-by-user-repartition:text", stores: "activity:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		c := engine.Cogroup(dslInts(b, "clicks").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Clicks += v; return a })
 		c = engine.CogroupWith(c, dslInts(b, "views").GroupByKey(), func(_ string, v int64, a dslActivity) dslActivity { a.Views += v; return a })
 		buys := engine.GroupBy(dslTexts(b, "buys"), func(_, user string) string { return user }, engine.Named("by-user"))
 		c = engine.CogroupWith(c, buys, func(_ string, _ string, a dslActivity) dslActivity { a.Buys++; return a })
-		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To("out")
+		c.Aggregate(func() dslActivity { return dslActivity{} }, engine.Named("activity"), engine.Materialized("activity")).ToStream().To(dslTopicPrefix + "out")
 	}},
 
 	// The stream–table duality: purchases are a stream (every purchase
@@ -1067,12 +1114,12 @@ var dslTopologies = map[string]dslTopologyDef{
 		stores: "spent:int last-purchase:int jobs:text payroll:int job-changes:int",
 		build: func(b *engine.Builder, _ dslLogFunc) {
 			purchases := dslInts(b, "purchases")
-			purchases.GroupByKey().Reduce(dslPlus, engine.Named("spent"), engine.Materialized("spent")).ToStream().To("spent")
+			purchases.GroupByKey().Reduce(dslPlus, engine.Named("spent"), engine.Materialized("spent")).ToStream().To(dslTopicPrefix + "spent")
 			purchases.ToTable(engine.Named("last-purchase"), engine.Materialized("last-purchase"))
-			jobs := engine.NewTable(b, "employment", serde.String, serde.JSON[dslJob](), engine.Materialized("jobs"))
+			jobs := engine.NewTable(b, dslTopicPrefix+"employment", serde.String, serde.JSON[dslJob](), engine.Materialized("jobs"))
 			engine.GroupTable(jobs, func(_ string, j dslJob) (string, int64) { return "payroll", j.Salary }, engine.Named("all")).
-				Reduce(dslPlus, dslMinus, engine.Named("payroll"), engine.Materialized("payroll")).ToStream().To("payroll")
-			jobs.ToStream().GroupByKey().Count(engine.Named("job-changes"), engine.Materialized("job-changes")).ToStream().To("job-changes")
+				Reduce(dslPlus, dslMinus, engine.Named("payroll"), engine.Materialized("payroll")).ToStream().To(dslTopicPrefix + "payroll")
+			jobs.ToStream().GroupByKey().Count(engine.Named("job-changes"), engine.Materialized("job-changes")).ToStream().To(dslTopicPrefix + "job-changes")
 		},
 	},
 
@@ -1083,29 +1130,29 @@ var dslTopologies = map[string]dslTopologyDef{
 		stores: "to-table:int",
 		build: func(b *engine.Builder, log dslLogFunc) {
 			s := dslInts(b, "in")
-			s.Filter(dslPositive, engine.Named("filter")).To("filter")
-			s.FilterNot(dslPositive, engine.Named("filter-not")).To("filter-not")
-			engine.Map(s, func(k string, v int64) (string, int64) { log("map %s %d", k, v); return k + "!", v }, engine.Named("map")).To("map")
-			engine.MapValues(s, func(_ string, v int64) int64 { return 10 * v }, engine.Named("map-values")).To("map-values")
+			s.Filter(dslPositive, engine.Named("filter")).To(dslTopicPrefix + "filter")
+			s.FilterNot(dslPositive, engine.Named("filter-not")).To(dslTopicPrefix + "filter-not")
+			engine.Map(s, func(k string, v int64) (string, int64) { log("map %s %d", k, v); return k + "!", v }, engine.Named("map")).To(dslTopicPrefix + "map")
+			engine.MapValues(s, func(_ string, v int64) int64 { return 10 * v }, engine.Named("map-values")).To(dslTopicPrefix + "map-values")
 			engine.FlatMap(s, func(k string, v int64) []engine.KeyValue[string, int64] {
 				return []engine.KeyValue[string, int64]{engine.KV(k+"1", v), engine.KV(k+"2", v)}
-			}, engine.Named("flat-map")).To("flat-map")
-			engine.FlatMapValues(s, func(_ string, v int64) []int64 { return []int64{v, v + 1} }, engine.Named("flat-map-values")).To("flat-map-values")
-			engine.SelectKey(s, func(k string, _ int64) string { return k + "!" }, engine.Named("select-key")).To("select-key")
-			s.Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To("peek")
+			}, engine.Named("flat-map")).To(dslTopicPrefix + "flat-map")
+			engine.FlatMapValues(s, func(_ string, v int64) []int64 { return []int64{v, v + 1} }, engine.Named("flat-map-values")).To(dslTopicPrefix + "flat-map-values")
+			engine.SelectKey(s, func(k string, _ int64) string { return k + "!" }, engine.Named("select-key")).To(dslTopicPrefix + "select-key")
+			s.Peek(func(k string, v int64) { log("peek %s %d", k, v) }, engine.Named("peek")).To(dslTopicPrefix + "peek")
 			s.Foreach(func(k string, v int64) { log("foreach %s %d", k, v) }, engine.Named("foreach"))
-			s.Merge(dslInts(b, "side"), engine.Named("merge")).To("merge")
+			s.Merge(dslInts(b, "side"), engine.Named("merge")).To(dslTopicPrefix + "merge")
 			sp := s.Split(engine.Named("split"))
 			sp.Branch("split-negative", func(_ string, v int64) bool { return v < 0 })
-			sp.Default("split-rest").To("split")
-			s.Repartition(engine.Named("repartition")).To("repartition")
-			s.To("to")
-			s.ToTable(engine.Named("to-table"), engine.Materialized("to-table")).ToStream().To("to-table")
-			s.GroupByKey().Count(engine.Named("count")).ToStream().To("count")
-			s.GroupByKey().Reduce(dslPlus, engine.Named("reduce")).ToStream().To("reduce")
-			engine.Aggregate(s.GroupByKey(), func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate")).ToStream().To("aggregate")
-			engine.GroupBy(s, func(k string, _ int64) string { return k }, engine.Named("group-by")).Count(engine.Named("group-by-count")).ToStream().To("group-by")
-			engine.Cogroup(s.GroupByKey(), dslAddStats).Aggregate(func() dslStats { return dslStats{} }, engine.Named("cogroup")).ToStream().To("cogroup")
+			sp.Default("split-rest").To(dslTopicPrefix + "split")
+			s.Repartition(engine.Named("repartition")).To(dslTopicPrefix + "repartition")
+			s.To(dslTopicPrefix + "to")
+			s.ToTable(engine.Named("to-table"), engine.Materialized("to-table")).ToStream().To(dslTopicPrefix + "to-table")
+			s.GroupByKey().Count(engine.Named("count")).ToStream().To(dslTopicPrefix + "count")
+			s.GroupByKey().Reduce(dslPlus, engine.Named("reduce")).ToStream().To(dslTopicPrefix + "reduce")
+			engine.Aggregate(s.GroupByKey(), func() dslStats { return dslStats{} }, dslAddStats, engine.Named("aggregate")).ToStream().To(dslTopicPrefix + "aggregate")
+			engine.GroupBy(s, func(k string, _ int64) string { return k }, engine.Named("group-by")).Count(engine.Named("group-by-count")).ToStream().To(dslTopicPrefix + "group-by")
+			engine.Cogroup(s.GroupByKey(), dslAddStats).Aggregate(func() dslStats { return dslStats{} }, engine.Named("cogroup")).ToStream().To(dslTopicPrefix + "cogroup")
 		},
 	},
 }

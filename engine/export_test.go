@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -61,4 +62,41 @@ func UnreadValueSources(t *Topology) []string {
 		}
 	}
 	return names
+}
+
+// SubTopologyTopics describes one sub-topology of a topology for the tests
+// that run it on a broker.
+type SubTopologyTopics struct {
+	// Sources and Sinks are the topics the sub-topology reads and writes,
+	// sorted, internal ones written "${app}-<name>".
+	Sources, Sinks []string
+	// GlobalStore is, for a global table's sub-topology, the store its
+	// topic fills; "" for the others.
+	GlobalStore string
+}
+
+// SubTopologies describes the sub-topologies of t, global ones last.
+func SubTopologies(t *Topology) []SubTopologyTopics {
+	var out []SubTopologyTopics
+	for _, sub := range t.t.Subs {
+		var s SubTopologyTopics
+		for _, ref := range sub.SourceTopics() {
+			s.Sources = append(s.Sources, ref.String())
+		}
+		for _, n := range sub.Nodes {
+			if n.Kind == topo.SinkNode && !slices.Contains(s.Sinks, n.Ref().String()) {
+				s.Sinks = append(s.Sinks, n.Ref().String())
+			}
+		}
+		slices.Sort(s.Sinks)
+		if sub.Global {
+			for _, st := range sub.Stores {
+				if st.Global {
+					s.GlobalStore = st.Name
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
