@@ -284,23 +284,24 @@ func genLines(seed uint64, n int) []*kgo.Record {
 	return recs
 }
 
-// expected runs the same topology and input through the in-memory driver.
-func expected(t *testing.T, top *engine.Topology, in, out string, recs []*kgo.Record) map[string]int64 {
-	d := enginetest.New(t, top)
+// wordCounts is the table wordCount ends with once it has counted recs:
+// how often each word occurs in their values, worked out here rather than
+// by the engine.
+func wordCounts(recs []*kgo.Record) map[string]int64 {
+	counts := map[string]int64{}
 	for _, r := range recs {
-		if err := d.PipeBytes(in, r.Key, r.Value, r.Timestamp); err != nil {
-			t.Fatal(err)
+		for _, w := range strings.Fields(string(r.Value)) {
+			counts[w]++
 		}
 	}
-	got := enginetest.ReadTable(enginetest.NewOutput(d, out, serde.String, serde.Int64))
-	return got
+	return counts
 }
 
-// Two instances run a repartition and a count over four partitions and give
-// the in-memory driver's answers, with either guarantee.
-func TestAppTwoInstancesMatchDriver(t *testing.T) {
+// Two instances run a repartition and a count over four partitions and
+// count every word, with either guarantee.
+func TestAppTwoInstancesCountWords(t *testing.T) {
 	for _, g := range guarantees {
-		t.Run(g.name, func(t *testing.T) { testTwoInstancesMatchDriver(t, g.g) })
+		t.Run(g.name, func(t *testing.T) { testTwoInstancesCountWords(t, g.g) })
 	}
 }
 
@@ -309,13 +310,13 @@ var guarantees = []struct {
 	g    engine.Guarantee
 }{{"at-least-once", engine.AtLeastOnce}, {"exactly-once", engine.ExactlyOnce}}
 
-func testTwoInstancesMatchDriver(t *testing.T, g engine.Guarantee) {
+func testTwoInstancesCountWords(t *testing.T, g engine.Guarantee) {
 	k := newKT(t)
 	in, out := k.topic("lines"), k.topic("counts")
 	k.create(4, in, out)
 	top := wordCount(in, out)
 	recs := genLines(1, 400)
-	want := expected(t, top, in, out, recs)
+	want := wordCounts(recs)
 
 	a := k.start(top, engine.Config{InstanceID: "a", Guarantee: g})
 	b := k.start(top, engine.Config{InstanceID: "b", Guarantee: g})

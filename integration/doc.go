@@ -33,10 +33,10 @@
 //
 // # Tests
 //
-// TestRekeyedCountMatchesDriver runs a re-keyed count (a repartition topic,
-// a store and its changelog) in an engine.App on the real broker and checks
-// that the output table is the one engine/enginetest's in-memory driver
-// computes from the same input. The other tests cover the providers: no
+// TestRekeyedCountOnKafka runs a re-keyed count (a repartition topic, a
+// store and its changelog) in an engine.App on the real broker and checks
+// that the output table holds the count of every word of the input, worked
+// out by the test itself. The other tests cover the providers: no
 // Docker engine means ok=false without an error, delay or output; the local
 // provider steps aside for KAFKA_BROKERS and the opt-out, and reports the
 // script's reason when it cannot start the broker.

@@ -24,9 +24,9 @@ import (
 )
 
 // A re-keyed count (a repartition topic, a store and its changelog) run by
-// an engine.App on a real broker ends with the table the in-memory driver
-// computes from the same input.
-func TestRekeyedCountMatchesDriver(t *testing.T) {
+// an engine.App on a real broker ends with the count of every word of the
+// input, worked out here.
+func TestRekeyedCountOnKafka(t *testing.T) {
 	env := kafkaenv.Real(t)
 	t.Logf("broker: %s at %s", env.Kind, strings.Join(env.Brokers, ","))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -65,27 +65,20 @@ func TestRekeyedCountMatchesDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The input, and the driver's answer for it.
+	// The input, and the count of each word in it.
 	rng := rand.New(rand.NewPCG(42, 7))
 	vocab := strings.Fields("ant bee cat dog eel fox gnu hen ibis jay")
 	var recs []*kgo.Record
+	want := map[string]int64{}
 	for i := range 200 {
 		var ws []string
 		for range 1 + rng.IntN(3) {
-			ws = append(ws, vocab[rng.IntN(len(vocab))])
+			w := vocab[rng.IntN(len(vocab))]
+			ws = append(ws, w)
+			want[w]++
 		}
 		recs = append(recs, &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "user-%d", rng.IntN(20)),
 			Value: []byte(strings.Join(ws, " ")), Timestamp: enginetest.At(int64(i))})
-	}
-	d := enginetest.New(t, top)
-	for _, r := range recs {
-		if err := d.PipeBytes(in, r.Key, r.Value, r.Timestamp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := enginetest.ReadTable(enginetest.NewOutput(d, out, serde.String, serde.Int64))
-	if len(want) == 0 {
-		t.Fatal("the driver counted nothing")
 	}
 
 	// The producer waits for the new topics' metadata itself.
@@ -115,8 +108,8 @@ func TestRekeyedCountMatchesDriver(t *testing.T) {
 	defer app.Close()
 
 	// Read the output as a changelog (committed records only, ready for
-	// when the app runs exactly-once) until it is
-	// the driver's table (or the app fails, or time runs out).
+	// when the app runs exactly-once) until it holds the counts (or the app
+	// fails, or time runs out).
 	rd, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(out),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
