@@ -51,10 +51,11 @@ import (
 // or a global table is read — each record is produced alone and committed
 // (a global table's record: is in the table's store) before the next goes.
 //
-// Halfway through the case's expects (or where the case says restart) the
-// instance is stopped and a new one starts on an empty state directory: the
-// state and the stream time come back from the changelogs and the
-// committed offsets, and nothing is processed or written twice.
+// After the expect halfway through the case's expects (or where the case
+// says restart; never if it says norestart) the instance is stopped and a
+// new one starts on an empty state directory: the state and the stream
+// time come back from the changelogs and the committed offsets, and nothing
+// is processed or written twice.
 //
 // The rules of the other directives on a broker: a build-error case needs
 // no broker (Build fails before) and is skipped; a nocache case runs in the
@@ -279,17 +280,26 @@ func (b *dslBroker) run(c dslCase) {
 	b.rd = newDSLReader(b)
 
 	var cmds []dslCommand
+	norestart := false
 	for _, cmd := range c.cmds {
 		switch cmd.args[0] {
 		case "bug", "cache-bug", "nocache":
+		case "norestart":
+			norestart = true
 		default:
 			cmds = append(cmds, cmd)
 		}
 	}
 	// Without a restart command, the instance is replaced after the
-	// expect halfway through the case's expects.
+	// expect halfway through the case's expects, unless the case says
+	// norestart.
 	restartAfter := -1
-	if !slices.ContainsFunc(cmds, func(cmd dslCommand) bool { return cmd.args[0] == "restart" }) {
+	explicit := slices.ContainsFunc(cmds, func(cmd dslCommand) bool { return cmd.args[0] == "restart" })
+	if explicit && norestart {
+		b.r.errorf(dslCommand{line: c.line, args: []string{"topology", c.topology}}, "a case with norestart has no restart")
+		return
+	}
+	if !explicit && !norestart {
 		var expects []int
 		for i, cmd := range cmds {
 			if cmd.args[0] == "expect" {

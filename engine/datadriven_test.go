@@ -52,7 +52,11 @@ package engine_test
 //	log                    the logging user functions' calls since the last log
 //	restart                nothing in the driver; on a broker the instance is
 //	                       replaced here by one on an empty state directory
-//	                       (without it, halfway through the case's expects)
+//	                       (without it, after the expect halfway through the
+//	                       case's expects)
+//	norestart <text>       nothing in the driver; on a broker the instance is
+//	                       never replaced: the text says why a restart would
+//	                       change what the case shows
 //
 // Keys are strings. Values are int64 or text (strings, JSON written without
 // spaces), as the topology declares for each topic and store. When a case
@@ -177,6 +181,12 @@ func parseDSLCases(file, data string) ([]dslCase, error) {
 			if len(cases) == 0 {
 				return nil, fmt.Errorf("%s:%d: %q before the first topology", file, ln, f[0])
 			}
+			switch f[0] {
+			case "bug", "cache-bug", "nocache", "norestart":
+				if len(f) < 2 {
+					return nil, fmt.Errorf("%s:%d: want: %s <why>", file, ln, f[0])
+				}
+			}
 			c := &cases[len(cases)-1]
 			c.cmds = append(c.cmds, dslCommand{line: ln, args: f})
 		}
@@ -215,6 +225,7 @@ func runDSLCase(t *testing.T, file string, c dslCase) {
 					if cached {
 						t.Skipf("runs without the record cache only: %s", strings.Join(cmd.args[1:], " "))
 					}
+				case cmd.args[0] == "norestart": // a broker's business
 				case cmd.args[0] == "bug" || cmd.args[0] == "cache-bug" && cached:
 					bug = strings.Join(cmd.args[1:], " ")
 				case cmd.args[0] != "cache-bug":
