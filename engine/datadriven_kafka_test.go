@@ -144,20 +144,23 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, sem chan struct{}) 
 	var modes sync.WaitGroup
 	defer modes.Wait()
 	for _, m := range dslKafkaModes {
-		modes.Go(func() { t.Run(m.name, func(t *testing.T) { kc.run(t, m, sem) }) })
+		modes.Go(func() {
+			// Waiting for room before t.Run, so that its time is the run's.
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(m.name, func(t *testing.T) { kc.run(t, m) })
+		})
 	}
 }
 
-// run runs the case in a mode, once sem has room.
-func (kc dslKafkaCase) run(t *testing.T, m dslKafkaMode, sem chan struct{}) {
+// run runs the case in a mode.
+func (kc dslKafkaCase) run(t *testing.T, m dslKafkaMode) {
 	switch {
 	case m.cached && kc.nocache:
 		t.Skip("the case runs without the record cache only")
 	case m.cached && !kc.stateful:
 		t.Skip("the topology has no store: the record cache changes nothing")
 	}
-	sem <- struct{}{}
-	defer func() { <-sem }()
 	bug := kc.bug
 	if m.cached && bug == "" {
 		bug = kc.cacheBug
