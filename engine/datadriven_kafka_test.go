@@ -260,7 +260,18 @@ func newDSLBroker(t *testing.T, file string, c dslCase, def dslTopologyDef, m ds
 			piped[cmd.args[1]] = true
 		}
 	}
-	b.perPipe = len(piped) > 1 || multiSource || slices.ContainsFunc(slices.Collect(maps.Values(writers)), func(n int) bool { return n > 1 })
+	sharedSink := slices.ContainsFunc(slices.Collect(maps.Values(writers)), func(n int) bool { return n > 1 })
+	b.perPipe = len(piped) > 1 || multiSource || sharedSink
+	switch {
+	case len(piped) > 1:
+		t.Log("records produced one at a time: the case pipes to several topics")
+	case multiSource:
+		t.Log("records produced one at a time: a sub-topology reads several topics or a global table")
+	case sharedSink:
+		t.Log("records produced one at a time: sub-topologies write the same topic")
+	default:
+		t.Log("records produced in batches")
+	}
 
 	b.cfg = engine.Config{Guarantee: m.g, CommitInterval: time.Millisecond, PurgeInterval: time.Hour}
 	if !m.cached {
