@@ -94,7 +94,7 @@ func TestDSLOnKafka(t *testing.T) {
 	files.Wait()
 }
 
-var dslKafkaParallel = flag.Int("dsl.kafka.parallel", 8, "how many modes of TestDSLOnKafka's cases run at a time")
+var dslKafkaParallel = flag.Int("dsl.kafka.parallel", 8, "how many runs of TestDSLOnKafka (a case in a mode) go at a time")
 
 // dslKafkaMode is a way TestDSLOnKafka runs a case.
 type dslKafkaMode struct {
