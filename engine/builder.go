@@ -236,7 +236,9 @@ func InMemory() Option {
 // each stamped with its latest record's time. Without the record cache, a
 // time or sliding window that started more than its store's retention (see
 // [Retention]) before the latest window written is not emitted: Kafka
-// Streams' store no longer shows it. Windows waiting to close are kept in a
+// Streams' store no longer shows it. For each window as soon as stream
+// time closes it, suppress the updates instead
+// ([SuppressUntilWindowCloses]). Windows waiting to close are kept in a
 // second store, "<store>-emit", with a changelog: after a restart none is
 // lost, and with exactly-once none is emitted twice.
 func EmitFinal() Option {

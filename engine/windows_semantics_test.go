@@ -185,3 +185,14 @@ func TestWindowedCogroupStreamTimes(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// SuppressUntilWindowCloses needs a table that comes from a windowed
+// aggregation, whose grace tells when the windows close.
+func TestSuppressUntilWindowClosesNeedsWindows(t *testing.T) {
+	b := engine.NewBuilder()
+	ws := engine.WindowedSerde(serde.String, 10*milli)
+	engine.SuppressUntilWindowCloses(engine.NewTable(b, "windows", ws, serde.Int64)).ToStream().To("out")
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "does not come from a windowed aggregation") {
+		t.Errorf("Build error %v", err)
+	}
+}

@@ -341,7 +341,7 @@ func buildCatalog() []*op {
 func buildWindow(b *engine.Builder, p params) {
 	g := stream(b, "in").GroupByKey()
 	opts := retention(p)
-	if p["emit"] != "update" {
+	if p["emit"] == "final" {
 		opts = append(opts, engine.EmitFinal())
 	}
 	grace := ms(p, "grace")
@@ -385,8 +385,12 @@ func retention(p params) []engine.Option {
 	return nil
 }
 
-// windowSink writes a windowed table's changes to "out".
-func windowSink[V any](_ params, t *engine.Table[engine.Windowed[string], V]) {
+// windowSink writes a windowed table's changes to "out", suppressed until
+// its windows close with emit=suppress (Twins.windowSink).
+func windowSink[V any](p params, t *engine.Table[engine.Windowed[string], V]) {
+	if p["emit"] == "suppress" {
+		t = engine.SuppressUntilWindowCloses(t)
+	}
 	t.ToStream().To("out")
 }
 
