@@ -120,7 +120,7 @@ func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKi
 		wb.visibleFor = wb.retention.Milliseconds()
 	}
 	if o.emitFinalEvery != nil && !o.emitFinal {
-		err = errors.Join(err, fmt.Errorf("EmitFinalInterval is for EmitFinal, which is not given"))
+		err = errors.Join(err, errors.New("EmitFinalInterval is for EmitFinal, which is not given"))
 	} else if o.emitFinalEvery != nil && *o.emitFinalEvery < 0 {
 		err = errors.Join(err, fmt.Errorf("EmitFinalInterval %v is negative", *o.emitFinalEvery))
 	}
@@ -217,15 +217,16 @@ func (wb *windowBase) segTime(kb []byte) int64 {
 }
 
 // visible reports whether the aggregation sees a stored window when it
-// reads it, as Kafka Streams' RocksDB store does: its store hides windows
-// (sessions) filed under a time (segTime) more than its retention behind
-// the latest one written, exactly that far too in the time-ordered store
-// of emit-final time and sliding windows; the record cache in front of the
-// store shows every window it holds, which, with a cache of any useful
-// size, is every window. So without a cache, a late record for a window or
-// session that is still open can miss the older windows it would be
-// combined with, and a cogroup's stream that lags behind the others can
-// find a window it had written gone and start it afresh.
+// reads it, as Kafka Streams' RocksDB store does: that store hides the
+// windows (sessions) filed under a time (segTime) more than its retention
+// behind the latest one written (the time-ordered store of emit-final time
+// and sliding windows also those exactly that far behind), while the
+// record cache in front of it shows every window it holds, which, with a
+// cache of any useful size, is every window. So without a cache, a late
+// record for a window or session that is still open can miss the older
+// windows it would be combined with, and a cogroup's stream that lags
+// behind the others can find a window it had written gone and start it
+// afresh.
 func (wb *windowBase) visible(seg int64) bool {
 	return wb.cached || wb.inStore(seg)
 }
@@ -414,27 +415,43 @@ func (wb *windowBase) maybeEmitFinal(c *topo.Context, r topo.Record, closeTime i
 			return err
 		}
 		kb := k[8:]
-		if seg := wb.segTime(kb); seg < lo || !wb.emitVisible(seg) {
-			continue
-		}
-		// A window merged into another since (a session) is gone.
-		v, ts, ok, err := wb.get(kb)
-		if err != nil || !ok {
-			if err != nil {
+		seg := wb.segTime(kb)
+		if seg >= lo && wb.emitVisible(seg) {
+			if err := wb.emitWindow(c, r, kb); err != nil {
 				return err
 			}
-			continue
 		}
-		wk, err := wb.kc.Decode(kb)
-		if err != nil {
-			return wb.codecErr("key", kb, false, err)
-		}
-		if err := c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: topo.TimeOf(ts), Headers: r.Headers}); err != nil {
-			return err
+		// A window kept past its expiry for this (see expire) goes now.
+		if wb.holdsForEmit() && wb.expireAt(seg) <= wb.written.t {
+			if err := wb.st.Expire(kb, ms); err != nil {
+				return err
+			}
 		}
 	}
 	wb.lastEmit = closeTime
 	return wb.emit.Put(lastEmitKey, binary.BigEndian.AppendUint64(nil, uint64(closeTime)), ms)
+}
+
+// emitWindow forwards a closed window's final value, if it is still there
+// (a session merged into another since is gone).
+func (wb *windowBase) emitWindow(c *topo.Context, r topo.Record, kb []byte) error {
+	v, ts, ok, err := wb.get(kb)
+	if err != nil || !ok {
+		return err
+	}
+	wk, err := wb.kc.Decode(kb)
+	if err != nil {
+		return wb.codecErr("key", kb, false, err)
+	}
+	return c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: topo.TimeOf(ts), Headers: r.Headers})
+}
+
+// holdsForEmit reports whether windows waiting to be emitted stay past
+// their expiry: time windows emitted on close through the record cache,
+// which in Kafka Streams shows them when they are emitted even after its
+// store dropped their segment.
+func (wb *windowBase) holdsForEmit() bool {
+	return wb.emit != nil && wb.cached && wb.kind == timeWindowKind
 }
 
 // windowStarts are the starts of the time windows holding ts (Kafka
@@ -457,12 +474,18 @@ func sameStarts(a, b []int64) bool {
 
 // expire deletes the windows whose time to expire (expireAt) the store's
 // time has reached, without a word downstream (a change still waiting in
-// the record cache goes first). It runs after a record's writes, before
-// emit-final looks for closed windows, as Kafka Streams drops segments
-// when it writes.
+// the record cache goes first), but those emit-final still holds
+// (holdsForEmit). It runs after a record's writes, before emit-final looks
+// for closed windows, as Kafka Streams drops segments when it writes.
 func (wb *windowBase) expire() error {
 	now := wb.written.t
 	return wb.expiry.each(now, now, func(kb []byte) error {
+		if wb.holdsForEmit() {
+			end := wb.segTime(kb) + wb.size
+			if _, waiting, err := wb.emit.Get(append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(end)), kb...)); err != nil || waiting {
+				return err // emit-final deletes it when it is done with it
+			}
+		}
 		if _, ok, err := wb.st.Get(kb); err != nil || !ok {
 			return err
 		}

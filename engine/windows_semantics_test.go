@@ -96,6 +96,62 @@ func TestEmitFinalInterval(t *testing.T) {
 	}
 }
 
+// A window waiting for emit-final stays in the store past its expiry when
+// the record cache is on: Kafka Streams' cache shows it to the emit even
+// after its store dropped the window's segment (a replay moving stream time
+// a day within the emit interval). Without the cache its store hides it,
+// and it is never emitted.
+func TestEmitFinalHoldsWindowsPastExpiry(t *testing.T) {
+	for _, cache := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
+			top := build(t, func(_ *engine.Builder, in *engine.Stream[string, string]) {
+				engine.WindowedCount(in.GroupByKey().WindowedBy(engine.TumblingWindows(10*milli)), engine.Materialized("counts"),
+					engine.EmitFinal(), engine.EmitFinalInterval(time.Second)).ToStream().To("out")
+			})
+			var opts []enginetest.Option
+			if cache {
+				opts = append(opts, enginetest.CacheBytes(1<<20))
+			}
+			d := enginetest.New(t, top, opts...)
+			in := enginetest.NewInput(d, "in", serde.String, serde.String)
+			in.Pipe("a", "x", enginetest.At(1))
+			in.Pipe("b", "x", enginetest.At(int64(48*time.Hour/milli))) // [0,10)'s segment expires
+			d.Commit()
+			d.AdvanceWallClock(time.Second)
+			in.Pipe("b", "x", enginetest.At(int64(48*time.Hour/milli)+1))
+			d.Commit()
+			want := ""
+			if cache {
+				want = "a@0=1"
+			}
+			if got := windowLines(t, d, engine.WindowedSerde(serde.String, 10*milli)); got != want {
+				t.Errorf("emitted %q, want %q", got, want)
+			}
+			ws := engine.WindowedSerde(serde.String, 10*milli)
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 {
+				t.Errorf("store %v, want b's window only", got)
+			}
+		})
+	}
+}
+
+// EmitFinalInterval goes with EmitFinal, and is not negative.
+func TestEmitFinalIntervalErrors(t *testing.T) {
+	for _, c := range []struct {
+		opts []engine.Option
+		want string
+	}{
+		{[]engine.Option{engine.EmitFinalInterval(time.Second)}, "EmitFinalInterval is for EmitFinal"},
+		{[]engine.Option{engine.EmitFinal(), engine.EmitFinalInterval(-time.Second)}, "EmitFinalInterval -1s is negative"},
+	} {
+		b := engine.NewBuilder()
+		engine.SessionCount(engine.NewStream(b, "in", serde.String, serde.String).GroupByKey().SessionWindowedBy(engine.SessionWindows(time.Second)), c.opts...)
+		if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Build error %v, want one saying %q", err, c.want)
+		}
+	}
+}
+
 // As in Kafka Streams, a count of time windows or sessions counts the
 // records without a value, a sliding count and the reductions drop them;
 // all drop the records without a key.
