@@ -131,6 +131,7 @@ type options struct {
 	versioned        time.Duration // Versioned: the history kept
 	joinGrace        time.Duration
 	joinEmitInterval *time.Duration // JoinEmitInterval
+	emitFinalEvery   *time.Duration // EmitFinalInterval
 	omitAbsent       bool           // OmitAbsentDeletes
 	set              []string       // which options were given, for the "not used here" check
 }
@@ -236,21 +237,42 @@ func InMemory() Option {
 	return func(o *options) { o.inMemory = true; o.set = append(o.set, "InMemory") }
 }
 
-// EmitFinal makes a windowed aggregation emit each window once, when it
-// closes (stream time reaches its end plus grace), with its final value,
-// instead of every update (Kafka Streams' emit on window close, or
-// suppress until the window closes). Windows waiting to close are kept in a
+// EmitFinal makes a windowed aggregation emit each window once, after it
+// closes, with its final value, instead of every update: Kafka Streams'
+// emit strategy on window close. A window closes when the aggregation's own
+// stream time (the largest timestamp of the records it took) passes its end
+// plus the grace period (sessions: their end plus gap plus grace). As in
+// Kafka Streams, the aggregation looks for closed windows only when it
+// takes a record, and then at most once per second of wall-clock time (the
+// first record always looks; [EmitFinalInterval] changes the second); it
+// emits every window that closed since it last emitted, earliest first,
+// each stamped with its latest record's time. Without the record cache, a
+// time or sliding window that started more than its store's retention (see
+// [Retention]) before the latest window written is not emitted: Kafka
+// Streams' store no longer shows it. For each window as soon as stream
+// time closes it, suppress the updates instead
+// ([SuppressUntilWindowCloses]). Windows waiting to close are kept in a
 // second store, "<store>-emit", with a changelog: after a restart none is
 // lost, and with exactly-once none is emitted twice.
 func EmitFinal() Option {
 	return func(o *options) { o.emitFinal = true; o.set = append(o.set, "EmitFinal") }
 }
 
-// Retention keeps a windowed aggregation's windows for d from their start
-// (default: a day, or until they close if that is later; at least the
-// window size plus grace). Older windows are deleted from the store and its
-// changelog as stream time passes them, without a change downstream (an
-// update still waiting in the record cache is emitted first).
+// Retention keeps a windowed aggregation's windows in its store for d
+// (default: a day; at least what the windows need: the size plus grace,
+// twice the time difference plus grace for sliding windows, the gap plus
+// grace for sessions), as Kafka Streams' segmented store does: the windows
+// are filed by start (sessions: by end) in segments of d/2, at least a
+// minute, and a segment is deleted, from the store and its changelog,
+// without a change downstream (an update still waiting in the record cache
+// is emitted first), once the latest window written started (ended) d
+// after the segment's end. d is also the retention Kafka Streams' store
+// reads with, which hides a window that started (a session that ended)
+// more than d before the latest one written; there, the default is the
+// least the windows need, not a day. As in Kafka Streams, without the
+// record cache a record does not see the sliding windows and sessions so
+// hidden, a cogroup's lagging stream starts such a time window afresh, and
+// [EmitFinal] does not emit the time and sliding windows.
 func Retention(d time.Duration) Option {
 	return func(o *options) { o.retention = d; o.set = append(o.set, "Retention") }
 }

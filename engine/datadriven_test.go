@@ -717,10 +717,13 @@ var dslTopologies = map[string]dslTopologyDef{
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count")))
 	}},
 	"tumbling-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
 	}},
 	"hopping-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+	}},
+	"tumbling-count-suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.SuppressUntilWindowCloses(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")), engine.Named("suppress")))
 	}},
 	// Count windows: 3 records per key; hopping ones start every 2 records.
 	// Sums, so that an output says which records a window holds.
@@ -752,14 +755,17 @@ var dslTopologies = map[string]dslTopologyDef{
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")))
 	}},
 	"sliding-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
 	}},
 	// Sessions: an inactivity gap of 10ms, grace 5ms.
 	"session-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")))
 	}},
 	"session-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal()))
+		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+	}},
+	"session-count-suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
+		dslWindowed(engine.SuppressUntilWindowCloses(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")), engine.Named("suppress")))
 	}},
 	// Cogrouped in windows: records of "in" count one each, those of "in2"
 	// add a hundred times their value; grace 100ms.

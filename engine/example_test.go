@@ -136,11 +136,13 @@ func ExampleSessionCount() {
 // a sliding window holds each set of trades at most ten minutes apart. Each
 // trade ends a window, and starts one a millisecond after it when a later
 // trade follows within ten minutes (the 20m trade's, holding the 25m one).
+// With EmitFinal each window's average comes once, when stream time has
+// passed its end by more than the grace period.
 func ExampleSlidingWindows() {
 	b := engine.NewBuilder()
 	trades := engine.NewStream(b, "trades", serde.String, serde.Float64)
 	type avg struct{ Sum, N float64 }
-	avgs := engine.WindowedAggregate(trades.GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Minute).Grace(time.Hour)),
+	avgs := engine.WindowedAggregate(trades.GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Minute).Grace(5*time.Minute)),
 		func() avg { return avg{} },
 		func(_ string, price float64, a avg) avg { return avg{a.Sum + price, a.N + 1} }, engine.EmitFinal())
 	engine.MapValues(avgs.ToStream(), func(_ engine.Windowed[string], a avg) float64 { return a.Sum / a.N }).
@@ -161,8 +163,8 @@ func ExampleSlidingWindows() {
 	at := func(m int) time.Time { return enginetest.Epoch.Add(time.Duration(m) * time.Minute) }
 	in.Pipe("ACME", 10, at(20))
 	in.Pipe("ACME", 12, at(25))
-	in.Pipe("ACME", 20, at(40))
-	in.Pipe("ACME", 0, at(200)) // moves stream time past the grace of the others
+	in.Pipe("ACME", 20, at(40)) // closes the windows ending before 35m
+	in.Pipe("ACME", 0, at(55))  // and before 50m
 
 	out := enginetest.NewOutput(d, "averages", engine.WindowedSerde(serde.String, 10*time.Minute), serde.Float64)
 	for _, kv := range out.ReadKeyValues() {

@@ -450,9 +450,13 @@ func (c *Cogrouped[K, VA]) finish(name string, stores []string, proc func(add ag
 // WindowedCogroup finishes a cogrouped aggregation in windows (tumbling,
 // hopping or sliding): each record is folded, by its own stream's
 // aggregator, into the windows holding it, whose aggregates start as init().
-// The options are those of [WindowedAggregate].
+// Each stream's aggregation has its own stream time (as in Kafka Streams,
+// where each is a window aggregation of its own writing the shared store):
+// a window closes for a stream's records when that stream's stream time
+// passes it. A record without a key or value is dropped. The options are
+// those of [WindowedAggregate].
 func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() VA, opts ...Option) *Table[Windowed[K], VA] {
-	o, err := c.b.opts("WindowedCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	o, err := c.b.opts("WindowedCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("WindowedCogroup: %w", werr))
@@ -460,17 +464,19 @@ func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() 
 	name := c.b.name("windowed-cogroup", o, c.parents(), "")
 	ks, wb, rerr := timeWindowBase(c.b, name, o, c.ks, vas, w)
 	wb.shared = true
-	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.processor(w, add) }, init, errors.Join(err, serr, rerr))
+	n := c.finish(name, wb.stores(), wb.processor, init, errors.Join(err, serr, rerr))
+	n.Typed = windowClose{w.closeAfter()}
 	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
 }
 
 // SessionCogroup finishes a cogrouped aggregation in sessions: each record
 // is folded, by its own stream's aggregator, into its key's session; when a
 // record falls into several sessions their aggregates are combined first,
-// from init(), by merge (see [SessionAggregate]). The options are those of
-// [SessionAggregate].
+// from init(), by merge (see [SessionAggregate]). Each stream's aggregation
+// has its own stream time, as in [WindowedCogroup]. A record without a key
+// or value is dropped. The options are those of [SessionAggregate].
 func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
-	o, err := c.b.opts("SessionCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	o, err := c.b.opts("SessionCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("SessionCogroup: %w", werr))
@@ -484,8 +490,9 @@ func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, 
 		}
 		return merge(as[K](k), acc.(VA), next.(VA))
 	}
-	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.sessionProcessor(w, add, mergeAggs) }, init,
+	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.sessionProcessor(add, mergeAggs) }, init,
 		errors.Join(err, serr, rerr, nilFuncErr(merge == nil, "merge")))
+	n.Typed = windowClose{w.gap + w.grace}
 	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
 }
 

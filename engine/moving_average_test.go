@@ -59,14 +59,15 @@ func TestMovingAverage(t *testing.T) {
 		if rng.IntN(10) != 0 {
 			continue
 		}
-		// Move trade i later in the arrival order, by up to a minute of
-		// trades.
+		// Move the trade now at i later in the arrival order, by up to a
+		// minute of trades after its own time (it may have been moved
+		// already: the delays do not add up).
+		x := arrival[i]
 		j := i
-		for j+1 < len(arrival) && arrival[j+1].at.Sub(series[i].at) < time.Minute && rng.IntN(8) != 0 {
+		for j+1 < len(arrival) && arrival[j+1].at.Sub(x.at) < time.Minute && rng.IntN(8) != 0 {
 			j++
 		}
 		if j > i {
-			x := arrival[i]
 			copy(arrival[i:j], arrival[i+1:j+1])
 			arrival[j] = x
 			outOfOrder++

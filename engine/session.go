@@ -16,33 +16,35 @@ import (
 // Sessions are session windows: a key's records belong to one session
 // while each follows the one before within the inactivity gap. A session
 // is the window [first, last] of its records (both ends held, as in Kafka
-// Streams). A record that falls within the gap of two sessions, arriving
-// out of order, merges them: the merged sessions are retracted downstream
-// (a nil value for each) and the session that replaces them is emitted.
-// Make them with [SessionWindows].
+// Streams). A record that falls within the gap of sessions, or inside one,
+// replaces them: each is retracted downstream (a nil value) and the
+// session that replaces them is emitted, even when it has the same window
+// as the one it replaces (through the record cache, a session's retraction
+// and new value until the next commit go downstream as one). Only a record
+// that starts a session of its own, or falls on one made of records at the
+// same time alone, is emitted without a retraction. Make them with
+// [SessionWindows].
 //
-// A session closes once stream time passes its end by more than the grace
-// period, yet a record within the gap of a closed session can still extend
-// it if the extended session ends late enough: with [EmitFinal] the closed
-// session was emitted already, and the extended one is emitted again when
-// it closes. Give emit-final sessions a grace of at least the gap.
-//
-// The aggregation writes its store without the record cache (it reads
-// ranges of the store, which the cache cannot serve in order), so every
-// update of a session goes downstream.
+// A session closes once the aggregation's stream time (the largest
+// timestamp of the records it took) passes its end by more than the gap
+// plus the grace period: a record whose session, merged with those within
+// its gap, would end before that is dropped (Kafka Streams'
+// KStreamSessionWindowAggregate). Without the record cache, as there, a
+// record does not see sessions that ended more than the store's retention
+// (gap plus grace, or [Retention]) before the latest session written.
 type Sessions struct {
 	gap, grace time.Duration
 }
 
 // SessionWindows are sessions with the given inactivity gap, without
-// grace: a record for a session whose end stream time has already passed
-// is dropped. Add grace with [Sessions.Grace].
+// grace: a record for a session that ended more than the gap before the
+// aggregation's stream time is dropped. Add grace with [Sessions.Grace].
 func SessionWindows(inactivityGap time.Duration) Sessions {
 	return Sessions{gap: inactivityGap}
 }
 
-// Grace keeps sessions open for out-of-order records for d after their
-// end (in stream time).
+// Grace keeps sessions open for out-of-order records for d longer (in
+// stream time).
 func (w Sessions) Grace(d time.Duration) Sessions {
 	w.grace = d
 	return w
@@ -117,59 +119,65 @@ func (g *GroupedStream[K, V]) SessionWindowedBy(w Sessions) *SessionWindowedStre
 	return &SessionWindowedStream[K, V]{g: g, w: w, err: err}
 }
 
-// SessionCount counts the records of each key's sessions.
+// SessionCount counts the records of each key's sessions. As in Kafka
+// Streams, a record without a value counts too; one without a key is
+// dropped.
 func SessionCount[K, V any](ss *SessionWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
 	t := sessionAggregate(ss, "session-count", opts, serde.Int64, countAdd, func(_, acc any, has bool, next any) any {
 		if !has {
 			return next
 		}
 		return acc.(int64) + next.(int64)
-	}, nil)
+	}, true, nil)
 	t.node.ValueBlind = true
 	return t
 }
 
 // SessionReduce combines the values of each key's sessions: the first value
 // is the aggregate, each later one is combined with it by fn, and so are
-// the aggregates of merged sessions (earlier session first).
+// the aggregates of merged sessions (earlier session first). A record
+// without a key or value is dropped.
 func SessionReduce[K, V any](ss *SessionWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
 	return sessionAggregate(ss, "session-reduce", opts, ss.g.s.vs, reduceAdd(fn), func(_, acc any, has bool, next any) any {
 		if !has {
 			return next
 		}
 		return fn(acc.(V), next.(V))
-	}, nilFuncErr(fn == nil, "reduce"))
+	}, false, nilFuncErr(fn == nil, "reduce"))
 }
 
 // SessionAggregate folds the records of each key's sessions into an
 // aggregate that starts as init() and is updated by fn. When a record
 // falls into sessions, their aggregates are combined first: starting from
 // init(), merge folds in each session's, earliest first; then fn adds the
-// record.
+// record. A record without a key or value is dropped.
 func SessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
 	return sessionAggregate(ss, "session-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), func(k, acc any, has bool, next any) any {
 		if !has {
 			acc = init()
 		}
 		return merge(as[K](k), acc.(VA), next.(VA))
-	}, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate"), nilFuncErr(merge == nil, "merge")))
+	}, false, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate"), nilFuncErr(merge == nil, "merge")))
 }
 
 // sessionAggregate adds the node that folds each record into its key's
 // session, merging sessions it bridges. Its store is keyed in
 // SessionWindowedSerde's format, so a key's sessions are in the order of
-// their ends.
-func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, merge sessionMerge, nilErr error) *Table[Windowed[K], VA] {
+// their ends. countsNulls: records without a value are folded in too (a
+// count).
+func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, merge sessionMerge, countsNulls bool, nilErr error) *Table[Windowed[K], VA] {
 	g := ss.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
 	n.Name = b.name(op, o, n.Parents, "")
 	ks, wb, rerr := sessionBase(b, n.Name, o, in.ks, vas, ss.w)
+	wb.countsNulls = countsNulls
 	n.Stores = wb.stores()
-	n.New = wb.sessionProcessor(ss.w, add, merge)
+	n.New = wb.sessionProcessor(add, merge)
+	n.Typed = windowClose{ss.w.gap + ss.w.grace}
 	b.add(n, errors.Join(g.err, ss.err, err, serr, nilErr, rerr))
 	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: wb.store}
 }
@@ -180,20 +188,16 @@ func sessionBase[K, VA any](b *Builder, node string, o *options, inner serde.Ser
 	if inner != nil {
 		ks = SessionWindowedSerde(inner)
 	}
-	wb, err := newWindowBase(b, node, o, topo.SessionStore, codecOf(ks), codecOf(vas), w.gap+w.grace, w.grace)
-	wb.direct = true
+	wb, err := newWindowBase(b, node, o, sessionWindowKind, topo.SessionStore, codecOf(ks), codecOf(vas), w.gap, w.gap+w.grace, w.grace)
 	wb.wkey = windowedKeyOf[K]
 	wb.ikc = codecOf(inner)
 	return ks, wb, err
 }
 
 // sessionProcessor makes the processors that fold records into the
-// sessions w of the base's stores.
-func (wb windowBase) sessionProcessor(w Sessions, add aggFunc, merge sessionMerge) func() topo.Processor {
-	return func() topo.Processor {
-		p := &sessionProc{wb: wb, gap: w.gap.Milliseconds(), add: add, merge: merge}
-		return &fproc{init: p.wb.open, fn: p.process}
-	}
+// sessions of the base's stores.
+func (wb windowBase) sessionProcessor(add aggFunc, merge sessionMerge) func() topo.Processor {
+	return func() topo.Processor { return &sessionProc{wb: wb, add: add, merge: merge} }
 }
 
 // sessionMerge folds the aggregate of a session, next, into acc, the
@@ -207,30 +211,36 @@ type session struct {
 	agg        any
 }
 
+// sessionProc is the processor of a session aggregation, a port of Kafka
+// Streams' KStreamSessionWindowAggregate. A record without a key is
+// dropped before it moves the processor's stream time, and so, unless the
+// aggregation counts them, is one without a value.
 type sessionProc struct {
 	wb    windowBase
-	gap   int64
 	add   aggFunc
 	merge sessionMerge
+	c     *topo.Context
 	found []session
 }
 
-func (p *sessionProc) process(c *topo.Context, r topo.Record) error {
-	if r.Key == nil || r.Value == nil {
+func (p *sessionProc) Init(c *topo.Context) error { p.c = c; return p.wb.open(c) }
+func (p *sessionProc) Close() error               { p.wb.close(); return nil }
+
+func (p *sessionProc) Process(r topo.Record) error {
+	c, wb := p.c, &p.wb
+	if r.Key == nil || r.Value == nil && !wb.countsNulls {
 		c.Skip("record without a key or value in an aggregation")
 		return nil
 	}
-	now := c.StreamTime()
-	t := r.Timestamp.UnixMilli()
-	closeAt := now.UnixMilli() - p.wb.grace.Milliseconds()
-	kb, ok := topo.RawKey(r, p.wb.ikc)
-	if !ok {
-		var err error
-		if kb, err = p.wb.ikc.Encode(r.Key); err != nil {
-			return p.wb.st.err("key", nil, true, err)
-		}
+	kb, err := innerKey(r, wb.ikc)
+	if err != nil {
+		return wb.codecErr("key", nil, true, err)
 	}
-	found, err := p.find(kb, t-p.gap, t+p.gap)
+	t := r.Timestamp.UnixMilli()
+	gap := wb.size
+	now := wb.clock.Observe(c, t)
+	closeTime := now - wb.grace - gap
+	found, err := p.find(kb, t-gap, t+gap)
 	if err != nil {
 		return err
 	}
@@ -240,45 +250,59 @@ func (p *sessionProc) process(c *topo.Context, r topo.Record) error {
 		agg = p.merge(r.Key, agg, i > 0, s.agg)
 		start, end = min(start, s.start), max(end, s.end)
 	}
-	if end < closeAt {
+	if end < closeTime {
 		c.Skip("record for a closed session")
 		if err := c.Late("record for a closed session"); err != nil {
 			return err
 		}
-		return p.wb.advance(c, closeAt-1, now)
-	}
-	newKey := sessionKey(kb, end, start)
-	var old any // the value the new session's key had, if it is one of them
-	for _, s := range found {
-		if bytes.Equal(s.kb, newKey) {
-			old = s.agg
-			continue
-		}
-		// Merged into the new session: retract it.
-		wk := p.wb.wkey(r.Key, Window{Start: topo.TimeOf(s.start), End: topo.TimeOf(s.end)})
-		if err := p.wb.remove(s.kb, r, wk, s.agg, topo.TimeOf(s.end)); err != nil {
-			return err
-		}
-	}
-	agg = p.add(r.Key, r.Value, agg, len(found) > 0)
-	if old == nil {
-		if err := p.wb.created(newKey, end+p.wb.retention.Milliseconds(), end, end); err != nil {
-			return err
-		}
-	}
-	wk := p.wb.wkey(r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
-	if err := p.wb.write(newKey, r, wk, old, agg, topo.TimeOf(end)); err != nil {
+	} else if err := p.put(r, kb, found, agg, start, end); err != nil {
 		return err
 	}
-	// A session holds its end: it has closed once end < now-grace.
-	return p.wb.advance(c, closeAt-1, now)
+	if err := wb.expire(); err != nil {
+		return err
+	}
+	return wb.maybeEmitFinal(c, r, closeTime)
+}
+
+// put replaces the sessions found with the session [start, end] holding
+// them and the record: unless that is the record's own [t, t], each found
+// is removed and retracted first, then the new one is written.
+func (p *sessionProc) put(r topo.Record, kb []byte, found []session, agg any, start, end int64) error {
+	wb := &p.wb
+	t := r.Timestamp.UnixMilli()
+	newKey := sessionKey(kb, end, start)
+	var old any // the value the new session's key had, if it is one of them
+	existed := false
+	for _, s := range found {
+		if bytes.Equal(s.kb, newKey) {
+			old, existed = s.agg, true
+		}
+	}
+	if start != t || end != t {
+		for _, s := range found {
+			wk := wb.wkey(r.Key, Window{Start: topo.TimeOf(s.start), End: topo.TimeOf(s.end)})
+			if err := wb.remove(s.kb, r, wk, s.agg, s.end); err != nil {
+				return err
+			}
+		}
+		old = nil
+	}
+	agg = p.add(r.Key, r.Value, agg, len(found) > 0)
+	if !existed {
+		if err := wb.created(newKey, end, end); err != nil {
+			return err
+		}
+	}
+	wk := wb.wkey(r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
+	return wb.write(newKey, r, wk, old, agg, end)
 }
 
 // find reads the key's sessions that end at or after earliestEnd and start
-// at or before latestStart, in the order of their ends.
+// at or before latestStart, in the order of their ends, that the
+// aggregation sees (windowBase.visible).
 func (p *sessionProc) find(kb []byte, earliestEnd, latestStart int64) ([]session, error) {
 	p.found = p.found[:0]
-	for e, err := range p.wb.st.tbl.Range(sessionKey(kb, max(earliestEnd, 0), 0), prefixEnd(kb)) {
+	for e, err := range p.wb.rangeWindows(sessionKey(kb, max(earliestEnd, 0), 0), prefixEnd(kb)) {
 		if err != nil {
 			return nil, err
 		}
@@ -286,13 +310,17 @@ func (p *sessionProc) find(kb []byte, earliestEnd, latestStart int64) ([]session
 			continue // another key that starts with this one's bytes
 		}
 		end, start := sessionBounds(e.Key)
+		if !p.wb.visible(end) {
+			continue
+		}
 		if start > latestStart {
-			// Sessions do not overlap: the later ones start later still.
+			// The sessions seen do not overlap: the later ones start later
+			// still. (A hidden one may hold a later one.)
 			break
 		}
 		agg, err := p.wb.vc.Decode(e.Value)
 		if err != nil {
-			return nil, p.wb.st.err("value", e.Value, false, err)
+			return nil, p.wb.codecErr("value", e.Value, false, err)
 		}
 		p.found = append(p.found, session{kb: bytes.Clone(e.Key), start: start, end: end, agg: agg})
 	}

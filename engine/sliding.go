@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -17,16 +16,19 @@ import (
 // records follow within d, the window [t+1, t+1+d] that starts just after
 // it. Unlike the other windows, a sliding window holds both its ends: its
 // [Window] has End = Start + d, and a record at End is in it. Add grace with
-// [TimeWindows.Grace]; a record whose windows have all closed is dropped.
+// [TimeWindows.Grace]: a window closes once the aggregation's stream time
+// passes its end by more than the grace; a record whose windows have all
+// closed is dropped. Records without a value are dropped, counts included.
 //
 // A record earlier than d after the epoch would open a window starting
 // before it: such records share the window [0, d] instead, as in Kafka
 // Streams.
 //
-// The aggregation writes each window's store without the record cache (it
-// reads ranges of the store, which the cache cannot serve in order), so
-// every update of a window goes downstream; use [EmitFinal] for one result
-// per window.
+// A record updates several windows; through the record cache, each
+// window's updates until the next commit go downstream as one, as in Kafka
+// Streams. Without a cache, as there, a record does not see windows that
+// started more than the store's retention (twice the time difference plus
+// grace, or [Retention]) before the latest window written.
 func SlidingWindows(timeDifference time.Duration) TimeWindows {
 	return TimeWindows{size: timeDifference, sliding: true}
 }
@@ -39,50 +41,47 @@ type slidingWin struct {
 }
 
 // slidingProc is the processor of a sliding-window aggregation, a port of
-// the semantics of Kafka Streams' KStreamSlidingWindowAggregate: for a
-// record at t it updates every existing window holding t, creates the
-// record's own window ending at t (seeded with the windows before it), the
-// window starting just after the previous record when t falls in it, and
-// the window starting just after t when later records exist.
+// Kafka Streams' KStreamSlidingWindowAggregate (which reads a key's windows
+// latest first, as its RocksDB store can): for a record at t it updates
+// every existing window holding t, latest first, then creates the window
+// starting just after the previous record when t falls in it, the record's
+// own window ending at t (seeded with the windows before it) and the window
+// starting just after t when later records exist. A record without a key
+// or value is dropped before it moves the processor's stream time.
 type slidingProc struct {
 	wb   windowBase
-	diff int64
 	add  aggFunc
+	c    *topo.Context
 	wins []slidingWin
 }
 
-func newSlidingProc(wb windowBase, diff time.Duration, add aggFunc) topo.Processor {
-	p := &slidingProc{wb: wb, diff: diff.Milliseconds(), add: add}
-	return &fproc{init: p.wb.open, fn: p.process}
-}
+func (p *slidingProc) Init(c *topo.Context) error { p.c = c; return p.wb.open(c) }
+func (p *slidingProc) Close() error               { p.wb.close(); return nil }
 
-func (p *slidingProc) process(c *topo.Context, r topo.Record) error {
+func (p *slidingProc) Process(r topo.Record) error {
+	c, wb := p.c, &p.wb
 	if r.Key == nil || r.Value == nil {
 		c.Skip("record without a key or value in an aggregation")
 		return nil
 	}
-	now := c.StreamTime()
+	ikb, err := innerKey(r, wb.ikc)
+	if err != nil {
+		return wb.codecErr("key", nil, true, err)
+	}
 	t := r.Timestamp.UnixMilli()
-	d := p.diff
-	closeAt := now.UnixMilli() - p.wb.grace.Milliseconds()
-	if t+1+d <= closeAt {
+	now := wb.clock.Observe(c, t)
+	u := slidingUpdate{p: p, c: c, r: r, kb: ikb, t: t, closeTime: now - wb.grace}
+	// Kafka Streams looks for final results only after a record that is
+	// neither too late nor early.
+	final := false
+	switch {
+	case t+wb.size < u.closeTime:
 		// Even the window starting after the record has closed.
 		c.Skip("record for a closed window")
-		if err := c.Late("record for closed windows only"); err != nil {
-			return err
-		}
-		return p.wb.advance(c, closeAt-1, now)
-	}
-	kb, err := p.wb.kc.Encode(p.wb.wkey(r.Key, Window{}))
-	if err != nil {
-		return p.wb.st.err("key", nil, true, err)
-	}
-	kb = kb[:len(kb)-8] // the inner key: a windowed key ends with its start
-	u := slidingUpdate{p: p, c: c, r: r, kb: kb, t: t, closeAt: closeAt}
-	if t < d {
+	case t < wb.size:
 		err = u.early()
-	} else {
-		err = u.inOrder()
+	default:
+		err, final = u.reverse(), true
 	}
 	if err != nil {
 		return err
@@ -92,136 +91,145 @@ func (p *slidingProc) process(c *topo.Context, r topo.Record) error {
 			return err
 		}
 	}
-	// A sliding window holds its end: it has closed once end < now-grace.
-	return p.wb.advance(c, closeAt-1, now)
+	if err := wb.expire(); err != nil || !final {
+		return err
+	}
+	return wb.maybeEmitFinal(c, r, u.closeTime)
 }
 
-// fetch reads the key's windows starting in [from, to], earliest first.
+// fetch reads the key's windows starting in [from, to] that the
+// aggregation sees (windowBase.visible), earliest first.
 func (p *slidingProc) fetch(kb []byte, from, to int64) ([]slidingWin, error) {
 	p.wins = p.wins[:0]
-	lo := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(max(from, 0)))
-	hi := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(to+1))
-	for e, err := range p.wb.st.tbl.Range(lo, hi) {
+	for e, err := range p.wb.rangeWindows(suffixed(kb, max(from, 0)), suffixed(kb, to+1)) {
 		if err != nil {
 			return nil, err
 		}
 		if len(e.Key) != len(kb)+8 {
 			continue // another key that starts with this one's bytes
 		}
+		start := int64(binary.BigEndian.Uint64(e.Key[len(kb):]))
+		if !p.wb.visible(start) {
+			continue
+		}
 		agg, err := p.wb.vc.Decode(e.Value)
 		if err != nil {
-			return nil, p.wb.st.err("value", e.Value, false, err)
+			return nil, p.wb.codecErr("value", e.Value, false, err)
 		}
-		p.wins = append(p.wins, slidingWin{start: int64(binary.BigEndian.Uint64(e.Key[len(kb):])), agg: agg, ts: e.Timestamp})
+		p.wins = append(p.wins, slidingWin{start: start, agg: agg, ts: e.Timestamp})
 	}
 	return p.wins, nil
 }
 
 // slidingUpdate is the processing of one record.
 type slidingUpdate struct {
-	p       *slidingProc
-	c       *topo.Context
-	r       topo.Record
-	kb      []byte
-	t       int64
-	closeAt int64
-	applied int // windows the record went into
+	p         *slidingProc
+	c         *topo.Context
+	r         topo.Record
+	kb        []byte // the record's key, encoded
+	t         int64
+	closeTime int64
+	applied   int // windows the record went into
 }
 
-// update folds the record into the window starting at start, whose
-// aggregate so far is base (has: there is one; else the aggregation
-// starts afresh) with latest record at baseTs; stored: the window exists in
-// the store. A closed window is left alone.
+// update folds the record into the window starting at start (Kafka
+// Streams' updateWindowAndForward), whose aggregate so far is base (has:
+// there is one; else the aggregation starts afresh) with latest record at
+// baseTs; stored: the window is in the store. A closed window (ending
+// before the close time) is left alone.
 func (u *slidingUpdate) update(start int64, base any, has bool, baseTs int64, stored bool) error {
-	p := u.p
-	end := start + p.diff
-	if end < u.closeAt {
+	wb := &u.p.wb
+	end := start + wb.size
+	if end < u.closeTime {
 		u.c.Skip("record for a closed window")
 		return nil
 	}
 	u.applied++
-	agg := p.add(u.r.Key, u.r.Value, base, has)
+	agg := u.p.add(u.r.Key, u.r.Value, base, has)
 	ts := u.t
 	if has {
 		ts = max(ts, baseTs)
 	}
-	key := p.wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
-	kb := binary.BigEndian.AppendUint64(bytes.Clone(u.kb), uint64(start))
+	kb := suffixed(u.kb, start)
 	var old any
 	if stored {
 		old = base
-	} else if err := p.wb.created(kb, start+p.wb.retention.Milliseconds(), end, ts); err != nil {
+	} else if err := wb.created(kb, end, ts); err != nil {
 		return err
 	}
-	return p.wb.write(kb, u.r, key, old, agg, topo.TimeOf(ts))
+	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), old, agg, ts)
 }
 
-// put stores a new window with a given aggregate, as it is (the window
-// starting after the record, which the record is not in).
-func (u *slidingUpdate) put(start int64, agg any, ts int64) error {
-	p := u.p
-	end := start + p.diff
-	key := p.wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
-	kb := binary.BigEndian.AppendUint64(bytes.Clone(u.kb), uint64(start))
-	if err := p.wb.created(kb, start+p.wb.retention.Milliseconds(), end, ts); err != nil {
+// putRight stores the window starting just after the record, which the
+// record is not in, with the aggregate and timestamp of the windows after
+// it (Kafka Streams' createCurrentRecordRightWindow), closed or not.
+func (u *slidingUpdate) putRight(w *slidingWin) error {
+	wb := &u.p.wb
+	start := u.t + 1
+	end := start + wb.size
+	kb := suffixed(u.kb, start)
+	if err := wb.created(kb, end, w.ts); err != nil {
 		return err
 	}
-	return p.wb.write(kb, u.r, key, nil, agg, topo.TimeOf(ts))
+	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), nil, w.agg, w.ts)
 }
 
-// inOrder handles a record at t >= the time difference.
-func (u *slidingUpdate) inOrder() error {
-	p, t, d := u.p, u.t, u.p.diff
-	wins, err := p.fetch(u.kb, t-2*d, t+1)
+// reverse handles a record at t >= the time difference (Kafka Streams'
+// processReverse): it visits the key's windows from the one starting just
+// after t back to the latest one ending before t.
+func (u *slidingUpdate) reverse() error {
+	t, d := u.t, u.p.wb.size
+	wins, err := u.p.fetch(u.kb, t-2*d, t+1)
 	if err != nil {
 		return err
 	}
 	var (
-		left, right       *slidingWin      // the aggregates for the record's own windows
-		leftDone, rightOK bool             // its windows exist already
-		prev              int64       = -1 // the latest record before t, if known
-		starts                        = map[int64]bool{}
+		left, right         *slidingWin // the aggregates for the record's own windows
+		leftDone, rightDone bool        // its windows exist already
+		prev                int64       // the latest record before t, if hasPrev
+		hasPrev             bool
+		starts              = map[int64]bool{} // the windows visited
 	)
-	for i := range wins {
+visit:
+	for i := len(wins) - 1; i >= 0; i-- {
 		w := &wins[i]
 		starts[w.start] = true
 		end := w.start + d
 		switch {
-		case end < t:
-			// Entirely before the record: the last such holds the
-			// records its left window starts from.
-			left, prev = w, w.ts
+		case w.start == t+1:
+			rightDone = true
+		case end > t:
+			if right == nil {
+				right = w
+			}
+			if err := u.update(w.start, w.agg, true, w.ts, true); err != nil {
+				return err
+			}
 		case end == t:
 			leftDone = true
-			if w.ts < t {
-				prev = w.ts
-			}
 			if err := u.update(w.start, w.agg, true, w.ts, true); err != nil {
 				return err
 			}
-		case w.start <= t:
-			right = w
-			if err := u.update(w.start, w.agg, true, w.ts, true); err != nil {
-				return err
+			if w.ts >= t {
+				// A record at t already made every window there is.
+				return nil
 			}
-		case w.start == t+1:
-			rightOK = true
+			prev, hasPrev = w.ts, true
 		default:
-			return fmt.Errorf("engine: sliding window aggregation: a window starting at %d in the store at a record at %d", w.start, t)
+			left, prev, hasPrev = w, w.ts, true
+			break visit
 		}
 	}
-	// The previous record's right window, if t falls in it and it is not
-	// there yet.
-	if prev >= 0 && !starts[prev+1] && prev+1+d >= t {
+	// Kafka Streams' createWindows. The previous record's right window, if
+	// t falls in it and it is not there yet.
+	if hasPrev && !starts[prev+1] && prev+1+d >= t {
 		if err := u.update(prev+1, nil, false, 0, false); err != nil {
 			return err
 		}
-		// At t = prev+1+d that window is the record's left window too.
-		leftDone = leftDone || prev+1 == t-d
 	}
-	// The record's left window [t-d, t].
+	// The record's left window [t-d, t], from the records before t in it.
 	if !leftDone {
-		if prev >= 0 && t-d <= prev && left != nil {
+		if hasPrev && left != nil && t-d <= prev {
 			if err := u.update(t-d, left.agg, true, t, false); err != nil {
 				return err
 			}
@@ -230,25 +238,27 @@ func (u *slidingUpdate) inOrder() error {
 		}
 	}
 	// The record's right window [t+1, t+1+d], if records follow it.
-	if !rightOK && right != nil && right.ts > t {
-		return u.put(t+1, right.agg, right.ts)
+	if !rightDone && right != nil && right.ts > t {
+		return u.putRight(right)
 	}
 	return nil
 }
 
-// early handles a record at t < the time difference: its left window would
-// start before the epoch, so records there share the window [0, d].
+// early handles a record at t < the time difference (Kafka Streams'
+// processEarly): its left window would start before the epoch, so records
+// there share the window [0, d].
 func (u *slidingUpdate) early() error {
-	p, t := u.p, u.t
-	wins, err := p.fetch(u.kb, 0, t+1)
+	t := u.t
+	wins, err := u.p.fetch(u.kb, 0, t+1)
 	if err != nil {
 		return err
 	}
 	var (
 		combined, right *slidingWin
-		rightOK         bool
-		prev            int64 = -1
-		starts                = map[int64]bool{}
+		rightDone       bool
+		prev            int64
+		hasPrev         bool
+		starts          = map[int64]bool{}
 	)
 	for i := range wins {
 		w := &wins[i]
@@ -257,7 +267,7 @@ func (u *slidingUpdate) early() error {
 		case w.start == 0:
 			combined = w
 			if w.ts < t {
-				prev = w.ts
+				prev, hasPrev = w.ts, true
 			}
 		case w.start <= t:
 			right = w
@@ -265,7 +275,7 @@ func (u *slidingUpdate) early() error {
 				return err
 			}
 		case w.start == t+1:
-			rightOK = true
+			rightDone = true
 		default:
 			return fmt.Errorf("engine: sliding window aggregation: a window starting at %d in the store at an early record at %d", w.start, t)
 		}
@@ -275,12 +285,12 @@ func (u *slidingUpdate) early() error {
 	if right == nil && combined != nil && combined.ts > t {
 		right = combined
 	}
-	if !rightOK && right != nil && right.ts > t {
-		if err := u.put(t+1, right.agg, right.ts); err != nil {
+	if !rightDone && right != nil && right.ts > t {
+		if err := u.putRight(right); err != nil {
 			return err
 		}
 	}
-	if prev >= 0 && !starts[prev+1] {
+	if hasPrev && !starts[prev+1] {
 		if err := u.update(prev+1, nil, false, 0, false); err != nil {
 			return err
 		}

@@ -31,9 +31,11 @@ type Windowed[K any] struct {
 // TimeWindows are windows of a fixed size aligned to the Unix epoch:
 // tumbling (each record in exactly one window) when they advance by their
 // size, hopping (overlapping) when by less. A record updates a window only
-// while the window is open: until its end plus the grace period, in stream
-// time (the largest event time its task has seen); a later record for a
-// closed window is dropped and counted as skipped.
+// while the window is open: until its end plus the grace period, in the
+// aggregation's own stream time (the largest timestamp of the records it
+// took, as Kafka Streams' observed stream time: records it dropped, and
+// records of other operations of the task, do not move it); a later record
+// for a closed window is dropped and counted as skipped.
 //
 // Sliding windows ([SlidingWindows]) are of the same type: windows of a
 // fixed size placed by the records rather than the epoch.
@@ -43,14 +45,16 @@ type TimeWindows struct {
 }
 
 // TumblingWindows are back-to-back windows of the given size, without
-// grace: a record arriving after stream time passed its window's end is
+// grace: a record arriving after stream time reached its window's end is
 // dropped. Add grace with [TimeWindows.Grace].
 func TumblingWindows(size time.Duration) TimeWindows {
 	return TimeWindows{size: size, advance: size}
 }
 
 // HoppingWindows are windows of the given size starting every advance
-// (which must not exceed the size): a record falls in size/advance windows.
+// (which must not exceed the size): a record falls in size/advance windows
+// (rounded up or down; fewer near the epoch), which it updates earliest
+// first.
 func HoppingWindows(size, advance time.Duration) TimeWindows {
 	return TimeWindows{size: size, advance: advance}
 }
@@ -79,12 +83,12 @@ func (w TimeWindows) check() error {
 	return errors.Join(errs...)
 }
 
-// starts returns the starts, in Unix ms, of the windows holding ts, latest
-// first.
-func (w TimeWindows) starts(ts int64) []int64 {
-	size, adv := w.size.Milliseconds(), w.advance.Milliseconds()
+// timeWindowStarts are the starts, in Unix ms, of the windows of the given
+// size and advance holding ts (Kafka Streams' TimeWindows.windowsFor),
+// earliest first.
+func timeWindowStarts(ts, size, advance int64) []int64 {
 	var out []int64
-	for s := ts - ts%adv; s >= 0 && s > ts-size; s -= adv {
+	for s := max(0, ts-size+advance) / advance * advance; s <= ts; s += advance {
 		out = append(out, s)
 	}
 	return out
@@ -160,42 +164,57 @@ func (g *GroupedStream[K, V]) WindowedBy(w TimeWindows) *TimeWindowedStream[K, V
 // instantiate windows of windows of … without end (a windowed table's
 // stream can be grouped and windowed again).
 
-// WindowedCount counts the records of each key in each window.
+// WindowedCount counts the records of each key in each window. As in Kafka
+// Streams, a record without a value counts too (sliding windows skip it);
+// one without a key is dropped.
 func WindowedCount[K, V any](ws *TimeWindowedStream[K, V], opts ...Option) *Table[Windowed[K], int64] {
-	t := windowedAggregate(ws, "windowed-count", opts, serde.Int64, countAdd, nil)
+	t := windowedAggregate(ws, "windowed-count", opts, serde.Int64, countAdd, true, nil)
 	t.node.ValueBlind = true
 	return t
 }
 
 // WindowedReduce combines the values of each key in each window: the first
-// value is the aggregate, each later one is combined with it by fn.
+// value is the aggregate, each later one is combined with it by fn. A
+// record without a key or value is dropped.
 func WindowedReduce[K, V any](ws *TimeWindowedStream[K, V], fn func(agg, v V) V, opts ...Option) *Table[Windowed[K], V] {
-	return windowedAggregate(ws, "windowed-reduce", opts, ws.g.s.vs, reduceAdd(fn), nilFuncErr(fn == nil, "reduce"))
+	return windowedAggregate(ws, "windowed-reduce", opts, ws.g.s.vs, reduceAdd(fn), false, nilFuncErr(fn == nil, "reduce"))
 }
 
 // WindowedAggregate folds the records of each key in each window into an
-// aggregate that starts as init() and is updated by fn.
+// aggregate that starts as init() and is updated by fn. A record without a
+// key or value is dropped.
 func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() VA, fn func(K, V, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
-	return windowedAggregate(ws, "windowed-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
+	return windowedAggregate(ws, "windowed-aggregate", opts, defaultSerde[VA](), aggregateAdd(init, fn), false, errors.Join(nilFuncErr(init == nil, "init"), nilFuncErr(fn == nil, "aggregate")))
 }
 
 // windowedAggregate adds the node that folds each record into the windows
 // holding it. Its store is keyed by the windowed key in WindowedSerde's
-// format.
-func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, nilErr error) *Table[Windowed[K], VA] {
+// format. countsNulls: records without a value are folded in too (a count).
+func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, countsNulls bool, nilErr error) *Table[Windowed[K], VA] {
 	g := ws.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "Retention")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}
 	n.Name = b.name(op, o, n.Parents, "")
 	ks, base, rerr := timeWindowBase(b, n.Name, o, in.ks, vas, ws.w)
+	base.countsNulls = countsNulls
 	n.Stores = base.stores()
-	n.New = base.processor(ws.w, add)
+	n.New = base.processor(add)
+	n.Typed = windowClose{ws.w.closeAfter()}
 	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
 	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}
 }
+
+// windowClose marks (in topo.Node.Typed) a node whose windowed table's
+// windows close: after stream time passed a window's end by closeAfter
+// (the grace; a session's gap plus grace). SuppressUntilWindowCloses looks
+// for it upstream.
+type windowClose struct{ closeAfter time.Duration }
+
+// closeAfter is how long after its end a window closes.
+func (w TimeWindows) closeAfter() time.Duration { return w.grace }
 
 // timeWindowBase declares the stores of an aggregation, named by node,
 // in the time windows w.
@@ -204,230 +223,114 @@ func timeWindowBase[K, VA any](b *Builder, node string, o *options, inner serde.
 	if inner != nil {
 		ks = WindowedSerde(inner, w.size)
 	}
-	// Sliding windows look back two window sizes for the windows a record
-	// touches, so they are kept that long at least.
+	// Kafka Streams' default retention: sliding windows look back two
+	// time differences for the windows a record touches.
 	keep := w.size + w.grace
+	kind := timeWindowKind
 	if w.sliding {
 		keep += w.size
+		kind = slidingWindowKind
 	}
-	base, err := newWindowBase(b, node, o, topo.WindowStore, codecOf(ks), codecOf(vas), keep, w.grace)
-	base.direct = w.sliding
+	base, err := newWindowBase(b, node, o, kind, topo.WindowStore, codecOf(ks), codecOf(vas), w.size, keep, w.grace)
+	base.advance = w.advance.Milliseconds()
 	base.wkey = windowedKeyOf[K]
+	base.ikc = codecOf(inner)
 	return ks, base, err
 }
 
-// processor makes the processors that fold records into the windows w of
-// the base's stores with add.
-func (wb windowBase) processor(w TimeWindows, add aggFunc) func() topo.Processor {
-	if w.sliding {
-		return func() topo.Processor { return newSlidingProc(wb, w.size, add) }
+// processor makes the processors that fold records into the windows of the
+// base's stores with add.
+func (wb windowBase) processor(add aggFunc) func() topo.Processor {
+	if wb.kind == slidingWindowKind {
+		return func() topo.Processor { return &slidingProc{wb: wb, add: add} }
 	}
-	return func() topo.Processor { return newTimeWindowProc(wb, w, add) }
+	return func() topo.Processor { return &timeWindowProc{wb: wb, add: add} }
 }
 
-// windowBase is what the windowed aggregations share: the store of the
-// windows, the index of the windows waiting to be emitted (emit-final) and
-// the index of the windows to expire.
-type windowBase struct {
-	store, emitStore, expiryStore string
-	final                         bool
-	// direct: the store is written without the record cache (the
-	// processor reads ranges of it).
-	direct    bool
-	kc, vc    topo.Codec
-	grace     time.Duration
-	retention time.Duration
-	// shared: several nodes (a cogroup's) write the stores, so a time
-	// index cannot remember when its next entry is due.
-	shared bool
-	// wkey makes the typed windowed key (a Windowed[K]) of a record key.
-	wkey func(key any, w Window) any
-	ikc  topo.Codec // the record key's (sessions)
-
-	st           kvAccess
-	emit, expiry *timeIndex
+// timeWindowProc folds each record into the tumbling or hopping windows
+// holding it: a port of Kafka Streams' KStreamWindowAggregate. A record
+// without a key is dropped before it moves the processor's stream time
+// (the largest timestamp of the records it took), and so, unless the
+// aggregation counts them, is one without a value. The record updates each
+// of its windows that is still open (ends after stream time minus grace),
+// earliest first; a window's timestamp is its latest record's.
+type timeWindowProc struct {
+	wb  windowBase
+	add aggFunc
+	c   *topo.Context
 }
 
-// newWindowBase declares the stores of an aggregation, named by node.
-// keep is the least retention the windows need.
-func newWindowBase(b *Builder, node string, o *options, kind topo.StoreKind, kc, vc topo.Codec, keep, grace time.Duration) (windowBase, error) {
-	store := storeName(o, node)
-	b.addStore(o, store).Kind = kind
-	wb := windowBase{store: store, emitStore: store + "-emit", expiryStore: store + "-expiry", final: o.emitFinal, kc: kc, vc: vc, grace: grace}
-	if wb.final {
-		b.addStore(o, wb.emitStore)
-	}
-	b.addStore(o, wb.expiryStore)
-	wb.retention = max(keep, defaultRetention)
-	var err error
-	if o.retention > 0 {
-		if o.retention < keep {
-			err = fmt.Errorf("Retention %v is shorter than the windows need (%v): windows would go before they close", o.retention, keep)
-		}
-		wb.retention = max(keep, o.retention)
-	}
-	return wb, err
-}
+func (p *timeWindowProc) Init(c *topo.Context) error { p.c = c; return p.wb.open(c) }
+func (p *timeWindowProc) Close() error               { p.wb.close(); return nil }
 
-// stores are the names of the stores, for the nodes that use them.
-func (wb windowBase) stores() []string {
-	names := []string{wb.store}
-	if wb.final {
-		names = append(names, wb.emitStore)
+func (p *timeWindowProc) Process(r topo.Record) error {
+	c, wb := p.c, &p.wb
+	if r.Key == nil || r.Value == nil && !wb.countsNulls {
+		c.Skip("record without a key or value in an aggregation")
+		return nil
 	}
-	return append(names, wb.expiryStore)
-}
-
-// open opens the stores for a processor instance (wb is its copy).
-func (wb *windowBase) open(c *topo.Context) error {
-	if wb.direct {
-		if wb.kc == nil || wb.vc == nil {
-			return fmt.Errorf("engine: store %q: %w", wb.store, nilSerdes(wb.kc == nil, wb.vc == nil))
-		}
-		wb.st.kc, wb.st.vc = wb.kc, wb.vc
-		var err error
-		if wb.st.tbl, err = c.DirectTableStore(wb.store); err != nil {
-			return err
-		}
-	} else if err := wb.st.open(c, wb.store, wb.kc, wb.vc, true); err != nil {
-		return err
-	}
-	s, err := c.Store(wb.expiryStore)
+	ikb, err := innerKey(r, wb.ikc)
 	if err != nil {
-		return err
+		return wb.codecErr("key", nil, true, err)
 	}
-	wb.expiry = newTimeIndex(s)
-	wb.expiry.shared = wb.shared
-	if wb.final {
-		s, err := c.Store(wb.emitStore)
+	ts := r.Timestamp.UnixMilli()
+	now := wb.clock.Observe(c, ts)
+	closeTime := now - wb.grace
+	starts := wb.windowStarts(ts)
+	late := 0
+	for _, s := range starts {
+		end := s + wb.size
+		if end <= closeTime {
+			c.Skip("record for a closed window")
+			late++
+			continue
+		}
+		kb := suffixed(ikb, s)
+		old, oldTs, ok, err := wb.get(kb)
 		if err != nil {
 			return err
 		}
-		wb.emit = newTimeIndex(s)
-		wb.emit.shared = wb.shared
-	}
-	return nil
-}
-
-// created indexes a new window: to expire at expireAt, and with
-// emit-final to be emitted when stream time passes closeAt.
-func (wb *windowBase) created(kb []byte, expireAt, closeAt, ts int64) error {
-	if err := wb.expiry.add(expireAt, kb, ts); err != nil {
-		return err
-	}
-	if wb.emit != nil {
-		return wb.emit.add(closeAt, kb, ts)
-	}
-	return nil
-}
-
-// write stores a window's new aggregate: forwarded with the change from
-// old (nil: a new window) unless the windows are emitted when they close.
-func (wb *windowBase) write(kb []byte, r topo.Record, key any, old, agg any, ts time.Time) error {
-	r.Key = key
-	if wb.emit != nil {
-		return wb.st.writeQuiet(kb, r, agg, ts)
-	}
-	return wb.st.updateKey(kb, r, old, agg, ts)
-}
-
-// remove deletes a window: forwarded as a retraction of old unless the
-// windows are emitted when they close.
-func (wb *windowBase) remove(kb []byte, r topo.Record, key any, old any, ts time.Time) error {
-	r.Key = key
-	if wb.emit != nil {
-		return wb.st.tbl.Update(kb, nil, ts.UnixMilli(), r, nil, nil)
-	}
-	return wb.st.updateKey(kb, r, old, nil, ts)
-}
-
-// advance emits the windows that closed at or before closed (emit-final)
-// and expires those whose retention ended at or before now.
-func (wb *windowBase) advance(c *topo.Context, closed int64, now time.Time) error {
-	ms := now.UnixMilli()
-	if wb.emit != nil {
-		if err := wb.emit.each(closed, ms, func(kb []byte) error {
-			// A window merged into another since is gone: nothing to emit.
-			v, ts, ok, err := wb.st.getEncoded(kb)
-			if err != nil || !ok {
-				return err
-			}
-			wk, err := wb.kc.Decode(kb)
-			if err != nil {
-				return err
-			}
-			return c.Forward(topo.Record{Key: wk, Value: topo.Change{New: v}, Timestamp: ts})
-		}); err != nil {
+		if ok && !wb.visible(s) {
+			old, ok = nil, false // Kafka Streams' store hides it: the window starts afresh
+		}
+		agg := p.add(r.Key, r.Value, old, ok)
+		newTs := ts
+		if ok {
+			newTs = max(ts, oldTs)
+		} else if err := wb.created(kb, end, newTs); err != nil {
+			return err
+		}
+		key := wb.wkey(r.Key, Window{Start: topo.TimeOf(s), End: topo.TimeOf(end)})
+		if err := wb.write(kb, r, key, old, agg, newTs); err != nil {
 			return err
 		}
 	}
-	// Windows whose retention has passed go, without a word downstream.
-	return wb.expiry.each(ms, ms, func(kb []byte) error {
-		if wb.direct {
-			if _, ok, err := wb.st.tbl.Get(kb); err != nil || !ok {
-				return err
-			}
+	if late > 0 && late == len(starts) {
+		if err := c.Late("record for closed windows only"); err != nil {
+			return err
 		}
-		return wb.st.expire(kb, now)
-	})
+	}
+	if err := wb.expire(); err != nil {
+		return err
+	}
+	return wb.maybeEmitFinal(c, r, closeTime)
 }
 
-// newTimeWindowProc folds each record into the tumbling or hopping windows
-// holding it.
-func newTimeWindowProc(wb windowBase, w TimeWindows, add aggFunc) topo.Processor {
-	size, grace := w.size, w.grace
-	return &fproc{
-		init: wb.open,
-		fn: func(c *topo.Context, r topo.Record) error {
-			if r.Key == nil || r.Value == nil {
-				c.Skip("record without a key or value in an aggregation")
-				return nil
-			}
-			now := c.StreamTime()
-			starts := w.starts(r.Timestamp.UnixMilli())
-			late := 0
-			for _, s := range starts {
-				start := topo.TimeOf(s)
-				end := start.Add(size)
-				if !now.Before(end.Add(grace)) {
-					c.Skip("record for a closed window")
-					late++
-					continue
-				}
-				wr := r
-				wr.Key = wb.wkey(r.Key, Window{Start: start, End: end})
-				kb, old, oldTs, ok, err := wb.st.getKey(wr)
-				if err != nil {
-					return err
-				}
-				agg := add(r.Key, r.Value, old, ok)
-				ts := later(r.Timestamp, oldTs)
-				if !ok {
-					if err := wb.created(kb, start.Add(wb.retention).UnixMilli(), end.UnixMilli(), ts.UnixMilli()); err != nil {
-						return err
-					}
-				}
-				if err := wb.write(kb, wr, wr.Key, old, agg, ts); err != nil {
-					return err
-				}
-			}
-			if late > 0 && late == len(starts) {
-				if err := c.Late("record for closed windows only"); err != nil {
-					return err
-				}
-			}
-			// Windows ending at or before now-grace have closed.
-			return wb.advance(c, now.UnixMilli()-grace.Milliseconds(), now)
-		},
+// innerKey is the encoded record key: its source's bytes if it is unchanged
+// since.
+func innerKey(r topo.Record, kc topo.Codec) ([]byte, error) {
+	if kb, ok := topo.RawKey(r, kc); ok {
+		return kb, nil
 	}
+	return kc.Encode(r.Key)
 }
 
 // windowedKeyOf is windowBase.wkey for keys of type K.
 func windowedKeyOf[K any](key any, w Window) any { return Windowed[K]{Key: as[K](key), Window: w} }
 
-// defaultRetention is how long windows are kept from their start when
-// their aggregation sets no Retention (at least until they close), as in
-// Kafka Streams.
+// defaultRetention is how long windows are kept (windowBase.expireAt) when
+// their aggregation sets no Retention: longer than Kafka Streams' default
+// (what the windows need), for queries of the store.
 const defaultRetention = 24 * time.Hour
 
 // timeIndex orders window keys by a time (a window's end, for emit-final;

@@ -125,14 +125,15 @@ func TestAppWindowedCount(t *testing.T) {
 
 // Emit-final on Kafka, exactly once, across a restart that rebuilds the
 // state from the changelogs: every window is emitted once, with its full
-// count, whether it closed before the restart or after.
+// count, whether it closed before the restart or after. (It looks for
+// closed windows at every record: the records here come within a second.)
 func TestAppEmitFinalAcrossRestart(t *testing.T) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(1, in, out)
 	b := engine.NewBuilder()
 	engine.WindowedCount(engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
-		WindowedBy(engine.TumblingWindows(time.Minute)), engine.Materialized("per-minute"), engine.EmitFinal()).ToStream().To(out)
+		WindowedBy(engine.TumblingWindows(time.Minute)), engine.Materialized("per-minute"), engine.EmitFinal(), engine.EmitFinalInterval(0)).ToStream().To(out)
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +196,11 @@ func TestAppEmitFinalAcrossRestart(t *testing.T) {
 	}
 }
 
-// Windows go from the store when their retention has passed, without a
-// change downstream; with the record cache, an update still waiting in it
-// is emitted first.
+// Windows go from the store a segment at a time, as in Kafka Streams: with
+// a retention of 15ms the windows starting in a minute's span (a segment:
+// half the retention, at least a minute) go when the latest window written
+// starts 15ms after the minute, without a change downstream; with the
+// record cache, an update still waiting in it is emitted first.
 func TestWindowRetention(t *testing.T) {
 	for _, cache := range []int64{0, 1 << 20} {
 		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
@@ -220,42 +223,49 @@ func TestWindowRetention(t *testing.T) {
 				s := enginetest.At(start).UTC()
 				return engine.Windowed[string]{Key: key, Window: engine.Window{Start: s, End: s.Add(10 * time.Millisecond)}}
 			}
+			const minute = 60_000
 			in.Pipe("a", "x", enginetest.At(1))
 			in.Pipe("a", "x", enginetest.At(12))
 			in.Pipe("a", "x", enginetest.At(14))
+			in.Pipe("b", "x", enginetest.At(minute-5)) // the segment's last window
 			d.Commit()
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 2 || got[win("a", 0)] != 1 || got[win("a", 10)] != 2 {
-				t.Fatalf("store at stream time 14: %v", got)
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 3 || got[win("a", 0)] != 1 || got[win("a", 10)] != 2 || got[win("b", minute-10)] != 1 {
+				t.Fatalf("store at stream time %d: %v", minute-5, got)
 			}
-			in.Pipe("b", "x", enginetest.At(16)) // [0,10) started 16ms ago: past its 15ms
+			in.Pipe("b", "x", enginetest.At(minute+14)) // starts 10ms after the segment: not yet
+			d.Commit()
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 4 {
+				t.Fatalf("store at stream time %d: %v", minute+14, got)
+			}
+			in.Pipe("b", "x", enginetest.At(minute+21)) // starts 20ms after it: the segment goes
 			d.Commit()
 			got := enginetest.StoreContents(d, "counts", ws, serde.Int64)
-			if len(got) != 2 || got[win("a", 10)] != 2 || got[win("b", 10)] != 1 {
-				t.Errorf("store at stream time 16: %v", got)
+			if len(got) != 2 || got[win("b", minute+10)] != 1 || got[win("b", minute+20)] != 1 {
+				t.Errorf("store at stream time %d: %v", minute+21, got)
 			}
 			latest := map[engine.Windowed[string]]int64{}
 			for _, r := range enginetest.NewOutput(d, "out", ws, serde.Int64).ReadRecords() {
 				latest[r.Key] = r.Value
 			}
-			if len(latest) != 3 || latest[win("a", 0)] != 1 || latest[win("a", 10)] != 2 || latest[win("b", 10)] != 1 {
+			if len(latest) != 5 || latest[win("a", 0)] != 1 || latest[win("a", 10)] != 2 || latest[win("b", minute-10)] != 1 {
 				t.Errorf("output (latest per window): %v", latest)
 			}
-			// c's window [10,20) expires before any commit: with the cache,
-			// its update is still waiting there, and is emitted on expiry.
-			in.Pipe("c", "x", enginetest.At(17))
-			in.Pipe("c", "x", enginetest.At(31))
+			// c's window expires before any commit: with the cache, its
+			// update is still waiting there, and is emitted on expiry.
+			in.Pipe("c", "x", enginetest.At(minute+29))
+			in.Pipe("c", "x", enginetest.At(2*minute+25))
 			d.Commit()
-			var c10 []int64
+			var c20 []int64
 			for _, r := range enginetest.NewOutput(d, "out", ws, serde.Int64).ReadRecords() {
-				if r.Key == win("c", 10) {
-					c10 = append(c10, r.Value)
+				if r.Key == win("c", minute+20) {
+					c20 = append(c20, r.Value)
 				}
 			}
-			if fmt.Sprint(c10) != "[1]" {
-				t.Errorf("c's expired window emitted %v, want [1]", c10)
+			if fmt.Sprint(c20) != "[1]" {
+				t.Errorf("c's expired window emitted %v, want [1]", c20)
 			}
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 || got[win("c", 30)] != 1 {
-				t.Errorf("store at stream time 31: %v", got)
+			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 || got[win("c", 2*minute+20)] != 1 {
+				t.Errorf("store at stream time %d: %v", 2*minute+25, got)
 			}
 		})
 	}

@@ -254,6 +254,19 @@ func buildCatalog() []*op {
 		p["size"] = strconv.Itoa(size)
 		p["advance"] = strconv.Itoa(1 + r.IntN(size))
 		p["gap"] = strconv.Itoa(1 + r.IntN(10))
+		// The store's retention (0: the default, the least the windows
+		// need), which decides what the aggregation still sees.
+		p["retention"] = "0"
+		if r.IntN(2) == 0 {
+			least := p.ms("size") + p.ms("grace")
+			switch p["kind"] {
+			case "sliding":
+				least += p.ms("size")
+			case "session":
+				least = p.ms("gap") + p.ms("grace")
+			}
+			p["retention"] = strconv.FormatInt(least+int64(r.IntN(20)), 10)
+		}
 	}
 	for _, kind := range []string{"tumbling", "hopping", "sliding", "session"} {
 		key := windowed
@@ -396,8 +409,8 @@ func buildCatalog() []*op {
 
 func buildWindow(b *engine.Builder, p params) {
 	g := stream(b, "in").GroupByKey()
-	var opts []engine.Option
-	if p["emit"] != "update" {
+	opts := retention(p)
+	if p["emit"] == "final" {
 		opts = append(opts, engine.EmitFinal())
 	}
 	grace := ms(p, "grace")
@@ -405,11 +418,11 @@ func buildWindow(b *engine.Builder, p params) {
 		ss := g.SessionWindowedBy(engine.SessionWindows(ms(p, "gap")).Grace(grace))
 		switch p["agg"] {
 		case "count":
-			engine.SessionCount(ss, opts...).ToStream().To("out")
+			windowSink(p, engine.SessionCount(ss, opts...))
 		case "reduce":
-			engine.SessionReduce(ss, reduce, opts...).ToStream().To("out")
+			windowSink(p, engine.SessionReduce(ss, reduce, opts...))
 		default:
-			engine.SessionAggregate(ss, initial, aggregate, merge, opts...).ToStream().To("out")
+			windowSink(p, engine.SessionAggregate(ss, initial, aggregate, merge, opts...))
 		}
 		return
 	}
@@ -425,12 +438,29 @@ func buildWindow(b *engine.Builder, p params) {
 	ws := g.WindowedBy(w.Grace(grace))
 	switch p["agg"] {
 	case "count":
-		engine.WindowedCount(ws, opts...).ToStream().To("out")
+		windowSink(p, engine.WindowedCount(ws, opts...))
 	case "reduce":
-		engine.WindowedReduce(ws, reduce, opts...).ToStream().To("out")
+		windowSink(p, engine.WindowedReduce(ws, reduce, opts...))
 	default:
-		engine.WindowedAggregate(ws, initial, aggregate, opts...).ToStream().To("out")
+		windowSink(p, engine.WindowedAggregate(ws, initial, aggregate, opts...))
 	}
+}
+
+// retention is the option the twins give with retention > 0.
+func retention(p params) []engine.Option {
+	if d := ms(p, "retention"); d > 0 {
+		return []engine.Option{engine.Retention(d)}
+	}
+	return nil
+}
+
+// windowSink writes a windowed table's changes to "out", suppressed until
+// its windows close with emit=suppress (Twins.windowSink).
+func windowSink[V any](p params, t *engine.Table[engine.Windowed[string], V]) {
+	if p["emit"] == "suppress" {
+		t = engine.SuppressUntilWindowCloses(t)
+	}
+	t.ToStream().To("out")
 }
 
 func buildCogroupWindow(b *engine.Builder, p params) {
@@ -440,13 +470,13 @@ func buildCogroupWindow(b *engine.Builder, p params) {
 	var t *engine.Table[engine.Windowed[string], string]
 	switch p["kind"] {
 	case "session":
-		t = engine.SessionCogroup(c, engine.SessionWindows(ms(p, "gap")).Grace(grace), initial, merge)
+		t = engine.SessionCogroup(c, engine.SessionWindows(ms(p, "gap")).Grace(grace), initial, merge, retention(p)...)
 	case "tumbling":
-		t = engine.WindowedCogroup(c, engine.TumblingWindows(ms(p, "size")).Grace(grace), initial)
+		t = engine.WindowedCogroup(c, engine.TumblingWindows(ms(p, "size")).Grace(grace), initial, retention(p)...)
 	case "hopping":
-		t = engine.WindowedCogroup(c, engine.HoppingWindows(ms(p, "size"), ms(p, "advance")).Grace(grace), initial)
+		t = engine.WindowedCogroup(c, engine.HoppingWindows(ms(p, "size"), ms(p, "advance")).Grace(grace), initial, retention(p)...)
 	default:
-		t = engine.WindowedCogroup(c, engine.SlidingWindows(ms(p, "size")).Grace(grace), initial)
+		t = engine.WindowedCogroup(c, engine.SlidingWindows(ms(p, "size")).Grace(grace), initial, retention(p)...)
 	}
 	t.ToStream().To("out")
 }

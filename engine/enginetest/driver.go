@@ -122,6 +122,8 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 			Collector:  d,
 			Now:        func() time.Time { return d.now },
 			CacheBytes: d.cacheBytes,
+			// As Kafka Streams' TopologyTestDriver does.
+			EmitEveryRecord: true,
 		})
 		if err != nil {
 			d.Close()

@@ -123,6 +123,11 @@ type TaskConfig struct {
 	// every window it belongs to (after it was counted as skipped); the
 	// runtime may dead-letter it.
 	OnLate func(reason string) error
+	// EmitEveryRecord: the processors that throttle what they emit by the
+	// wall clock (emit-final windows) look at every record instead, as
+	// under Kafka Streams' TopologyTestDriver, which sets their emit
+	// intervals to 0. For test drivers.
+	EmitEveryRecord bool
 }
 
 // Task runs one sub-topology for one partition: the single writer of that

@@ -37,7 +37,9 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.Stores;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * The Kafka Streams twin of every topology of engine/difftest's catalog
@@ -314,11 +316,12 @@ final class Twins {
 
     /**
      * Windowed aggregations: kind tumbling|hopping|sliding|session, size,
-     * advance, gap, grace (0: none), agg count|reduce|aggregate, emit
-     * update|final (emit strategy on window close)|suppress (suppress until the
-     * window closes). The output key is the windowed key in Kafka Streams'
-     * windowed serde: the key then the window's start (time windows), or the
-     * key, the end and the start (sessions).
+     * advance, gap, grace (0: none), retention (the store's; 0: the
+     * default), agg count|reduce|aggregate, emit update|final (emit strategy
+     * on window close)|suppress (suppress until the window closes). The
+     * output key is the windowed key in Kafka Streams' windowed serde: the
+     * key then the window's start (time windows), or the key, the end and
+     * the start (sessions).
      */
     static void window(Main.Params p, StreamsBuilder b) {
         String kind = p.str("kind");
@@ -337,9 +340,9 @@ final class Twins {
                 w = w.emitStrategy(EmitStrategy.onWindowClose());
             }
             switch (agg) {
-                case "count" -> windowSink(p, w.count(), ks, L);
-                case "reduce" -> windowSink(p, w.reduce(Twins::reduce), ks, S);
-                default -> windowSink(p, w.aggregate(Twins::init, Twins::aggregate, Twins::merge, Materialized.with(S, S)), ks, S);
+                case "count" -> windowSink(p, w.count(sessionStore(p, L)), ks, L);
+                case "reduce" -> windowSink(p, w.reduce(Twins::reduce, sessionStore(p, S)), ks, S);
+                default -> windowSink(p, w.aggregate(Twins::init, Twins::aggregate, Twins::merge, sessionStore(p, S)), ks, S);
             }
             return;
         }
@@ -354,10 +357,22 @@ final class Twins {
             w = w.emitStrategy(EmitStrategy.onWindowClose());
         }
         switch (agg) {
-            case "count" -> windowSink(p, w.count(), ks, L);
-            case "reduce" -> windowSink(p, w.reduce(Twins::reduce), ks, S);
-            default -> windowSink(p, w.aggregate(Twins::init, Twins::aggregate, Materialized.with(S, S)), ks, S);
+            case "count" -> windowSink(p, w.count(windowStore(p, L)), ks, L);
+            case "reduce" -> windowSink(p, w.reduce(Twins::reduce, windowStore(p, S)), ks, S);
+            default -> windowSink(p, w.aggregate(Twins::init, Twins::aggregate, windowStore(p, S)), ks, S);
         }
+    }
+
+    /** The window store of a windowed aggregation: the retention parameter's, if not 0. */
+    static <V> Materialized<String, V, WindowStore<Bytes, byte[]>> windowStore(Main.Params p, Serde<V> vs) {
+        Materialized<String, V, WindowStore<Bytes, byte[]>> m = Materialized.with(S, vs);
+        return p.ms("retention") > 0 ? m.withRetention(Duration.ofMillis(p.ms("retention"))) : m;
+    }
+
+    /** The session store of a session aggregation: the retention parameter's, if not 0. */
+    static <V> Materialized<String, V, SessionStore<Bytes, byte[]>> sessionStore(Main.Params p, Serde<V> vs) {
+        Materialized<String, V, SessionStore<Bytes, byte[]>> m = Materialized.with(S, vs);
+        return p.ms("retention") > 0 ? m.withRetention(Duration.ofMillis(p.ms("retention"))) : m;
     }
 
     /**
@@ -372,11 +387,11 @@ final class Twins {
         Duration size = Duration.ofMillis(p.ms("size"));
         KTable<Windowed<String>, String> t = switch (p.str("kind")) {
             case "session" -> c.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(p.ms("gap")), grace))
-                    .aggregate(Twins::init, Twins::merge, Materialized.with(S, S));
-            case "tumbling" -> c.windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).aggregate(Twins::init, Materialized.with(S, S));
+                    .aggregate(Twins::init, Twins::merge, sessionStore(p, S));
+            case "tumbling" -> c.windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).aggregate(Twins::init, windowStore(p, S));
             case "hopping" -> c.windowedBy(TimeWindows.ofSizeAndGrace(size, grace).advanceBy(Duration.ofMillis(p.ms("advance"))))
-                    .aggregate(Twins::init, Materialized.with(S, S));
-            default -> c.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(size, grace)).aggregate(Twins::init, Materialized.with(S, S));
+                    .aggregate(Twins::init, windowStore(p, S));
+            default -> c.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(size, grace)).aggregate(Twins::init, windowStore(p, S));
         };
         Serde<Windowed<String>> ks = p.str("kind").equals("session")
                 ? WindowedSerdes.sessionWindowedSerdeFrom(String.class)
