@@ -66,12 +66,10 @@ func (w JoinWindows) check() error {
 // outer stream-stream join looks for records whose windows closed without
 // a partner, to emit their results (Kafka Streams'
 // __emit.interval.ms.kstreams.outer.join.spurious.results.fix__). The
-// default is one second, as in Kafka Streams; 0 looks on every record that
-// may find some. The first look after a task starts is never held back.
-// The test driver's wall clock moves only when told to, so there a join
-// with the default looks once until the clock has moved a second (Kafka
-// Streams' TopologyTestDriver, unlike its runtime, sets the interval to 0
-// unless the configuration gives one).
+// default is one second, as in Kafka Streams, and 0 in the enginetest
+// driver, as in Kafka Streams' TopologyTestDriver; 0 looks on every record
+// that may find some. The first look after a task starts is never held
+// back.
 func JoinEmitInterval(d time.Duration) Option {
 	return func(o *options) { o.joinEmitInterval = &d; o.set = append(o.set, "JoinEmitInterval") }
 }
@@ -156,7 +154,7 @@ func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("%s: %w", op, werr))
 	}
-	interval := ssDefaultEmitInterval
+	interval := time.Duration(-1) // the default: at Init
 	if o.joinEmitInterval != nil {
 		if interval = *o.joinEmitInterval; interval < 0 {
 			err = errors.Join(err, fmt.Errorf("%s: JoinEmitInterval %v is negative", op, interval))
@@ -215,7 +213,7 @@ type ssConfig struct {
 	grace     int64
 	retention int64 // how long each side's store keeps a record: before + after + grace
 	outer     [2]bool
-	interval  int64 // the emit interval of non-joined results (wall-clock ms)
+	interval  int64 // the emit interval of non-joined results (wall-clock ms); -1: the default
 	join      func(k, lv, rv any) any
 	stores    []string // left, right, expiry[, outer]
 
@@ -254,6 +252,7 @@ type ssJoin struct {
 	expiry, outer topo.KVStore // outer: nil for an inner join
 	joinBefore    int64        // how much earlier than this side's record the other side's may be
 	joinAfter     int64        // how much later
+	interval      int64        // the emit interval (wall-clock ms)
 }
 
 func (p *ssJoin) Init(c *topo.Context) error {
@@ -270,6 +269,13 @@ func (p *ssJoin) Init(c *topo.Context) error {
 	p.st, p.expiry = [2]topo.KVStore{ss[0], ss[1]}, ss[2]
 	if len(ss) > 3 {
 		p.outer = ss[3]
+	}
+	p.interval = cfg.interval
+	if p.interval < 0 {
+		p.interval = ssDefaultEmitInterval.Milliseconds()
+		if c.EmitEveryRecord() {
+			p.interval = 0
+		}
 	}
 	p.joinBefore, p.joinAfter = cfg.before, cfg.after
 	if p.side == joinRight {
@@ -547,7 +553,7 @@ func (p *ssJoin) emitNonJoined(r topo.Record, streamTime int64) error {
 	if now < sh.nextEmit {
 		return nil
 	}
-	sh.nextEmit = now + cfg.interval
+	sh.nextEmit = now + p.interval
 	sh.minTime = math.MaxInt64
 	type result struct {
 		key  []byte

@@ -157,11 +157,13 @@ func sjExpect(t *testing.T, out *enginetest.Output[string, string], want ...stri
 	}
 }
 
-// By default a left join looks for the records whose windows closed
-// unmatched at most once a second of the wall clock, as Kafka Streams
-// does: the first look passes, the next waits for the driver's clock.
+// A left join looks for the records whose windows closed unmatched at
+// most once per JoinEmitInterval of the wall clock (by default a second in
+// the runtime, as in Kafka Streams; 0 in the driver, as in its
+// TopologyTestDriver): the first look passes, the next waits for the
+// driver's clock.
 func TestStreamLeftJoinEmitsNonJoinedOncePerInterval(t *testing.T) {
-	d, out := sjLeftJoin(t)
+	d, out := sjLeftJoin(t, engine.JoinEmitInterval(time.Second))
 	sjPipe(t, d, "l", "a", "A", 0) // looks (nothing yet), then waits
 	sjPipe(t, d, "l", "b", "B", 100)
 	sjExpect(t, out)

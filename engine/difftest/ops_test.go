@@ -301,9 +301,12 @@ func buildCatalog() []*op {
 				p["after"] = strconv.Itoa(after)
 				if kind != "inner" {
 					// How often the join looks for non-joined results, by
-					// the wall clock: Kafka Streams' default, on every
-					// record (TopologyTestDriver's default), or between.
-					p["joinemit"] = []string{"1000", "0", "300"}[r.IntN(3)]
+					// the wall clock: not said (each driver's default, 0),
+					// Kafka Streams' runtime default, every record, or
+					// between.
+					if e := []string{"", "1000", "0", "300"}[r.IntN(4)]; e != "" {
+						p["joinemit"] = e
+					}
 				}
 			},
 			build: buildStreamJoin})
@@ -484,14 +487,18 @@ func buildCogroupWindow(b *engine.Builder, p params) {
 func buildStreamJoin(b *engine.Builder, p params) {
 	l, r := stream(b, "in"), stream(b, "in2")
 	w := engine.JoinTimeDifference(ms(p, "before")).After(ms(p, "after")).Grace(ms(p, "grace"))
+	var opts []engine.Option
+	if _, ok := p["joinemit"]; ok {
+		opts = append(opts, engine.JoinEmitInterval(ms(p, "joinemit")))
+	}
 	var j *engine.Stream[string, string]
 	switch p["kind"] {
 	case "inner":
 		j = engine.JoinStreams(l, r, w, func(_, l, r string) string { return joined(l, true, r, true) })
 	case "left":
-		j = engine.LeftJoinStreams(l, r, w, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) }, engine.JoinEmitInterval(ms(p, "joinemit")))
+		j = engine.LeftJoinStreams(l, r, w, func(_, l, r string, ok bool) string { return joined(l, true, r, ok) }, opts...)
 	default:
-		j = engine.OuterJoinStreams(l, r, w, func(_, l string, lok bool, r string, rok bool) string { return joined(l, lok, r, rok) }, engine.JoinEmitInterval(ms(p, "joinemit")))
+		j = engine.OuterJoinStreams(l, r, w, func(_, l string, lok bool, r string, rok bool) string { return joined(l, lok, r, rok) }, opts...)
 	}
 	j.To("out")
 }
