@@ -52,24 +52,30 @@
 //
 // Every record has an event time: the time Kafka recorded, or what a
 // source's [WithTimestamps] function reads from it, or the wall clock
-// ([WithWallClockTimestamps]). Stream time, the largest event time a task
-// has processed, decides when windows close; it survives restarts and
-// moves with the task (in the metadata of the committed offsets). A task
-// reading several partitions processes their records in event-time order,
-// waiting up to MaxTaskIdle for a partition that lags.
+// ([WithWallClockTimestamps]). Stream time is the largest event time a
+// task has processed; it survives restarts and moves with the task (in the
+// metadata of the committed offsets). A task reading several partitions
+// processes their records in event-time order, waiting up to MaxTaskIdle
+// for a partition that lags. Windows, stream–stream joins, join grace and
+// suppression go by a stream time of their own, as Kafka Streams'
+// processors do: the largest timestamp of the records that reached them, so
+// a record dropped or filtered out before them moves nothing.
 //
 // [GroupedStream.WindowedBy] cuts a grouped stream into [TumblingWindows],
 // [HoppingWindows] or [SlidingWindows]; [WindowedCount], [WindowedReduce],
 // [WindowedAggregate] and [WindowedCogroup] aggregate each window.
 // [GroupedStream.SessionWindowedBy] cuts it into [SessionWindows], for
 // [SessionCount], [SessionReduce], [SessionAggregate] and [SessionCogroup]:
-// a record that bridges sessions merges them, and the merged ones are
-// retracted downstream. A window accepts records until stream time passes
-// its end by the grace period; later ones are dropped, counted, and
-// optionally dead-lettered. Results go downstream on every update, or once
-// per window when it closes with [EmitFinal]; [Table.SuppressUntil] rate-
-// limits any table's updates. [QueryWindowStore] and [QuerySessionStore]
-// read the windows of a running instance.
+// a record that bridges sessions merges them, and every session it falls
+// into is retracted downstream before the merged one is written. A window
+// accepts records until the aggregation's stream time passes its end by the
+// grace period (a session: its end plus the gap plus the grace); later ones
+// are dropped, counted, and optionally dead-lettered. Results go downstream
+// on every update, or once per window after it closes with [EmitFinal]
+// (looked for at most once per [EmitFinalInterval] of the wall clock), or
+// as each window closes with [SuppressUntilWindowCloses];
+// [Table.SuppressUntil] rate-limits any table's updates. [QueryWindowStore]
+// and [QuerySessionStore] read the windows of a running instance.
 //
 // Windows can also be of a number of records rather than of time:
 // [GroupedStream.WindowedByCount] cuts each key's records into
@@ -91,8 +97,12 @@
 // [JoinGlobal] and [LeftJoinGlobal] look a key taken from the stream
 // record up in a [GlobalTable], which every instance holds whole.
 // [JoinStreams], [LeftJoinStreams] and [OuterJoinStreams] pair records of
-// two streams whose times are within [JoinWindows]; a record that meets no
-// partner gives its left or outer result only once its window has closed.
+// two streams whose times are within [JoinWindows], for as long as each
+// side's store keeps them (before+after+grace behind its latest record); a
+// record that meets no partner gives its left or outer result once its
+// window and grace have passed in the join's stream time (at once if they
+// had passed when it arrived), looked for at most once per
+// [JoinEmitInterval] of the wall clock.
 // [JoinForeignKey] and [LeftJoinForeignKey] join each row of a table with
 // the row of another whose key it names, whatever their partitioning.
 // A table made [Versioned] keeps its past values for a while, so that a
@@ -132,4 +142,51 @@
 // records with timestamps, read output topics and stores, advance the wall
 // clock. Package kafkaenv gives tests, benchmarks and examples a broker: a
 // real one from KAFKA_BROKERS, or an embedded one.
+//
+// # Differences from Kafka Streams
+//
+// The DSL gives the records Kafka Streams 4.4 gives: the same keys and
+// values, the same timestamps, at the same moments and in the same order,
+// tables forwarding the same deletes (a delete of a key that was not there
+// included: see [OmitAbsentDeletes]). Package engine/difftest checks it
+// against Kafka Streams itself, every operation on generated inputs; the
+// driver of package enginetest behaves as Kafka Streams' TopologyTestDriver
+// (which looks for closed windows and non-joined results at every record,
+// where a running application looks once a second). These are the
+// differences, all on purpose:
+//
+//   - Typed functions see no nulls. A record without a key reaches a user
+//     function with the zero key (the record keeps its null key where the
+//     key is kept). A stream record without a value (a tombstone) passes
+//     the operations that keep the key (Filter, MapValues, FlatMapValues,
+//     ...) unchanged and is dropped and counted by those that need the
+//     value (Map, SelectKey, FlatMap, Split, GroupBy, the reductions and
+//     aggregations); Kafka Streams hands both to the function as null. Its
+//     windowed and session aggregations give records without a value to
+//     reduce and aggregate functions (against their own javadoc); Oxbow's
+//     drop them, and [WindowedCount] and [SessionCount] count them as Kafka
+//     Streams does.
+//   - Stream time survives a restart. A task resumes the stream time it
+//     committed, and the stream times of its windows, joins, join buffers
+//     and suppressions start there (a processor's own time is never ahead
+//     of its task's); Kafka Streams' processors start theirs afresh after a
+//     restart, and may then accept a record for a window that had closed,
+//     or hold back one they would have let go. Likewise the numbers that
+//     keep a stream–stream join's records of one key and time apart.
+//   - Windows stay in their store for a day by default ([Retention]);
+//     Kafka Streams keeps them only as long as the windows need. What an
+//     aggregation sees and emits still follows Kafka Streams' retention: a
+//     window more than it behind the latest one is not found (a late record
+//     starts it afresh, emit-final skips it), unless the record cache holds
+//     it. With the cache on, Oxbow takes every window to be in the cache;
+//     Kafka Streams' (10 MiB, least recently used) may have evicted some.
+//   - [SuppressUntilWindowCloses] has no buffer bound.
+//   - A left stream–table join with [JoinGrace] joins a record without a
+//     key at once; Kafka Streams 4.4 throws on it.
+//   - Oxbow's tables carry every change's old value downstream, also where
+//     Kafka Streams sends none because nothing downstream asked for it;
+//     only which changes go downstream follows Kafka Streams.
+//   - Oxbow has what Kafka Streams has not: count windows, emit-final for
+//     cogroups, [OmitAbsentDeletes] (no table forwards a delete of a key it
+//     did not have: Oxbow's former rule).
 package engine

@@ -42,7 +42,7 @@ type Cache struct {
 	max   int64
 	size  int64
 	clean entryList // written already, in the clock's order
-	dirty entryList // not written yet, first dirtied first
+	dirty entryList // not written yet, least recently updated first
 	// entries, by store then key: processors that share a store (a
 	// cogroup's aggregators) share its entries, so each sees the others'
 	// pending updates. Two levels, so that a lookup by a []byte key does not
@@ -143,7 +143,7 @@ func (c *Cache) Len() int {
 	return c.dirty.n
 }
 
-// Flush writes and forwards every dirty entry, first dirtied first,
+// Flush writes and forwards every dirty entry, least recently updated first,
 // including those that flushing itself dirties downstream. The entries stay,
 // clean.
 func (c *Cache) Flush() error {
@@ -170,7 +170,7 @@ func (e *cacheEntry) write() error {
 }
 
 // evict brings the cache within its budget: clean entries leave first; then
-// the first-dirtied entries are written and leave. An entry leaves every list
+// the least recently updated dirty entries are written and leave. An entry leaves every list
 // before it is written, since writing forwards downstream, where other
 // updates may evict in turn.
 func (c *Cache) evict() error {
@@ -327,6 +327,12 @@ func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record,
 		// downstream starts from the value before it.
 		c.unlist(e)
 		e.old, e.isDirty = old, true
+		c.dirty.pushBack(e)
+	} else if c.dirty.tail != e {
+		// Updated again: to the back, as Kafka Streams' cache moves a key
+		// it dirties again, so keys are flushed (and evicted) in the order
+		// of their last update.
+		c.dirty.remove(e)
 		c.dirty.pushBack(e)
 	}
 	// Keep nothing that points into a fetched batch: value bytes may share
