@@ -200,91 +200,27 @@ type windowSuppressEntry struct {
 	headers []topo.Header
 }
 
-// encodeSuppressEntry writes the change (topo.EncodeChange) after its
-// length (uvarint), then the headers: their count, and for each its key's
-// length and key, then 0 for a nil value or its length plus one and the
-// value.
+// encodeSuppressEntry writes the change (topo.EncodeChange) as a field,
+// then the headers (appendHeaders).
 func encodeSuppressEntry(c topo.Change, hs []topo.Header, vc topo.Codec) ([]byte, error) {
 	cb, err := topo.EncodeChange(c, vc)
 	if err != nil {
 		return nil, err
 	}
-	b := binary.AppendUvarint(nil, uint64(len(cb)))
-	b = append(b, cb...)
-	b = binary.AppendUvarint(b, uint64(len(hs)))
-	for _, h := range hs {
-		b = binary.AppendUvarint(b, uint64(len(h.Key)))
-		b = append(b, h.Key...)
-		if h.Value == nil {
-			b = binary.AppendUvarint(b, 0)
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(h.Value))+1)
-		b = append(b, h.Value...)
-	}
-	return b, nil
+	return appendHeaders(appendField(nil, cb), hs), nil
 }
 
 func (s *windowSuppress) decode(b []byte) (windowSuppressEntry, error) {
 	var w windowSuppressEntry
-	bad := func() (windowSuppressEntry, error) {
+	f := newFieldReader(b)
+	cb := f.field()
+	w.headers = f.headers()
+	if !f.ok {
 		return w, s.err("value", b, false, errors.New("a truncated window suppression buffer entry"))
-	}
-	rest := b
-	next := func() (uint64, bool) {
-		n, k := binary.Uvarint(rest)
-		if k <= 0 {
-			return 0, false
-		}
-		rest = rest[k:]
-		return n, true
-	}
-	take := func(n uint64) ([]byte, bool) {
-		if uint64(len(rest)) < n {
-			return nil, false
-		}
-		out := rest[:n]
-		rest = rest[n:]
-		return out, true
-	}
-	n, ok := next()
-	if !ok {
-		return bad()
-	}
-	cb, ok := take(n)
-	if !ok {
-		return bad()
 	}
 	var err error
 	if w.c, err = topo.DecodeChange(cb, s.vc); err != nil {
 		return w, s.err("value", b, false, err)
-	}
-	count, ok := next()
-	if !ok {
-		return bad()
-	}
-	for range count {
-		kl, ok := next()
-		if !ok {
-			return bad()
-		}
-		k, ok := take(kl)
-		if !ok {
-			return bad()
-		}
-		vl, ok := next()
-		if !ok {
-			return bad()
-		}
-		h := topo.Header{Key: string(k)}
-		if vl > 0 {
-			v, ok := take(vl - 1)
-			if !ok {
-				return bad()
-			}
-			h.Value = bytes.Clone(v)
-		}
-		w.headers = append(w.headers, h)
 	}
 	return w, nil
 }

@@ -472,7 +472,7 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 			return joinSerdeErr(j.st.Name(), "key", nil, true, err)
 		}
 	}
-	b, err := j.encode(r)
+	b, err := j.encode(r, kb)
 	if err != nil {
 		return err
 	}
@@ -527,106 +527,47 @@ func (j *joinBuffer) process(c *topo.Context, r topo.Record, join func(*topo.Con
 	return nil
 }
 
-func (j *joinBuffer) encode(r topo.Record) ([]byte, error) {
+// encode writes r, whose key's bytes are kb (nil: no key), as the buffer
+// keeps it.
+func (j *joinBuffer) encode(r topo.Record, kb []byte) ([]byte, error) {
 	b := []byte{0}
 	if r.Key != nil {
-		kb, ok := topo.RawKey(r, j.kc)
-		if !ok {
-			var err error
-			if kb, err = j.kc.Encode(r.Key); err != nil {
-				return nil, joinSerdeErr(j.st.Name(), "key", nil, true, err)
-			}
-		}
 		b[0] = 1
-		b = binary.AppendUvarint(b, uint64(len(kb)))
-		b = append(b, kb...)
+		b = appendField(b, kb)
 	}
 	vb, err := j.vc.Encode(r.Value)
 	if err != nil {
 		return nil, joinSerdeErr(j.st.Name(), "value", nil, true, err)
 	}
-	b = binary.AppendUvarint(b, uint64(len(vb)))
-	b = append(b, vb...)
-	b = binary.AppendUvarint(b, uint64(len(r.Headers)))
-	for _, h := range r.Headers {
-		b = binary.AppendUvarint(b, uint64(len(h.Key)))
-		b = append(b, h.Key...)
-		if h.Value == nil {
-			b = binary.AppendUvarint(b, 0)
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(h.Value))+1)
-		b = append(b, h.Value...)
-	}
-	return b, nil
+	return appendHeaders(appendField(b, vb), r.Headers), nil
 }
 
 func (j *joinBuffer) decode(b []byte) (topo.Record, error) {
 	var r topo.Record
-	bad := func() (topo.Record, error) {
+	if len(b) < 1 {
+		return r, joinSerdeErr(j.st.Name(), "value", b, false, fmt.Errorf("malformed buffered record"))
+	}
+	f := newFieldReader(b[1:])
+	var kb []byte
+	if b[0] == 1 {
+		kb = f.field()
+	}
+	vb := f.field()
+	r.Headers = f.headers()
+	if !f.ok {
 		return topo.Record{}, joinSerdeErr(j.st.Name(), "value", b, false, fmt.Errorf("malformed buffered record"))
 	}
-	if len(b) < 1 {
-		return bad()
-	}
-	rest := b[1:]
-	next := func(plusOne bool) ([]byte, bool) {
-		n, w := binary.Uvarint(rest)
-		if w <= 0 {
-			return nil, false
-		}
-		rest = rest[w:]
-		if plusOne {
-			if n == 0 {
-				return nil, true
-			}
-			n--
-		}
-		if uint64(len(rest)) < n {
-			return nil, false
-		}
-		out := rest[:n:n]
-		rest = rest[n:]
-		if out == nil {
-			out = []byte{}
-		}
-		return out, true
-	}
-	if b[0] == 1 {
-		kb, ok := next(false)
-		if !ok {
-			return bad()
-		}
+	if kb != nil {
 		k, err := j.kc.Decode(kb)
 		if err != nil {
 			return topo.Record{}, joinSerdeErr(j.st.Name(), "key", kb, false, err)
 		}
 		r.Key = k
 	}
-	vb, ok := next(false)
-	if !ok {
-		return bad()
-	}
 	v, err := j.vc.Decode(vb)
 	if err != nil {
 		return topo.Record{}, joinSerdeErr(j.st.Name(), "value", vb, false, err)
 	}
 	r.Value = v
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || n > uint64(len(rest)) {
-		return bad()
-	}
-	rest = rest[w:]
-	for range n {
-		hk, ok := next(false)
-		if !ok {
-			return bad()
-		}
-		hv, ok := next(true)
-		if !ok {
-			return bad()
-		}
-		r.Headers = append(r.Headers, topo.Header{Key: string(hk), Value: hv})
-	}
 	return r, nil
 }

@@ -200,3 +200,33 @@ func TestVersionedRewrittenVersionKept(t *testing.T) {
 		t.Errorf("GetAsOf(shoe, 7) after its version expired: %v, %v", ok, err)
 	}
 }
+
+// A record waiting out a join's grace keeps its headers (nil and empty
+// values apart), and records of one time leave in the order of their keys.
+func TestJoinGraceKeepsHeadersAndKeyOrder(t *testing.T) {
+	b := engine.NewBuilder()
+	prices := engine.NewTable(b, "prices", serde.String, serde.Int64, engine.Versioned(time.Hour))
+	orders := engine.NewStream(b, "orders", serde.String, serde.String)
+	engine.LeftJoin(orders, prices, func(_ string, o string, p int64, ok bool) string { return fmt.Sprintf("%s@%d/%v", o, p, ok) },
+		engine.JoinGrace(5*time.Millisecond)).To("priced")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "orders", serde.String, serde.String)
+	hs := []engine.Header{{Key: "trace", Value: []byte("t1")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}
+	in.Pipe("sock", "o1", enginetest.At(10), hs...)
+	in.Pipe("boot", "o2", enginetest.At(10))
+	enginetest.NewInput(d, "prices", serde.String, serde.Int64).Pipe("sock", 3, enginetest.At(8)) // late, within the grace
+	in.Pipe("shoe", "o3", enginetest.At(15))                                                      // lets the records of 10 go
+	got := enginetest.NewOutput(d, "priced", serde.String, serde.String).ReadRecords()
+	if len(got) != 2 || got[0].Key != "boot" || got[1].Key != "sock" || got[1].Value != "o1@3/true" {
+		t.Fatalf("priced %v; want boot then sock, joined with 3", got)
+	}
+	if !slices.EqualFunc(got[1].Headers, hs, func(a, b engine.Header) bool {
+		return a.Key == b.Key && (a.Value == nil) == (b.Value == nil) && string(a.Value) == string(b.Value)
+	}) || got[0].Headers != nil {
+		t.Errorf("headers %v and %v; want %v and none", got[1].Headers, got[0].Headers, hs)
+	}
+}

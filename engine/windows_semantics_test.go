@@ -236,7 +236,7 @@ func TestWindowedCogroupStreamTimes(t *testing.T) {
 	in.Pipe("b", "x", enginetest.At(15)) // [0,10) closes for "in"
 	in.Pipe("a", "x", enginetest.At(2))  // dropped
 	in2.Pipe("a", "x", enginetest.At(3)) // "in2" is at 3: counted
-	d.Commit() // a@0 was updated last, so it is flushed last
+	d.Commit()                           // a@0 was updated last, so it is flushed last
 	if got, want := windowLines(t, d, engine.WindowedSerde(serde.String, 10*milli)), "b@10=1 a@0=2"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
