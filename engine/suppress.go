@@ -21,7 +21,9 @@ import (
 // whose own timestamp is already limit behind it leaves at once. Every
 // update that leaves goes downstream, a delete too, even of a key that was
 // added and deleted while it waited or that the suppression never passed
-// on (as Kafka Streams' untilTimeLimit does; see [OmitAbsentDeletes]).
+// on (as Kafka Streams' untilTimeLimit does; see [OmitAbsentDeletes]). An
+// update that leaves carries the timestamp and headers of the latest one
+// it stands for.
 //
 // The buffer is a store (named by [Materialized], default the node's name
 // plus "-buffer", with a changelog unless [WithoutChangelog]), so what waits
@@ -29,7 +31,8 @@ import (
 // transaction as the input that let it go. [MaxRecords] and [MaxBytes] bound
 // it: when it would hold more, the updates that have waited longest leave
 // early, or, with [ShutDownWhenFull], the task fails. Windowed aggregations
-// emit only final results with [EmitFinal] instead.
+// emit only final results with [EmitFinal] or [SuppressUntilWindowCloses]
+// instead.
 func (t *Table[K, V]) SuppressUntil(limit time.Duration, opts ...Option) *Table[K, V] {
 	o, err := t.b.opts("SuppressUntil", opts, "Named", "Materialized", "InMemory", "WithoutChangelog", "MaxRecords", "MaxBytes", "ShutDownWhenFull")
 	if limit < 0 {
@@ -170,11 +173,12 @@ func (s *suppressBuffer) process(c *topo.Context, r topo.Record) error {
 		}
 		s.n++
 	}
-	entry, err := topo.EncodeChange(ch, s.st.vc)
+	cb, err := topo.EncodeChange(ch, s.st.vc)
 	if err != nil {
 		return s.st.err("value", nil, true, err)
 	}
-	entry = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(entry)), uint64(since)), entry...)
+	entry := binary.BigEndian.AppendUint64(make([]byte, 0, 8+1+binary.MaxVarintLen64+len(cb)+1), uint64(since))
+	entry = appendHeaders(appendField(append(entry, entryWithHeaders), cb), r.Headers)
 	if err := s.st.st.Put(kb, entry, ts); err != nil { // stores copy what they keep
 		return err
 	}
@@ -201,19 +205,35 @@ func (s *suppressBuffer) process(c *topo.Context, r topo.Record) error {
 }
 
 type waitingChange struct {
-	since int64
-	c     topo.Change
+	since   int64
+	c       topo.Change
+	headers []topo.Header // the latest update's
 }
 
+// entryWithHeaders follows the time in a buffer entry that also holds the
+// headers of its latest update: the change as a field, then the headers
+// (fields.go). An entry written before headers were kept has the change
+// (topo.EncodeChange, whose flag byte is below 4) right after the time.
+const entryWithHeaders = 0x80
+
 func (s *suppressBuffer) decode(b []byte) (waitingChange, error) {
-	if len(b) < 8 {
-		return waitingChange{}, s.st.err("value", b, false, errors.New("a suppression buffer entry needs at least 8 bytes"))
+	if len(b) < 9 {
+		return waitingChange{}, s.st.err("value", b, false, errors.New("a suppression buffer entry needs at least 9 bytes"))
 	}
-	c, err := topo.DecodeChange(b[8:], s.st.vc)
-	if err != nil {
+	w := waitingChange{since: int64(binary.BigEndian.Uint64(b[:8]))}
+	cb := b[8:]
+	if b[8] == entryWithHeaders {
+		f := newFieldReader(b[9:])
+		cb, w.headers = f.field(), f.headers()
+		if !f.ok {
+			return waitingChange{}, s.st.err("value", b, false, errors.New("a truncated suppression buffer entry"))
+		}
+	}
+	var err error
+	if w.c, err = topo.DecodeChange(cb, s.st.vc); err != nil {
 		return waitingChange{}, s.st.err("value", b, false, err)
 	}
-	return waitingChange{since: int64(binary.BigEndian.Uint64(b[:8])), c: c}, nil
+	return w, nil
 }
 
 // emit lets a key's waiting change leave the buffer.
@@ -238,5 +258,5 @@ func (s *suppressBuffer) emit(c *topo.Context, kb []byte, now int64) error {
 	if err != nil {
 		return s.st.err("key", kb, false, err)
 	}
-	return c.Forward(topo.Record{Key: k, Value: w.c, Timestamp: topo.TimeOf(e.Timestamp)})
+	return c.Forward(topo.Record{Key: k, Value: w.c, Timestamp: topo.TimeOf(e.Timestamp), Headers: w.headers})
 }

@@ -2,12 +2,14 @@ package engine_test
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -63,5 +65,30 @@ func TestAppSuppressBufferSurvivesRestart(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("the first two output records are %v, want %v: every count must leave once, after its hour", got, want)
+	}
+}
+
+// An update that leaves the suppression carries the headers of the latest
+// update it stands for, as Kafka Streams' suppression forwards the
+// buffered record's context.
+func TestSuppressUntilKeepsLatestHeaders(t *testing.T) {
+	b := engine.NewBuilder()
+	engine.NewTable(b, "in", serde.String, serde.String).SuppressUntil(10 * time.Millisecond).ToStream().To("out")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	in := enginetest.NewInput(d, "in", serde.String, serde.String)
+	in.Pipe("a", "1", enginetest.At(0), engine.Header{Key: "n", Value: []byte("first")})
+	in.Pipe("a", "2", enginetest.At(5), engine.Header{Key: "n", Value: []byte("second")}, engine.Header{Key: "nil"})
+	in.Pipe("b", "1", enginetest.At(20))
+	got := enginetest.NewOutput(d, "out", serde.String, serde.String).ReadRecords()
+	want := []engine.Header{{Key: "n", Value: []byte("second")}, {Key: "nil"}}
+	if len(got) != 1 || got[0].Key != "a" || got[0].Value != "2" || !got[0].Timestamp.Equal(enginetest.At(5)) ||
+		!slices.EqualFunc(got[0].Headers, want, func(x, y engine.Header) bool {
+			return x.Key == y.Key && string(x.Value) == string(y.Value) && (x.Value == nil) == (y.Value == nil)
+		}) {
+		t.Errorf("out %+v; want a=2 @5 with headers %v", got, want)
 	}
 }

@@ -74,14 +74,15 @@ type windowBase struct {
 	times *storeTimes
 
 	// The instance's, set by open.
-	st       winTable
-	emit     topo.KVStore
-	expiry   *timeIndex
-	clock    topo.Clock
-	written  *storeTime
-	cached   bool  // Kafka Streams' store would have a record cache
-	nextEmit int64 // wall ms: no emit-final check before
-	lastEmit int64 // the window close time of the last emit-final; -1: none
+	st           winTable
+	emit         topo.KVStore
+	expiry       *timeIndex
+	clock        topo.Clock
+	written      *storeTime
+	cached       bool  // Kafka Streams' store would have a record cache
+	nextEmit     int64 // wall ms: no emit-final check before
+	lastEmit     int64 // the window close time of the last emit-final; -1: none
+	lastEmitRead bool  // lastEmit was read from the emit store
 }
 
 // winTable is the store of the windows: a TableStore (time windows) or a
@@ -187,13 +188,21 @@ func (wb *windowBase) open(c *topo.Context) error {
 		if wb.emit, err = c.Store(wb.emitStore); err != nil {
 			return err
 		}
-		e, ok, err := wb.emit.Get(lastEmitKey)
-		if err != nil {
-			return err
-		}
-		if ok && len(e.Value) == 8 {
-			wb.lastEmit = int64(binary.BigEndian.Uint64(e.Value))
-		}
+	}
+	return nil
+}
+
+// loadLastEmit reads the close time of the last emit-final from the emit
+// store, on the first record (processors start before their stores are
+// restored).
+func (wb *windowBase) loadLastEmit() error {
+	wb.lastEmitRead = true
+	e, ok, err := wb.emit.Get(lastEmitKey)
+	if err != nil {
+		return err
+	}
+	if ok && len(e.Value) == 8 {
+		wb.lastEmit = int64(binary.BigEndian.Uint64(e.Value))
 	}
 	return nil
 }
@@ -348,6 +357,11 @@ func (wb *windowBase) wrote(kb []byte) {
 func (wb *windowBase) maybeEmitFinal(c *topo.Context, r topo.Record, closeTime int64) error {
 	if wb.emit == nil {
 		return nil
+	}
+	if !wb.lastEmitRead {
+		if err := wb.loadLastEmit(); err != nil {
+			return err
+		}
 	}
 	now := c.Now().UnixMilli()
 	if now < wb.nextEmit {
