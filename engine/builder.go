@@ -130,8 +130,7 @@ type options struct {
 	resultHeaders    func([]Header) []Header
 	versioned        time.Duration // Versioned: the history kept
 	joinGrace        time.Duration
-	joinEmitInterval *time.Duration // JoinEmitInterval
-	emitFinalEvery   *time.Duration // EmitFinalInterval
+	emitInterval     *time.Duration // EmitInterval
 	omitAbsent       bool           // OmitAbsentDeletes
 	set              []string       // which options were given, for the "not used here" check
 }
@@ -244,7 +243,7 @@ func InMemory() Option {
 // plus the grace period (sessions: their end plus gap plus grace). As in
 // Kafka Streams, the aggregation looks for closed windows only when it
 // takes a record, and then at most once per second of wall-clock time (the
-// first record always looks; [EmitFinalInterval] changes the second); it
+// first record always looks; [EmitInterval] changes the second); it
 // emits every window that closed since it last emitted, earliest first,
 // each stamped with its latest record's time. Without the record cache, a
 // time or sliding window that started more than its store's retention (see
@@ -257,6 +256,22 @@ func InMemory() Option {
 func EmitFinal() Option {
 	return func(o *options) { o.emitFinal = true; o.set = append(o.set, "EmitFinal") }
 }
+
+// EmitInterval sets how often, at most, by the wall clock, an operation
+// whose results wait for time to pass looks for them, on a record it takes:
+// an [EmitFinal] windowed aggregation for the windows that closed (Kafka
+// Streams' __emit.interval.ms.kstreams.windowed.aggregation__), a left or
+// outer stream–stream join for the records whose windows closed without a
+// partner (__emit.interval.ms.kstreams.outer.join.spurious.results.fix__).
+// The default is Kafka Streams': a second in an [App], and 0, every
+// record, in the enginetest driver, as in Kafka Streams' TopologyTestDriver.
+// The first look after a task starts is never held back.
+func EmitInterval(d time.Duration) Option {
+	return func(o *options) { o.emitInterval = &d; o.set = append(o.set, "EmitInterval") }
+}
+
+// defaultEmitInterval is Kafka Streams' default of both its emit intervals.
+const defaultEmitInterval = time.Second
 
 // Retention keeps a windowed aggregation's windows in its store for d
 // (default: a day; at least what the windows need: the size plus grace,

@@ -717,10 +717,10 @@ var dslTopologies = map[string]dslTopologyDef{
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count")))
 	}},
 	"tumbling-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitInterval(0)))
 	}},
 	"hopping-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.HoppingWindows(10*time.Millisecond, 5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitInterval(0)))
 	}},
 	"tumbling-count-suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.SuppressUntilWindowCloses(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.TumblingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")), engine.Named("suppress")))
@@ -755,14 +755,14 @@ var dslTopologies = map[string]dslTopologyDef{
 		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")))
 	}},
 	"sliding-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+		dslWindowed(engine.WindowedCount(dslInts(b, "in").GroupByKey().WindowedBy(engine.SlidingWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitInterval(0)))
 	}},
 	// Sessions: an inactivity gap of 10ms, grace 5ms.
 	"session-count": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")))
 	}},
 	"session-count-final": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
-		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitFinalInterval(0)))
+		dslWindowed(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count"), engine.EmitFinal(), engine.EmitInterval(0)))
 	}},
 	"session-count-suppress": {in: "in:int", out: "out:int", build: func(b *engine.Builder, _ dslLogFunc) {
 		dslWindowed(engine.SuppressUntilWindowCloses(engine.SessionCount(dslInts(b, "in").GroupByKey().SessionWindowedBy(engine.SessionWindows(10*time.Millisecond).Grace(5*time.Millisecond)), engine.Named("count")), engine.Named("suppress")))
@@ -835,7 +835,7 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	// Stream-stream joins of records at most 10ms apart, without grace. The
 	// left and outer joins look for non-joined results on every record
-	// (JoinEmitInterval(0), as Kafka Streams' TopologyTestDriver does), not
+	// (EmitInterval(0), as Kafka Streams' TopologyTestDriver does), not
 	// once a second of the wall clock, so that a broker's run gives the
 	// driver's results.
 	"stream-stream-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
@@ -844,13 +844,13 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	"stream-stream-left-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.EmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	"stream-stream-outer-join": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.OuterJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(10*time.Millisecond),
 			func(_ string, lv string, lok bool, rv string, rok bool) string {
 				return dslOrNull(lv, lok) + "+" + dslOrNull(rv, rok)
-			}, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
+			}, engine.Named("join"), engine.EmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	// Foreign-key joins: "left" rows are orders "<customer>:<item>", joined
 	// with the customer's row in "right".
@@ -870,7 +870,7 @@ var dslTopologies = map[string]dslTopologyDef{
 	}},
 	"stream-stream-left-join-wide": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {
 		engine.LeftJoinStreams(dslTexts(b, "left"), dslTexts(b, "right"), engine.JoinTimeDifference(100*time.Millisecond),
-			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.JoinEmitInterval(0)).To(dslTopicPrefix + "out")
+			func(_ string, lv, rv string, found bool) string { return lv + "+" + dslOrNull(rv, found) }, engine.Named("join"), engine.EmitInterval(0)).To(dslTopicPrefix + "out")
 	}},
 	// A join with a table kept in no store of its own: the filter's.
 	"table-table-join-unmaterialized": {in: "left:text right:text", out: "out:text", build: func(b *engine.Builder, _ dslLogFunc) {

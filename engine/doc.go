@@ -72,7 +72,7 @@
 // grace period (a session: its end plus the gap plus the grace); later ones
 // are dropped, counted, and optionally dead-lettered. Results go downstream
 // on every update, or once per window after it closes with [EmitFinal]
-// (looked for at most once per [EmitFinalInterval] of the wall clock), or
+// (looked for at most once per [EmitInterval] of the wall clock), or
 // as each window closes with [SuppressUntilWindowCloses];
 // [Table.SuppressUntil] rate-limits any table's updates. [QueryWindowStore]
 // and [QuerySessionStore] read the windows of a running instance.
@@ -102,7 +102,7 @@
 // record that meets no partner gives its left or outer result once its
 // window and grace have passed in the join's stream time (at once if they
 // had passed when it arrived), looked for at most once per
-// [JoinEmitInterval] of the wall clock.
+// [EmitInterval] of the wall clock.
 // [JoinForeignKey] and [LeftJoinForeignKey] join each row of a table with
 // the row of another whose key it names, whatever their partitioning.
 // A table made [Versioned] keeps its past values for a while, so that a
@@ -172,7 +172,11 @@
 //     of its task's); Kafka Streams' processors start theirs afresh after a
 //     restart, and may then accept a record for a window that had closed,
 //     or hold back one they would have let go. Likewise the numbers that
-//     keep a stream–stream join's records of one key and time apart.
+//     keep a stream–stream join's records of one key and time apart. A
+//     window store's own time (its latest window's, which decides what
+//     Kafka Streams' store would hide and when windows expire) does start
+//     afresh after a restart, where Kafka Streams rebuilds it as it
+//     restores the store: until a window is written, none is hidden.
 //   - Windows stay in their store for a day by default ([Retention]);
 //     Kafka Streams keeps them only as long as the windows need. What an
 //     aggregation sees and emits still follows Kafka Streams' retention: a

@@ -456,7 +456,7 @@ func (c *Cogrouped[K, VA]) finish(name string, stores []string, proc func(add ag
 // passes it. A record without a key or value is dropped. The options are
 // those of [WindowedAggregate].
 func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() VA, opts ...Option) *Table[Windowed[K], VA] {
-	o, err := c.b.opts("WindowedCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
+	o, err := c.b.opts("WindowedCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("WindowedCogroup: %w", werr))
@@ -476,7 +476,7 @@ func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() 
 // has its own stream time, as in [WindowedCogroup]. A record without a key
 // or value is dropped. The options are those of [SessionAggregate].
 func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, merge func(K, VA, VA) VA, opts ...Option) *Table[Windowed[K], VA] {
-	o, err := c.b.opts("SessionCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
+	o, err := c.b.opts("SessionCogroup", opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, defaultSerde[VA]())
 	if werr := w.check(); werr != nil {
 		err = errors.Join(err, fmt.Errorf("SessionCogroup: %w", werr))

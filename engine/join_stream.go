@@ -23,7 +23,8 @@ type JoinWindows struct {
 // JoinTimeDifference joins records at most d apart, either way, without
 // grace: each side keeps a record until it is 2d older than the side's
 // latest one, and a left or outer join emits a record that met no partner
-// as soon as its window has passed.
+// once its window has passed, on the next record at the join's stream time
+// (at most once per [EmitInterval]).
 func JoinTimeDifference(d time.Duration) JoinWindows { return JoinWindows{before: d, after: d} }
 
 // Before sets how much earlier than a left record a right record may be.
@@ -62,18 +63,6 @@ func (w JoinWindows) check() error {
 	return errors.Join(errs...)
 }
 
-// JoinEmitInterval sets how often, at most, by the wall clock, a left or
-// outer stream-stream join looks for records whose windows closed without
-// a partner, to emit their results (Kafka Streams'
-// __emit.interval.ms.kstreams.outer.join.spurious.results.fix__). The
-// default is one second, as in Kafka Streams, and 0 in the enginetest
-// driver, as in Kafka Streams' TopologyTestDriver; 0 looks on every record
-// that may find some. The first look after a task starts is never held
-// back.
-func JoinEmitInterval(d time.Duration) Option {
-	return func(o *options) { o.joinEmitInterval = &d; o.set = append(o.set, "JoinEmitInterval") }
-}
-
 // JoinStreams joins records of two streams with the same key whose
 // timestamps fall within the join windows: each pair gives one result when
 // the second of the two arrives, stamped with the later of the two times
@@ -98,7 +87,7 @@ func JoinStreams[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w JoinWin
 // stamped with its own time and carrying the headers of the record that
 // made the join look, the next time a record with a key and a value
 // arrives whose timestamp is the join's stream time (no record before it
-// was later), if, by the wall clock, [JoinEmitInterval] has passed since
+// was later), if, by the wall clock, [EmitInterval] has passed since
 // the join last looked. A right record that meets it before removes it. A
 // record that arrives when its window has already passed, and meets no
 // right record, gives its result at once (a right record arriving later
@@ -121,12 +110,17 @@ func OuterJoinStreams[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 	}, nilFuncErr(fn == nil, "join"))
 }
 
-// The join's stores, as Kafka Streams' (KStreamImplJoin):
+// The join's stores, as Kafka Streams' (KStreamImplJoin). Their names are
+// not those of the join's stores before it followed Kafka Streams
+// ("-left-store", "-right-store", "-expiry", "-pending"), whose layouts
+// differ: an application that upgrades in place starts its stream joins'
+// windows empty rather than misreading them, and may delete those stores'
+// changelog topics.
 //
-//   - one per side ("-left-store", "-right-store"), its window store: key,
+//   - one per side ("-left-window", "-right-window"), its window store: key,
 //     timestamp (8 bytes) and a sequence number (8 bytes: records of one
 //     key and time stay apart, in the order they came), the encoded value;
-//   - "-expiry", when each side's records expire: the side (1 byte), the
+//   - "-window-expiry", when each side's records expire: the side (1 byte), the
 //     time the record expires (its timestamp plus the retention, 8
 //     bytes), the record's key in its side's store;
 //   - for left and outer joins, "-outer-store", the records waiting for a
@@ -139,15 +133,11 @@ const (
 	joinRight = 1
 )
 
-// ssDefaultEmitInterval is Kafka Streams' default emit interval of
-// non-joined results.
-const ssDefaultEmitInterval = time.Second
-
 func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w JoinWindows, op string, leftOuter, rightOuter bool, opts []Option, join func(k, lv, rv any) any, nilErr error) *Stream[K, V] {
 	b := l.b
 	allowed := []string{"InMemory", "WithoutChangelog", "ResultHeaders"}
 	if leftOuter {
-		allowed = append(allowed, "JoinEmitInterval")
+		allowed = append(allowed, "EmitInterval")
 	}
 	o, err := b.opts(op, opts, allowed...)
 	err = errors.Join(err, b.same(r.b), nilErr)
@@ -155,9 +145,9 @@ func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 		err = errors.Join(err, fmt.Errorf("%s: %w", op, werr))
 	}
 	interval := time.Duration(-1) // the default: at Init
-	if o.joinEmitInterval != nil {
-		if interval = *o.joinEmitInterval; interval < 0 {
-			err = errors.Join(err, fmt.Errorf("%s: JoinEmitInterval %v is negative", op, interval))
+	if o.emitInterval != nil {
+		if interval = *o.emitInterval; interval < 0 {
+			err = errors.Join(err, fmt.Errorf("%s: EmitInterval %v is negative", op, interval))
 		}
 	}
 	li, ri := l, r
@@ -168,7 +158,7 @@ func streamStreamJoin[K, VL, VR, V any](l *Stream[K, VL], r *Stream[K, VR], w Jo
 		ri = r.repartition(b.name(op+"-right-repartition", o, []*topo.Node{r.node}, ""), 0, nil)
 	}
 	name := b.name(op, o, []*topo.Node{li.node, ri.node}, "")
-	stores := []string{name + "-left-store", name + "-right-store", name + "-expiry"}
+	stores := []string{name + "-left-window", name + "-right-window", name + "-window-expiry"}
 	if leftOuter {
 		stores = append(stores, name+"-outer-store")
 	}
@@ -272,7 +262,7 @@ func (p *ssJoin) Init(c *topo.Context) error {
 	}
 	p.interval = cfg.interval
 	if p.interval < 0 {
-		p.interval = ssDefaultEmitInterval.Milliseconds()
+		p.interval = defaultEmitInterval.Milliseconds()
 		if c.EmitEveryRecord() {
 			p.interval = 0
 		}

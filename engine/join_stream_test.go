@@ -42,7 +42,7 @@ func TestStreamJoinsMatchTheirDefinition(t *testing.T) {
 		ol, or := engine.NewStream(b, "ol", serde.String, serde.String), engine.NewStream(b, "or", serde.String, serde.String)
 		engine.OuterJoinStreams(ol, or, w, func(k string, lv string, lok bool, rv string, rok bool) string {
 			return fmt.Sprintf("%s:%s+%s", k, dslOrNull(lv, lok), dslOrNull(rv, rok))
-		}, engine.Named("outer"), engine.JoinEmitInterval(0)).To("outer")
+		}, engine.Named("outer"), engine.EmitInterval(0)).To("outer")
 		top, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -158,12 +158,12 @@ func sjExpect(t *testing.T, out *enginetest.Output[string, string], want ...stri
 }
 
 // A left join looks for the records whose windows closed unmatched at
-// most once per JoinEmitInterval of the wall clock (by default a second in
+// most once per EmitInterval of the wall clock (by default a second in
 // the runtime, as in Kafka Streams; 0 in the driver, as in its
 // TopologyTestDriver): the first look passes, the next waits for the
 // driver's clock.
 func TestStreamLeftJoinEmitsNonJoinedOncePerInterval(t *testing.T) {
-	d, out := sjLeftJoin(t, engine.JoinEmitInterval(time.Second))
+	d, out := sjLeftJoin(t, engine.EmitInterval(time.Second))
 	sjPipe(t, d, "l", "a", "A", 0) // looks (nothing yet), then waits
 	sjPipe(t, d, "l", "b", "B", 100)
 	sjExpect(t, out)
@@ -187,7 +187,7 @@ func TestStreamLeftJoinEmitsNonJoinedOncePerInterval(t *testing.T) {
 // Streams; one given at once, its own.
 func TestStreamJoinResultHeaders(t *testing.T) {
 	h := func(v string) engine.Header { return engine.Header{Key: "h", Value: []byte(v)} }
-	d, out := sjLeftJoin(t, engine.JoinEmitInterval(0))
+	d, out := sjLeftJoin(t, engine.EmitInterval(0))
 	sjPipe(t, d, "l", "a", "A", 10, h("1"))
 	sjPipe(t, d, "r", "a", "x", 15, h("2"))
 	sjExpect(t, out, "a A+x @15 h=2")
@@ -198,7 +198,7 @@ func TestStreamJoinResultHeaders(t *testing.T) {
 	sjExpect(t, out, "e E+null @5 h=5")
 
 	// ResultHeaders gets those headers.
-	d, out = sjLeftJoin(t, engine.JoinEmitInterval(0), engine.ResultHeaders(func(hs []engine.Header) []engine.Header {
+	d, out = sjLeftJoin(t, engine.EmitInterval(0), engine.ResultHeaders(func(hs []engine.Header) []engine.Header {
 		return append(slices.Clone(hs), engine.Header{Key: "joined", Value: []byte("y")})
 	}))
 	sjPipe(t, d, "l", "b", "B", 20, h("3"))

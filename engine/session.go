@@ -168,7 +168,7 @@ func SessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], init func()
 func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, merge sessionMerge, countsNulls bool, nilErr error) *Table[Windowed[K], VA] {
 	g := ss.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}

@@ -29,9 +29,10 @@ import (
 //
 // The buffer is a store (named by [Materialized], default the node's name
 // plus "-buffer", with a changelog unless [WithoutChangelog]), so what
-// waits survives a restart. It is not bounded. The table must come from a
-// windowed aggregation (through stateless operations, if any): building
-// fails otherwise.
+// waits survives a restart. It is not bounded. The table must come from
+// windowed aggregations upstream, every path up from it reaching one (the
+// longest close delay among them counts, as Kafka Streams'
+// GraphGraceSearchUtil finds it): building fails otherwise.
 func SuppressUntilWindowCloses[K, V any](t *Table[Windowed[K], V], opts ...Option) *Table[Windowed[K], V] {
 	o, err := t.b.opts("SuppressUntilWindowCloses", opts, "Named", "Materialized", "InMemory", "WithoutChangelog")
 	closeAfter, ok := windowCloseOf(t.node)

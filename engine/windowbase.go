@@ -25,21 +25,6 @@ const (
 	sessionWindowKind                   // KStreamSessionWindowAggregate
 )
 
-// defaultEmitInterval is how often, in wall-clock time, an emit-final
-// aggregation looks for windows that closed: Kafka Streams'
-// __emit.interval.ms.kstreams.windowed.aggregation__.
-const defaultEmitInterval = time.Second
-
-// EmitFinalInterval sets how often, in wall-clock time, an [EmitFinal]
-// aggregation looks for windows that closed: at most once per d, on a
-// record it takes. The default is Kafka Streams' (its internal config
-// __emit.interval.ms.kstreams.windowed.aggregation__): a second, and 0 in
-// the enginetest driver, as in Kafka Streams' TopologyTestDriver. With 0 it
-// looks at every record.
-func EmitFinalInterval(d time.Duration) Option {
-	return func(o *options) { o.emitFinalEvery = &d; o.set = append(o.set, "EmitFinalInterval") }
-}
-
 // windowBase is what the windowed aggregations share: the store of the
 // windows, the index of the windows waiting to be emitted (emit-final), the
 // index of the windows to expire, and the processor's clock. Each processor
@@ -103,8 +88,8 @@ func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKi
 	wb := windowBase{store: store, emitStore: store + "-emit", expiryStore: store + "-expiry", kind: kind, final: o.emitFinal,
 		kc: kc, vc: vc, size: size.Milliseconds(), grace: grace.Milliseconds(), times: &storeTimes{m: map[topo.KVStore]*storeTime{}}}
 	wb.emitEvery = -1 // the task's default
-	if o.emitFinalEvery != nil {
-		wb.emitEvery = o.emitFinalEvery.Milliseconds()
+	if o.emitInterval != nil {
+		wb.emitEvery = o.emitInterval.Milliseconds()
 	}
 	if wb.final {
 		b.addStore(o, wb.emitStore)
@@ -120,10 +105,10 @@ func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKi
 		wb.retention = max(keep, o.retention)
 		wb.visibleFor = wb.retention.Milliseconds()
 	}
-	if o.emitFinalEvery != nil && !o.emitFinal {
-		err = errors.Join(err, errors.New("EmitFinalInterval is for EmitFinal, which is not given"))
-	} else if o.emitFinalEvery != nil && *o.emitFinalEvery < 0 {
-		err = errors.Join(err, fmt.Errorf("EmitFinalInterval %v is negative", *o.emitFinalEvery))
+	if o.emitInterval != nil && !o.emitFinal {
+		err = errors.Join(err, errors.New("EmitInterval is for EmitFinal, which is not given"))
+	} else if o.emitInterval != nil && *o.emitInterval < 0 {
+		err = errors.Join(err, fmt.Errorf("EmitInterval %v is negative", *o.emitInterval))
 	}
 	return wb, err
 }
@@ -382,7 +367,7 @@ func (wb *windowBase) maybeEmitFinal(c *topo.Context, r topo.Record, closeTime i
 			lo = max(0, wb.lastEmit-wb.size) + 1
 			// No window starts in [lo, hi]: nothing new to emit (and the
 			// last emit's close time stays).
-			if sameStarts(wb.windowStarts(hi), wb.windowStarts(lo-1)) {
+			if slices.Equal(wb.windowStarts(hi), wb.windowStarts(lo-1)) {
 				return nil
 			}
 		}
@@ -435,10 +420,19 @@ func (wb *windowBase) maybeEmitFinal(c *topo.Context, r topo.Record, closeTime i
 				return err
 			}
 		}
-		// A window kept past its expiry for this (see expire) goes now.
-		if wb.holdsForEmit() && wb.expireAt(seg) <= wb.written.t {
-			if err := wb.st.Expire(kb, ms); err != nil {
+		// A window kept past its expiry for this (see expire, which took
+		// its expiry entry: the store's time, which a restart forgets,
+		// need not have reached it again) goes now.
+		if wb.holdsForEmit() {
+			ek := append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(wb.expireAt(seg))), kb...)
+			_, pending, err := wb.expiry.s.Get(ek)
+			if err != nil {
 				return err
+			}
+			if !pending {
+				if err := wb.st.Expire(kb, ms); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -472,18 +466,6 @@ func (wb *windowBase) holdsForEmit() bool {
 // Streams' TimeWindows.windowsFor), earliest first.
 func (wb *windowBase) windowStarts(ts int64) []int64 {
 	return timeWindowStarts(ts, wb.size, wb.advance)
-}
-
-func sameStarts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // expire deletes the windows whose time to expire (expireAt) the store's

@@ -193,7 +193,7 @@ func WindowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], init func() V
 func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, opts []Option, vas serde.Serde[VA], add aggFunc, countsNulls bool, nilErr error) *Table[Windowed[K], VA] {
 	g := ws.g
 	b := g.s.b
-	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitFinalInterval", "Retention")
+	o, err := b.opts(op, opts, "Materialized", "InMemory", "WithoutChangelog", "ValueSerde", "EmitFinal", "EmitInterval", "Retention")
 	vas, serr := valueSerdeOpt(o, vas)
 	in := g.input()
 	n := &topo.Node{Kind: topo.ProcessorNode, Op: op, Parents: []*topo.Node{in.node}}

@@ -50,10 +50,10 @@ func build(t *testing.T, f func(b *engine.Builder, in *engine.Stream[string, str
 	return top
 }
 
-// Emit-final looks for closed windows at most once per EmitFinalInterval of
+// Emit-final looks for closed windows at most once per EmitInterval of
 // wall-clock time, when a record comes (the first always looks); the
 // driver's default, as Kafka Streams' TopologyTestDriver's, is every record.
-func TestEmitFinalInterval(t *testing.T) {
+func TestEmitInterval(t *testing.T) {
 	ws := engine.WindowedSerde(serde.String, 10*milli)
 	for _, every := range []time.Duration{time.Second, -1} {
 		name := "default"
@@ -64,7 +64,7 @@ func TestEmitFinalInterval(t *testing.T) {
 			top := build(t, func(_ *engine.Builder, in *engine.Stream[string, string]) {
 				opts := []engine.Option{engine.EmitFinal()}
 				if every >= 0 {
-					opts = append(opts, engine.EmitFinalInterval(every))
+					opts = append(opts, engine.EmitInterval(every))
 				}
 				engine.WindowedCount(in.GroupByKey().WindowedBy(engine.TumblingWindows(10*milli)), opts...).ToStream().To("out")
 			})
@@ -106,7 +106,7 @@ func TestEmitFinalHoldsWindowsPastExpiry(t *testing.T) {
 		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
 			top := build(t, func(_ *engine.Builder, in *engine.Stream[string, string]) {
 				engine.WindowedCount(in.GroupByKey().WindowedBy(engine.TumblingWindows(10*milli)), engine.Materialized("counts"),
-					engine.EmitFinal(), engine.EmitFinalInterval(time.Second)).ToStream().To("out")
+					engine.EmitFinal(), engine.EmitInterval(time.Second)).ToStream().To("out")
 			})
 			var opts []enginetest.Option
 			if cache {
@@ -135,14 +135,14 @@ func TestEmitFinalHoldsWindowsPastExpiry(t *testing.T) {
 	}
 }
 
-// EmitFinalInterval goes with EmitFinal, and is not negative.
-func TestEmitFinalIntervalErrors(t *testing.T) {
+// EmitInterval goes with EmitFinal, and is not negative.
+func TestEmitIntervalErrors(t *testing.T) {
 	for _, c := range []struct {
 		opts []engine.Option
 		want string
 	}{
-		{[]engine.Option{engine.EmitFinalInterval(time.Second)}, "EmitFinalInterval is for EmitFinal"},
-		{[]engine.Option{engine.EmitFinal(), engine.EmitFinalInterval(-time.Second)}, "EmitFinalInterval -1s is negative"},
+		{[]engine.Option{engine.EmitInterval(time.Second)}, "EmitInterval is for EmitFinal"},
+		{[]engine.Option{engine.EmitFinal(), engine.EmitInterval(-time.Second)}, "EmitInterval -1s is negative"},
 	} {
 		b := engine.NewBuilder()
 		engine.SessionCount(engine.NewStream(b, "in", serde.String, serde.String).GroupByKey().SessionWindowedBy(engine.SessionWindows(time.Second)), c.opts...)

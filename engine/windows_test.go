@@ -133,7 +133,7 @@ func TestAppEmitFinalAcrossRestart(t *testing.T) {
 	k.create(1, in, out)
 	b := engine.NewBuilder()
 	engine.WindowedCount(engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
-		WindowedBy(engine.TumblingWindows(time.Minute)), engine.Materialized("per-minute"), engine.EmitFinal(), engine.EmitFinalInterval(0)).ToStream().To(out)
+		WindowedBy(engine.TumblingWindows(time.Minute)), engine.Materialized("per-minute"), engine.EmitFinal(), engine.EmitInterval(0)).ToStream().To(out)
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)

@@ -489,7 +489,7 @@ func buildStreamJoin(b *engine.Builder, p params) {
 	w := engine.JoinTimeDifference(ms(p, "before")).After(ms(p, "after")).Grace(ms(p, "grace"))
 	var opts []engine.Option
 	if _, ok := p["joinemit"]; ok {
-		opts = append(opts, engine.JoinEmitInterval(ms(p, "joinemit")))
+		opts = append(opts, engine.EmitInterval(ms(p, "joinemit")))
 	}
 	var j *engine.Stream[string, string]
 	switch p["kind"] {

@@ -24,13 +24,6 @@ func (cl *Clock) Observe(c *Context, ts int64) int64 {
 	return cl.ms
 }
 
-// Time is the clock's time: NoTime before the processor was given a record
-// (unless the task resumed a stream time).
-func (cl *Clock) Time(c *Context) int64 {
-	cl.start(c)
-	return cl.ms
-}
-
 func (cl *Clock) start(c *Context) {
 	if !cl.started {
 		cl.ms, cl.started = c.inst.task.resumedTime, true

@@ -124,9 +124,10 @@ type TaskConfig struct {
 	// runtime may dead-letter it.
 	OnLate func(reason string) error
 	// EmitEveryRecord: the processors that throttle what they emit by the
-	// wall clock (emit-final windows) look at every record instead, as
-	// under Kafka Streams' TopologyTestDriver, which sets their emit
-	// intervals to 0. For test drivers.
+	// wall clock (emit-final windows, left and outer stream–stream joins)
+	// look at every record instead, unless told an interval, as under
+	// Kafka Streams' TopologyTestDriver, which sets their emit intervals to
+	// 0. For test drivers.
 	EmitEveryRecord bool
 }
 
