@@ -363,7 +363,54 @@ func (a *App) StateDir() string { return a.cfg.StateDir }
 // instance's first commit of the partition's task on): a record at offset o
 // of topic t, partition p — an aggregate's event, say — is reflected in the
 // instance's queryable state once Positions()[t][p] > o.
+//
+// Positions are the instance's input partitions: a store behind a
+// repartition topic reflects a record of them later. StorePosition tells
+// what a store reflects.
 func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
+
+// PositionHeader marks the position markers the engine writes to its
+// repartition topics (a record with no key and no value, see
+// App.StorePosition); they never reach a processor, and a reader of a
+// repartition topic of its own skips them.
+const PositionHeader = runtime.PositionHeader
+
+// StorePosition is what an instance's partitions of a store reflect.
+type StorePosition struct {
+	// Offsets: per input partition, the offset after the last input
+	// record whose every consequence the store's committed state holds,
+	// whatever lies between (repartition topics, joins, several
+	// sub-topologies): a record at offset o of topic t, partition p is
+	// reflected once Offsets[t][p] > o. An input partition the instance's
+	// partitions of the store know nothing of yet is missing.
+	Offsets map[string]map[int32]int64
+	// Inputs are the input topics the store derives from, sorted: a
+	// position of any other topic never shows in the store. Derived are
+	// those of them it has through a repartition topic: every partition
+	// of the store hears of every partition of these (of the others, a
+	// partition of the store reflects only its own partition).
+	Inputs, Derived []string
+	// Partitions are the store's partitions on this instance (from their
+	// tasks' first commit here on).
+	Partitions []int32
+}
+
+// StorePosition returns what this instance's partitions of a store
+// reflect (the least of them, where they differ). Each task that writes a
+// repartition topic marks, at every commit, every partition of it with the
+// input positions of what it wrote; a task that reads the marker knows them
+// once it has processed everything before it, so positions follow the data
+// through every repartition topic to the stores it feeds.
+func (a *App) StorePosition(store string) (StorePosition, error) {
+	if _, ok := a.top.t.Stores[store]; !ok {
+		return StorePosition{}, fmt.Errorf("engine: the topology has no store %q", store)
+	}
+	sp, ok := a.rt.StorePositions(store)
+	if !ok {
+		return StorePosition{}, fmt.Errorf("engine: store %s: the instance is not running yet: %w", store, ErrNotReady)
+	}
+	return StorePosition{Offsets: sp.Offsets, Inputs: sp.Inputs, Derived: sp.Derived, Partitions: sp.Partitions}, nil
+}
 
 // Instances are the instances of the application in the group's current
 // generation, this one included, with their advertised addresses (none

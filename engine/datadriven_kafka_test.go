@@ -674,7 +674,7 @@ func (rd *dslReader) readToEnd() {
 		})
 		fs.EachRecord(func(rec *kgo.Record) {
 			rd.next[rec.Topic] = rec.Offset + 1
-			if !rec.Attrs.IsControl() {
+			if !rec.Attrs.IsControl() && !isPositionMarker(rec) {
 				rd.unread[rec.Topic] = append(rd.unread[rec.Topic], dslFormat(rec.Key, rec.Value, rd.kinds[rec.Topic], rec.Timestamp.UnixMilli()))
 			}
 		})
@@ -710,4 +710,18 @@ func (k *kt) deleteTopics() {
 	if _, err := k.adm.DeleteTopics(ctx, names...); err != nil {
 		k.t.Logf("delete topics %v: %v", names, err)
 	}
+}
+
+// isPositionMarker reports whether a record of a repartition topic is one
+// of the engine's position markers rather than data.
+func isPositionMarker(rec *kgo.Record) bool {
+	if rec.Key != nil || rec.Value != nil {
+		return false
+	}
+	for _, h := range rec.Headers {
+		if h.Key == engine.PositionHeader {
+			return true
+		}
+	}
+	return false
 }

@@ -35,10 +35,13 @@
 //
 // Read your writes: a key read or a scan with ?minPosition=<topic>:<partition>:<offset>
 // (repeatable; the positions of a command's events, as its outcome gives
-// them) waits, at most Config.PositionWait, until the instance's committed
-// state reflects those records (engine.App.Positions), and otherwise
-// answers 503 saying which it does not reflect yet. A key of another
-// instance is forwarded with the positions, and its owner waits.
+// them) waits, at most Config.PositionWait, until the view's store, in its
+// committed state, reflects those records — whatever lies between the
+// topic and the store: repartition topics, joins, several sub-topologies
+// (engine.App.StorePosition) — and otherwise answers 503 saying which it
+// does not reflect yet. A position of a topic the view does not derive
+// from is a 400: no wait could bound it. A key of another instance is
+// forwarded with the positions, and its owner waits.
 //
 // Every error is an application/problem+json document (RFC 9457) with a
 // 4xx status for what the request got wrong (an unknown view, a key that

@@ -392,7 +392,7 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 	if err == nil && r.URL.Query().Has("minPosition") {
 		// The key is here: read it once the state reflects the positions
 		// (a key elsewhere is forwarded with them).
-		if !a.awaitPositions(w, r) {
+		if !a.awaitPositions(w, r, v) {
 			return
 		}
 		e, found, err = v.Get(in, key)
@@ -458,7 +458,7 @@ func (a *api) windows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fetch := func() (any, error) { return v.Fetch(a.cfg.Instance, key, from, to) }
-	a.answerWindows(w, r, key, fetch)
+	a.answerWindows(w, r, v, key, fetch)
 }
 
 // countWindows answers a key's windows in a count-windowed view: all that
@@ -471,15 +471,15 @@ func (a *api) countWindows(w http.ResponseWriter, r *http.Request, v *projection
 			return
 		}
 	}
-	a.answerWindows(w, r, key, func() (any, error) { return v.FetchCount(a.cfg.Instance, key) })
+	a.answerWindows(w, r, v, key, func() (any, error) { return v.FetchCount(a.cfg.Instance, key) })
 }
 
 // answerWindows answers what fetch reads (after ?minPosition=, if given),
 // or forwards the request to the key's owner.
-func (a *api) answerWindows(w http.ResponseWriter, r *http.Request, key string, fetch func() (any, error)) {
+func (a *api) answerWindows(w http.ResponseWriter, r *http.Request, v *projection.View, key string, fetch func() (any, error)) {
 	ws, err := fetch()
 	if err == nil && r.URL.Query().Has("minPosition") {
-		if !a.awaitPositions(w, r) {
+		if !a.awaitPositions(w, r, v) {
 			return
 		}
 		ws, err = fetch()
@@ -564,17 +564,26 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// awaitPositions waits until the instance reflects every position of the
-// request's ?minPosition=<topic>:<partition>:<offset> (repeatable: the
-// positions of a command's events, say); false: it answered why not.
-func (a *api) awaitPositions(w http.ResponseWriter, r *http.Request) bool {
-	return a.awaitPositionsOf(w, r, false)
+// storePositioner is an Instance that tells what each store reflects
+// (*engine.App, enginetest's driver); without it a read waits for the
+// instance's input positions, which a store behind a repartition topic
+// reflects later.
+type storePositioner interface {
+	StorePosition(store string) (engine.StorePosition, error)
 }
 
-// awaitPositionsOf is awaitPositions; heldOnly: positions of partitions
-// this instance does not process are another's to wait for (a gathered
-// scan asks every instance).
-func (a *api) awaitPositionsOf(w http.ResponseWriter, r *http.Request, heldOnly bool) bool {
+// awaitPositions waits until the view's store reflects every position of
+// the request's ?minPosition=<topic>:<partition>:<offset> (repeatable: the
+// positions of a command's events, say), through every repartition topic
+// between; false: it answered why not.
+func (a *api) awaitPositions(w http.ResponseWriter, r *http.Request, v *projection.View) bool {
+	return a.awaitPositionsOf(w, r, v, false)
+}
+
+// awaitPositionsOf is awaitPositions; heldOnly: positions only the owner
+// of a partition of the view reflects are another's to wait for (a
+// gathered scan asks every instance).
+func (a *api) awaitPositionsOf(w http.ResponseWriter, r *http.Request, v *projection.View, heldOnly bool) bool {
 	specs := r.URL.Query()["minPosition"]
 	if len(specs) == 0 {
 		return true
@@ -606,20 +615,53 @@ func (a *api) awaitPositionsOf(w http.ResponseWriter, r *http.Request, heldOnly 
 		p.partition = int32(part)
 		want = append(want, p)
 	}
+	sp, byStore := a.cfg.Instance.(storePositioner)
+	// have is what the view reflects, and whether a missing position is
+	// another instance's to wait for (heldOnly).
+	have := func() (map[string]map[int32]int64, func(topic string) bool, error) {
+		if !byStore {
+			return a.cfg.Instance.Positions(), func(string) bool { return heldOnly }, nil
+		}
+		pos, err := sp.StorePosition(v.Store())
+		if err != nil {
+			return nil, nil, err
+		}
+		elsewhere := func(topic string) bool {
+			return heldOnly && (len(pos.Partitions) == 0 || !slices.Contains(pos.Derived, topic))
+		}
+		return pos.Offsets, elsewhere, nil
+	}
+	if byStore {
+		pos, err := sp.StorePosition(v.Store())
+		if err != nil {
+			a.problem(w, r, http.StatusServiceUnavailable, "position unknown", err.Error())
+			return false
+		}
+		for _, p := range want {
+			if !slices.Contains(pos.Inputs, p.topic) {
+				a.problem(w, r, http.StatusBadRequest, "bad position", fmt.Sprintf("minPosition %s:%d:%d: view %s does not derive from topic %s, so no position of it can be waited for (it derives from %s)", p.topic, p.partition, p.offset, v.Name(), p.topic, topicList(pos.Inputs)))
+				return false
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.PositionWait)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		have := a.cfg.Instance.Positions()
+		at, elsewhere, err := have()
+		if err != nil {
+			a.problem(w, r, http.StatusServiceUnavailable, "position unknown", err.Error())
+			return false
+		}
 		var missing []string
 		for _, p := range want {
-			at, ok := have[p.topic][p.partition]
-			if !ok && heldOnly {
+			o, ok := at[p.topic][p.partition]
+			if !ok && elsewhere(p.topic) {
 				continue
 			}
-			if !ok || at <= p.offset {
-				missing = append(missing, fmt.Sprintf("%s:%d:%d (at %s)", p.topic, p.partition, p.offset, positionText(at, ok)))
+			if !ok || o <= p.offset {
+				missing = append(missing, fmt.Sprintf("%s:%d:%d (at %s)", p.topic, p.partition, p.offset, positionText(o, ok)))
 			}
 		}
 		if len(missing) == 0 {
@@ -629,15 +671,22 @@ func (a *api) awaitPositionsOf(w http.ResponseWriter, r *http.Request, heldOnly 
 		case <-tick.C:
 		case <-ctx.Done():
 			w.Header().Set("Retry-After", "1")
-			a.problem(w, r, http.StatusServiceUnavailable, "position not reached", fmt.Sprintf("after %v the instance does not reflect %s yet", a.cfg.PositionWait, strings.Join(missing, ", ")))
+			a.problem(w, r, http.StatusServiceUnavailable, "position not reached", fmt.Sprintf("after %v view %s does not reflect %s yet", a.cfg.PositionWait, v.Name(), strings.Join(missing, ", ")))
 			return false
 		}
 	}
 }
 
+func topicList(topics []string) string {
+	if len(topics) == 0 {
+		return "no topic"
+	}
+	return strings.Join(topics, ", ")
+}
+
 func positionText(at int64, ok bool) string {
 	if !ok {
-		return "a partition this instance has not committed"
+		return "nothing known of it here yet"
 	}
 	return strconv.FormatInt(at, 10)
 }
@@ -687,7 +736,7 @@ func (a *api) scan(w http.ResponseWriter, r *http.Request) {
 		}
 		s.After = after
 	}
-	if !a.awaitPositionsOf(w, r, true) {
+	if !a.awaitPositionsOf(w, r, v, true) {
 		return
 	}
 	local, more, err := a.localPage(r, v, s, limit)

@@ -349,7 +349,7 @@ func TestMinPosition(t *testing.T) {
 	}{
 		{"/views/stock/keys/red?minPosition=stock:0:5", 200, `{"key":"red","value":12}`},
 		{"/views/stock/keys/red?minPosition=stock:0:6", 503, "does not reflect stock:0:6 (at 6) yet"},
-		{"/views/stock/keys/red?minPosition=stock:1:0", 503, "stock:1:0 (at a partition this instance has not committed)"},
+		{"/views/stock/keys/red?minPosition=stock:1:0", 503, "stock:1:0 (at nothing known of it here yet)"},
 		{"/views/stock/entries?limit=1&minPosition=stock:0:2&minPosition=orders:0:0", 200, `"key":"blue"`},
 		{"/views/stock/keys/red?minPosition=stock:0", 400, "want <topic>:<partition>:<offset>"},
 		{"/views/stock/keys/red?minPosition=stock:x:1", 400, "want <topic>:<partition>:<offset>"},

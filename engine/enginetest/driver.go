@@ -289,6 +289,26 @@ func (d *Driver) Positions() map[string]map[int32]int64 {
 	return out
 }
 
+// StorePosition is App.StorePosition for the driver: the driver runs every
+// record through to the end before the next, so every store reflects
+// Positions; its inputs are every topic the topology reads but its own.
+func (d *Driver) StorePosition(store string) (engine.StorePosition, error) {
+	if d.topo.Stores[store] == nil {
+		return engine.StorePosition{}, fmt.Errorf("engine: the topology has no store %q", store)
+	}
+	var inputs []string
+	for _, sub := range d.topo.Subs {
+		for ref := range sub.Sources {
+			if !ref.Internal && !sub.Global {
+				inputs = append(inputs, ref.Name)
+			}
+		}
+	}
+	slices.Sort(inputs)
+	inputs = slices.Compact(inputs)
+	return engine.StorePosition{Offsets: d.Positions(), Inputs: inputs, Partitions: []int32{0}}, nil
+}
+
 // Now is the simulated wall clock.
 func (d *Driver) Now() time.Time { return d.now }
 

@@ -52,7 +52,10 @@ type config struct {
 	Brokers  []string // none: an embedded broker
 	PGDSN    string   // none: a seeded catalog
 	StateDir string   // none: a temporary directory
-	Logger   *slog.Logger
+	// InstanceID names this instance of the store among others in its
+	// group (default "shoestore-0"); each needs its own.
+	InstanceID string
+	Logger     *slog.Logger
 	// EngineLogger is the engine's and the capture's (default: Logger).
 	EngineLogger *slog.Logger
 	// Ready, if set, is called with the API's URL once the store serves.
@@ -65,6 +68,7 @@ func main() {
 	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's brokers, comma-separated (default $KAFKA_BROKERS; none: an embedded broker)")
 	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
 	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
+	instance := fs.String("instance", "shoestore-0", "this instance's id, unique among the store's instances on the same brokers")
 	verbose := fs.Bool("v", false, "log what the engine does, too")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -74,7 +78,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Addr: *addr, PGDSN: *pg, StateDir: *stateDir, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Addr: *addr, PGDSN: *pg, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		fmt.Printf("The shoe store serves %s\n  curl %s/views\n  curl -H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, url, url)
 	}}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -99,6 +103,9 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.EngineLogger == nil {
 		cfg.EngineLogger = log
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = "shoestore-0"
 	}
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
@@ -143,7 +150,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	url := "http://" + ln.Addr().String()
 	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
-		InstanceID: "shoestore-0", Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger})
+		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger})
 	if err != nil {
 		return err
 	}
@@ -215,7 +222,11 @@ func awaitCatalog(ctx context.Context, app *engine.App) error {
 		st, err := engine.QueryKeyValueStore(app, "catalog", serde.String, serde.JSON[CatalogItem]())
 		if err == nil {
 			for _, c := range seedCatalog {
-				if _, ok, err := st.Get(c.Model); err != nil || !ok {
+				_, ok, err := st.Get(c.Model)
+				if errors.As(err, new(*engine.NotLocalError)) {
+					continue // another instance's to wait for
+				}
+				if err != nil || !ok {
 					missing = c.Model
 					break
 				}

@@ -55,6 +55,9 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 			r.discardAll()
 			return err
 		}
+		if round == 1 || len(r.hookedTasks()) == 0 {
+			r.sendMarkersLocked()
+		}
 		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 		err := r.cl.Flush(fctx)
 		cancel()

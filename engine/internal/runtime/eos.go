@@ -235,6 +235,9 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		}); err != nil {
 			return fail(err)
 		}
+		if round == 1 || len(r.hookedTasks()) == 0 {
+			r.sendMarkersLocked()
+		}
 		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 		err := r.cl.Flush(fctx)
 		cancel()
@@ -354,6 +357,7 @@ func (r *Runtime) applyStateLocked() error {
 			}
 			q.consumed = -1
 		}
+		t.publishStorePositions()
 		r.posMu.Unlock()
 	}
 	return nil

@@ -74,6 +74,11 @@ type Runtime struct {
 	// the last record its committed state reflects (Positions).
 	posMu     sync.Mutex
 	positions map[topicPartition]int64
+	// storePos: per store and partition of an active task, what its
+	// committed state reflects, through repartition topics too
+	// (positions.go).
+	storePos map[string]map[int32]map[topicPartition]int64
+	flow     *flowPlan
 	// uncommitted: a task processed a record or ran a punctuator since the
 	// last commit.
 	uncommitted bool
@@ -262,6 +267,10 @@ func (r *Runtime) setup(ctx context.Context) error {
 		return err
 	}
 	r.plan = plan
+	flow := planFlow(r.topo, plan)
+	r.posMu.Lock()
+	r.flow = flow // StorePositions reads it
+	r.posMu.Unlock()
 	r.purger = newPurger(r.topo, plan, r.cfg.PurgeInterval)
 	if r.cfg.DeadLetterTopic != "" {
 		if err := ensureTopic(ctx, r.adm, r.cfg.DeadLetterTopic); err != nil {

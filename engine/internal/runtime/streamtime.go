@@ -29,23 +29,46 @@ type streamTimes struct {
 	// committed are the offsets the group had committed, as fetched
 	// after a rebalance (for bootstrap.go).
 	committed map[topicPartition]int64
+	// derived is what the tasks knew through repartition partitions, as
+	// committed (positions.go).
+	derived map[topicPartition]string
 }
 
 // streamTimePrefix starts the offset commit metadata this engine writes.
 const streamTimePrefix = "oxbow-st:"
 
-func encodeStreamTime(ms int64) string { return streamTimePrefix + strconv.FormatInt(ms, 10) }
+// maxMetadata bounds the metadata of a committed offset (Kafka's
+// offset.metadata.max.bytes is 4096 by default).
+const maxMetadata = 4000
 
-func decodeStreamTime(meta *string) (int64, bool) {
+// encodeStreamTime is a partition's commit metadata: its stream time
+// (none: topo.NoTime), and what its task knew through it of the input
+// positions, if it is a repartition partition (derivedMeta), after a
+// semicolon.
+func encodeStreamTime(ms int64, derived string) string {
+	s := streamTimePrefix
+	if ms != topo.NoTime {
+		s += strconv.FormatInt(ms, 10)
+	}
+	if derived != "" && len(s)+1+len(derived) <= maxMetadata {
+		s += ";" + derived
+	}
+	return s
+}
+
+// decodeMeta decodes encodeStreamTime's metadata: the stream time (false
+// if none) and the derived positions.
+func decodeMeta(meta *string) (int64, string, bool) {
 	if meta == nil {
-		return 0, false
+		return 0, "", false
 	}
 	s, ok := strings.CutPrefix(*meta, streamTimePrefix)
 	if !ok {
-		return 0, false
+		return 0, "", false
 	}
+	s, derived, _ := strings.Cut(s, ";")
 	ms, err := strconv.ParseInt(s, 10, 64)
-	return ms, err == nil
+	return ms, derived, err == nil
 }
 
 // onOffsetsFetched records the stream times committed with the offsets
@@ -59,9 +82,16 @@ func (s *streamTimes) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *k
 	if s.committed == nil {
 		s.committed = map[topicPartition]int64{}
 	}
+	if s.derived == nil {
+		s.derived = map[topicPartition]string{}
+	}
 	add := func(topic string, p int32, offset int64, meta *string) {
-		if ms, ok := decodeStreamTime(meta); ok {
+		ms, derived, ok := decodeMeta(meta)
+		if ok {
 			s.m[topicPartition{topic, p}] = ms
+		}
+		if derived != "" {
+			s.derived[topicPartition{topic, p}] = derived
 		}
 		s.committed[topicPartition{topic, p}] = offset
 	}
@@ -89,6 +119,14 @@ func (s *streamTimes) committedOffset(tp topicPartition) (int64, bool) {
 	return o, ok
 }
 
+// derivedOf is what was committed of a repartition partition's derived
+// positions.
+func (s *streamTimes) derivedOf(tp topicPartition) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.derived[tp]
+}
+
 // of is the largest stream time committed for any of the partitions.
 func (s *streamTimes) of(tps []topicPartition) (int64, bool) {
 	s.mu.Lock()
@@ -102,15 +140,22 @@ func (s *streamTimes) of(tps []topicPartition) (int64, bool) {
 	return best, found
 }
 
-// set records stream times the instance committed.
-func (s *streamTimes) set(times map[topicPartition]int64) {
+// set records stream times (and derived positions) the instance
+// committed.
+func (s *streamTimes) set(times commitMeta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[topicPartition]int64{}
 	}
-	for tp, ms := range times {
+	if s.derived == nil {
+		s.derived = map[topicPartition]string{}
+	}
+	for tp, ms := range times.times {
 		s.m[tp] = ms
+	}
+	for tp, d := range times.derived {
+		s.derived[tp] = d
 	}
 }
 
@@ -130,32 +175,47 @@ func (t *rtask) startStreamTime() {
 	}
 }
 
+// commitMeta is what a commit writes in its offsets' metadata.
+type commitMeta struct {
+	times   map[topicPartition]int64  // stream times
+	derived map[topicPartition]string // derived positions (derivedMeta)
+}
+
 // commitTimes is the stream time of every input partition of a task that
-// has one. The caller holds r.mu and no worker runs.
-func (r *Runtime) commitTimes() map[topicPartition]int64 {
-	times := map[topicPartition]int64{}
+// has one, and the derived positions of its repartition partitions. The
+// caller holds r.mu and no worker runs.
+func (r *Runtime) commitTimes() commitMeta {
+	m := commitMeta{times: map[topicPartition]int64{}, derived: map[topicPartition]string{}}
 	for _, t := range r.tasks {
 		ms := t.t.StreamTime()
-		if ms == topo.NoTime {
-			continue
-		}
 		for tp := range t.queues {
-			times[tp] = ms
+			if ms != topo.NoTime {
+				m.times[tp] = ms
+			}
+			if d := t.derivedMeta(tp.topic); d != "" {
+				m.derived[tp] = d
+			}
 		}
 	}
-	return times
+	return m
 }
 
 // withStreamTimes returns ctx carrying the functions that put the stream
 // times into the commit franz-go is about to send (a plain offset commit
 // or, under exactly-once, the transaction's).
-func withStreamTimes(ctx context.Context, times map[topicPartition]int64) context.Context {
+func withStreamTimes(ctx context.Context, times commitMeta) context.Context {
 	meta := func(topic string, p int32) *string {
-		if ms, ok := times[topicPartition{topic, p}]; ok {
-			s := encodeStreamTime(ms)
-			return &s
+		tp := topicPartition{topic, p}
+		ms, ok := times.times[tp]
+		d := times.derived[tp]
+		if !ok && d == "" {
+			return nil
 		}
-		return nil
+		if !ok {
+			ms = topo.NoTime
+		}
+		s := encodeStreamTime(ms, d)
+		return &s
 	}
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {

@@ -42,6 +42,12 @@ type rtask struct {
 	cur      *kgo.Record // the record being processed
 	lastPunc time.Time
 	timeSet  bool // the committed stream time was looked up (streamtime.go)
+
+	// derived: per repartition topic read, what it told of each input
+	// partition; marked: per repartition topic written, the positions of
+	// the last marker (positions.go).
+	derived map[string]map[topicPartition]*originSlot
+	marked  map[string]map[topicPartition]int64
 }
 
 type loggedStore struct {
@@ -73,6 +79,11 @@ type partQueue struct {
 	// consumed is the offset after the last record processed since the last
 	// commit, or -1.
 	consumed int64
+	// processed is the offset after the last record processed (or
+	// committed, at the start), or -1.
+	processed int64
+	// metaRead: the commit's metadata was looked up (positions.go).
+	metaRead bool
 	src      *topo.Source // the task's source of the partition's topic
 	// Per-topic values made once rather than per record.
 	spanName  string
@@ -87,7 +98,7 @@ func (q *partQueue) peek() *kgo.Record { return q.recs[q.head] }
 func (q *partQueue) eventTime() int64 {
 	if !q.headSet {
 		rec := q.peek()
-		if q.src == nil || q.src.RecordTimed() {
+		if q.src == nil || q.src.RecordTimed() || (rec.Value == nil && isMarker(rec)) {
 			q.headTime = rec.Timestamp.UnixMilli()
 		} else {
 			q.headTime = q.src.EventTime(topo.Input{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()})
@@ -238,6 +249,13 @@ func (t *rtask) panicked(p any) error {
 
 func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) error {
 	r := t.r
+	if rec.Key == nil && rec.Value == nil && len(rec.Headers) > 0 {
+		if writer, pos, ok := markerOf(rec); ok {
+			t.applyMarker(q.tp.topic, writer, pos)
+			q.consumed, q.processed = rec.Offset+1, rec.Offset+1
+			return nil
+		}
+	}
 	var start time.Time
 	if r.m.enabled {
 		start = time.Now()
@@ -281,7 +299,7 @@ func (t *rtask) process(ctx context.Context, rec *kgo.Record, q *partQueue) erro
 			return err // the record stays uncommitted
 		}
 	}
-	q.consumed = rec.Offset + 1
+	q.consumed, q.processed = rec.Offset+1, rec.Offset+1
 	return nil
 }
 
@@ -510,7 +528,7 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	}
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		q := &partQueue{consumed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic))),
+		q := &partQueue{consumed: -1, processed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic))),
 			endAtAssign: -1, tp: tp}
 		t.queues[tp] = q
 		t.qs = append(t.qs, q)
@@ -584,6 +602,9 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 		for tp := range t.queues {
 			delete(r.byPart, tp)
 			delete(r.positions, tp)
+		}
+		for _, spec := range t.sub.Stores {
+			delete(r.storePos[spec.Name], id.Partition)
 		}
 		r.posMu.Unlock()
 		resume := map[string][]int32{}
@@ -819,6 +840,7 @@ func (t *rtask) discard() {
 	for _, q := range t.queues {
 		q.consumed = -1
 	}
+	t.marked = nil
 	t.out.mu.Lock()
 	clear(t.out.logEnd)
 	t.out.mu.Unlock()

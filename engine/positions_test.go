@@ -1,0 +1,173 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// twoHops counts words through a repartition (store "counts"), and sums
+// the counts to one key through a second repartition (store "total"), so
+// that "total" derives from the input through two repartition topics and
+// both sub-topologies of the first. Words "skip" are dropped before the
+// first repartition: their positions reach the stores with no record.
+func twoHops(in string) *engine.Topology {
+	b := engine.NewBuilder()
+	words := engine.NewStream(b, in, serde.String, serde.String).Filter(func(_, w string) bool { return w != "skip" })
+	counts := engine.GroupBy(words, func(_, w string) string { return w }, engine.Named("by-word")).Count(engine.Materialized("counts"))
+	engine.AggregateTable(engine.GroupTable(counts, func(_ string, n int64) (string, int64) { return "all", n }, engine.Named("to-total")),
+		func() int64 { return 0 },
+		func(_ string, n, sum int64) int64 { return sum + n },
+		func(_ string, n, sum int64) int64 { return sum - n },
+		engine.Materialized("total"))
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return top
+}
+
+// Each record written to the input is reflected in both stores, behind one
+// and two repartition topics, as soon as the store's position says so, on
+// the instance that holds the key: a read-your-writes through
+// repartitions, checked against counts kept here.
+func TestStorePositionFollowsRepartitions(t *testing.T) {
+	for _, g := range guarantees {
+		t.Run(g.name, func(t *testing.T) {
+			k := newKT(t)
+			in := k.topic("words")
+			k.create(3, in)
+			top := twoHops(in)
+			cfg := engine.Config{Guarantee: g.g}
+			a := k.start(top, withID(cfg, "a"))
+			b := k.start(top, withID(cfg, "b"))
+			wait(t, 60*time.Second, "both instances to have tasks", func() bool {
+				k.checkApps()
+				return len(a.Tasks()) > 0 && len(b.Tasks()) > 0
+			})
+			apps := map[string]*app{"a": a, "b": b}
+			rng := rand.New(rand.NewPCG(3, 4))
+			vocabulary := []string{"ant", "bee", "cat", "skip"}
+			want, total := map[string]int64{}, int64(0)
+			for i := range 40 {
+				w := vocabulary[rng.IntN(len(vocabulary))]
+				rec := &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "user-%d", rng.IntN(9)), Value: []byte(w), Timestamp: enginetest.At(int64(i))}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				rec.Partition = kafkaPartition(rec.Key, 3)
+				err := k.cl.ProduceSync(ctx, rec).FirstErr()
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w != "skip" {
+					want[w]++
+					total++
+				}
+				check := func(store, key string, wantV int64) {
+					t.Helper()
+					owner, _, err := engine.KeyOwner(a.App, store, key, serde.String)
+					if err != nil {
+						t.Fatal(err)
+					}
+					host := apps[owner.ID]
+					var last engine.StorePosition
+					defer func() {
+						if t.Failed() {
+							t.Logf("the store's last position: %+v", last)
+						}
+					}()
+					wait(t, 30*time.Second, fmt.Sprintf("store %s on %s to reflect %s[%d]@%d", store, owner.ID, in, rec.Partition, rec.Offset), func() bool {
+						k.checkApps()
+						pos, err := host.StorePosition(store)
+						if err != nil {
+							t.Fatal(err)
+						}
+						last = pos
+						return pos.Offsets[in][rec.Partition] > rec.Offset
+					})
+					s, err := engine.QueryKeyValueStore(host.App, store, serde.String, serde.Int64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, _, err := s.Get(key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v != wantV {
+						t.Fatalf("record %d (%q): store %s says %s=%d once its position passed the record, want %d", i, w, store, key, v, wantV)
+					}
+				}
+				if w != "skip" {
+					check("counts", w, want[w])
+				} else {
+					check("counts", "ant", want["ant"])
+				}
+				check("total", "all", total)
+			}
+			// A new instance in their place knows, from the committed
+			// offsets' metadata, what the stores reflect, with no new record.
+			last := map[int32]int64{}
+			for p := range int32(3) {
+				last[p] = k.end(in, p)
+			}
+			for _, x := range []*app{a, b} {
+				if err := x.stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := k.start(top, withID(cfg, "c"))
+			wait(t, 60*time.Second, "the new instance to know what total reflects", func() bool {
+				k.checkApps()
+				pos, err := c.StorePosition("total")
+				if errors.Is(err, engine.ErrNotReady) {
+					return false
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for p, end := range last {
+					if pos.Offsets[in][p] < end {
+						return false
+					}
+				}
+				return true
+			})
+			for _, x := range []*app{c} {
+				pos, err := x.StorePosition("total")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pos.Inputs) != 1 || pos.Inputs[0] != in || len(pos.Derived) != 1 {
+					t.Errorf("instance %s: store total derives from %v (through a repartition: %v), want [%s] both", x.ID(), pos.Inputs, pos.Derived, in)
+				}
+			}
+		})
+	}
+}
+
+// end is a partition's end offset.
+func (k *kt) end(topic string, p int32) int64 {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := k.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	o, _ := ends.Lookup(topic, p)
+	return o.Offset
+}
+
+func withID(cfg engine.Config, id string) engine.Config {
+	cfg.InstanceID = id
+	return cfg
+}
