@@ -249,23 +249,22 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 		correlation = id
 	}
 	replyHeaders := []engine.Header{{Key: HeaderCommandID, Value: []byte(id)}, {Key: HeaderCorrelationID, Value: []byte(correlation)}}
-	o := Outcome{CommandID: id, AggregateID: rec.Key}
+	expected, _ := header(rec.Headers, HeaderExpectedVersion)
+	o := Outcome{CommandID: id, AggregateID: rec.Key, Request: Fingerprint(rec.Key, rec.Value, expected)}
 
-	// The same command again: its recorded outcome.
+	// The same command again: its recorded outcome (its caller tells a
+	// repeat from another request with the id by o.Request). Command ids
+	// are the aggregate's: the same id for another names another command.
 	p.mu.Lock()
-	if po := p.pending[id]; po != nil {
+	if po := p.pending[outcomeKey(rec.Key, id)]; po != nil {
 		po.duplicates++
 		p.mu.Unlock()
 		return nil
 	}
 	p.mu.Unlock()
-	if b, found, err := p.outcomes.Get(id); err != nil {
+	if prev, found, err := p.recorded(rec.Key, id); err != nil {
 		return err
 	} else if found {
-		var prev Outcome
-		if err := json.Unmarshal(b, &prev); err != nil {
-			return fmt.Errorf("aggregate %s: the recorded outcome of command %s: %w", p.a.cfg.Name, id, err)
-		}
 		prev.Duplicate = true
 		return p.reply(ctx, prev, rec.Timestamp, replyHeaders)
 	}
@@ -351,7 +350,7 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 		return p.record(ctx, po.o, rec.Timestamp, replyHeaders)
 	}
 	p.mu.Lock()
-	p.pending[id] = po
+	p.pending[outcomeKey(rec.Key, id)] = po
 	p.order = append(p.order, po)
 	p.mu.Unlock()
 	return nil
@@ -386,17 +385,45 @@ func (p *processor[S, C, E]) load(id string) (int64, S, error) {
 	return p.a.DecodeState(b)
 }
 
+// outcomeKey is where an outcome is kept: the aggregate's id and the
+// command's.
+func outcomeKey(aggregateID, commandID string) string { return aggregateID + "\x00" + commandID }
+
+// recorded is the outcome recorded for an aggregate's command id: under
+// outcomeKey, or under the command id alone as versions before keys were
+// scoped kept it (if it is the aggregate's).
+func (p *processor[S, C, E]) recorded(aggregateID, id string) (Outcome, bool, error) {
+	for _, k := range []string{outcomeKey(aggregateID, id), id} {
+		b, found, err := p.outcomes.Get(k)
+		if err != nil || !found {
+			if err != nil {
+				return Outcome{}, false, err
+			}
+			continue
+		}
+		var o Outcome
+		if err := json.Unmarshal(b, &o); err != nil {
+			return Outcome{}, false, fmt.Errorf("aggregate %s: the recorded outcome of command %s: %w", p.a.cfg.Name, id, err)
+		}
+		if o.AggregateID == aggregateID {
+			return o, true, nil
+		}
+	}
+	return Outcome{}, false, nil
+}
+
 // record keeps an outcome under its command id and replies with it.
 func (p *processor[S, C, E]) record(ctx *engine.ProcessorContext[string, []byte], o Outcome, ts time.Time, hs []engine.Header) error {
 	b, err := json.Marshal(o)
 	if err != nil {
 		return err
 	}
-	if err := p.outcomes.Put(o.CommandID, b); err != nil {
+	key := outcomeKey(o.AggregateID, o.CommandID)
+	if err := p.outcomes.Put(key, b); err != nil {
 		return err
 	}
 	exp := binary.BigEndian.AppendUint64(nil, uint64(ts.Add(p.a.cfg.OutcomeRetention).UnixMilli()))
-	if err := p.expiry.Put(append(exp, o.CommandID...), []byte{}); err != nil {
+	if err := p.expiry.Put(append(exp, key...), []byte{}); err != nil {
 		return err
 	}
 	return p.reply(ctx, o, ts, hs)

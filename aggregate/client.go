@@ -213,9 +213,12 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 		{Key: HeaderType, Value: []byte(name)},
 		{Key: HeaderCommandID, Value: []byte(s.id)},
 	}}
+	expected := ""
 	if s.expected != nil {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderExpectedVersion, Value: []byte(strconv.FormatInt(*s.expected, 10))})
+		expected = strconv.FormatInt(*s.expected, 10)
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderExpectedVersion, Value: []byte(expected)})
 	}
+	request := Fingerprint(aggregateID, value, expected)
 	if s.correlation != "" {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderCorrelationID, Value: []byte(s.correlation)})
 	}
@@ -240,6 +243,10 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 	}
 	select {
 	case o := <-w:
+		if o.Request != "" && o.Request != request {
+			return Outcome{}, fmt.Errorf("%w: command id %s of aggregate %s was first used for another request (of aggregate %q); its outcome stands, and this command was not run: give it an id of its own",
+				ErrCommandIDReused, s.id, c.name, o.AggregateID)
+		}
 		return o, nil
 	case <-c.done:
 		return Outcome{}, fmt.Errorf("aggregate %s: the client was closed while command %s waited for its outcome", c.name, s.id)

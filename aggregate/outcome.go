@@ -1,6 +1,9 @@
 package aggregate
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -20,9 +23,11 @@ const (
 	Conflict Status = "conflict"
 )
 
-// Outcome is what became of a command. It is recorded under the command's
-// id: a command submitted again with that id gets the same outcome back,
-// with Duplicate set, and changes nothing.
+// Outcome is what became of a command. It is recorded under the
+// aggregate's and the command's id for Config.OutcomeRetention (of stream
+// time): a command submitted again to the aggregate with that id gets the
+// same outcome back, with Duplicate set, and changes nothing; the same id
+// on another aggregate names another command.
 type Outcome struct {
 	CommandID   string `json:"commandId"`
 	AggregateID string `json:"aggregateId"`
@@ -37,7 +42,28 @@ type Outcome struct {
 	Events    []Position `json:"events,omitempty"`
 	Rejection *Rejection `json:"rejection,omitempty"`
 	Duplicate bool       `json:"duplicate,omitempty"`
+	// Request fingerprints the command the id was first used for: its
+	// aggregate id, encoded command and expected version (Fingerprint).
+	// A command submitted again with the id but another request is no
+	// repeat: Client.Submit then fails with ErrCommandIDReused.
+	Request string `json:"request,omitempty"`
 }
+
+// Fingerprint is an Outcome's Request: a hash of a command's aggregate
+// id, its encoded envelope and the version it expects ("" if none).
+func Fingerprint(aggregateID string, command []byte, expectedVersion string) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(aggregateID), command, []byte(expectedVersion)} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(part))))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ErrCommandIDReused wraps the error of a command submitted with the id
+// of another: another aggregate, command or expected version. Nothing was
+// done; the id's first outcome stands.
+var ErrCommandIDReused = errors.New("aggregate: command id reused for another request")
 
 // Position is a record's place in Kafka.
 type Position struct {

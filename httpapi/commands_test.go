@@ -120,6 +120,28 @@ func TestCommandsOverHTTP(t *testing.T) {
 	if again.status != 200 || !again.outcome.Duplicate || again.outcome.Version != 1 || again.outcome.Events[0] != first.outcome.Events[0] {
 		t.Errorf("the shipment again: %d %s", again.status, again.body)
 	}
+	// The key again with another body or another If-Match is no repeat:
+	// 422 naming the key, nothing done (the shipment's outcome still
+	// answers the key, and the version is 1). Keys are the aggregate's:
+	// on another, the key names another command.
+	if a := post(t, s, "/aggregates/inventory/green/commands", "application/json", ship, "Idempotency-Key", "ship-1"); a.status != 200 || a.outcome.Duplicate || a.outcome.AggregateID != "green" {
+		t.Errorf("key ship-1 on another aggregate: %d %s", a.status, a.body)
+	}
+	for _, c := range []struct{ path, body, match string }{
+		{path, `{"type":"ReceiveShipment","data":{"quantity":4,"unitCost":2500}}`, ""},
+		{path, ship, `"0"`},
+	} {
+		hs := []string{"Idempotency-Key", "ship-1"}
+		if c.match != "" {
+			hs = append(hs, "If-Match", c.match)
+		}
+		if a := post(t, s, c.path, "application/json", c.body, hs...); a.status != 422 || !strings.Contains(a.body, `Idempotency-Key \"ship-1\"`) {
+			t.Errorf("key ship-1 reused for %s %s (If-Match %s): %d %s", c.path, c.body, c.match, a.status, a.body)
+		}
+	}
+	if a := post(t, s, path, "application/json", ship, "Idempotency-Key", "ship-1"); a.status != 200 || !a.outcome.Duplicate || a.outcome.Version != 1 {
+		t.Errorf("the shipment again, after the reuses: %d %s", a.status, a.body)
+	}
 	if a := post(t, s, path, "application/json", sell, "If-Match", `"0"`); a.status != 409 || a.outcome.Status != aggregate.Conflict || a.etag != `"1"` {
 		t.Errorf("a sale expecting version 0: %d %s (ETag %s)", a.status, a.body, a.etag)
 	}

@@ -24,6 +24,13 @@
 //	                                 each with the outcome and the aggregate's version as ETag;
 //	                                 Idempotency-Key is the command id, If-Match the version expected
 //
+// An Idempotency-Key is the aggregate's (the same key on another aggregate
+// names another command) and is remembered for the aggregate's
+// OutcomeRetention (aggregate.Config; a day of the command topic's time by
+// default): the same request again — the same body and If-Match — gets the
+// first outcome, with "duplicate": true, and changes nothing; another
+// request with the key is answered 422, naming the key, and is not run.
+//
 // A key of another instance is forwarded to it (the owner comes from the
 // group's assignment, its address from engine.Config.AdvertisedAddr), once:
 // the forwarded request carries [ForwardedHeader], and an instance that

@@ -947,6 +947,9 @@ func (a *api) command(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, aggregate.ErrMalformedCommand):
 		a.problem(w, r, http.StatusBadRequest, "malformed command", err.Error())
 		return
+	case errors.Is(err, aggregate.ErrCommandIDReused):
+		a.problem(w, r, http.StatusUnprocessableEntity, "Idempotency-Key reused", fmt.Sprintf("Idempotency-Key %q was first used for another request (another aggregate, body or If-Match); its outcome stands and this command was not run: send it with a key of its own", r.Header.Get("Idempotency-Key")))
+		return
 	case errors.Is(err, aggregate.ErrNoOutcome), errors.Is(err, context.DeadlineExceeded):
 		a.problem(w, r, http.StatusGatewayTimeout, "no outcome", err.Error()+"; retry with the same Idempotency-Key")
 		return

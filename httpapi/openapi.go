@@ -62,7 +62,7 @@ func (a *api) openAPI() map[string]any {
 			"parameters": []map[string]any{
 				param("aggregate", "path", "the aggregate's name", true, map[string]any{"type": "string", "enum": slices.Sorted(maps.Keys(a.cfg.Commands))}),
 				param("id", "path", "the aggregate's id", true, str),
-				param("Idempotency-Key", "header", "the command's id: repeated, it gets the first outcome", false, str),
+				param("Idempotency-Key", "header", "the command's id, the aggregate's for its outcome retention (a day by default): the same request again gets the first outcome; another body or If-Match with it, 422", false, str),
 				param("If-Match", "header", "the version the command expects", false, str),
 			},
 			"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": ref("Command")}}},
