@@ -62,7 +62,10 @@
 // changes a commit made to a key), from its end or a position; it sends a
 // comment every Config.Heartbeat when idle, and ends when the client goes
 // or Handler.Close is called (call it before http.Server.Shutdown, so that
-// the server's shutdown does not wait for feeds).
+// the server's shutdown does not wait for feeds). A position (an event's
+// id) names an offset for every partition of the changelog, each between
+// the partition's start and end; any other is answered 400 saying what is
+// wrong, since a feed started from it would miss changes.
 //
 // Config.Auth authenticates every route but /healthz and /readyz;
 // [BearerToken] is one such middleware.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -110,12 +111,22 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	pos := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { pos[o.Partition] = o.Offset })
-	for p, o := range start {
-		if _, ok := pos[p]; !ok {
-			a.problem(w, r, http.StatusBadRequest, "bad position", fmt.Sprintf("the changelog has no partition %d", p))
+	if len(start) > 0 {
+		starts, err := kadm.NewClient(kcl).ListStartOffsets(ctx, topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			a.problem(w, r, http.StatusServiceUnavailable, "feed failed", fmt.Sprintf("the changelog %s: %v", topic, err))
 			return
 		}
-		pos[p] = o
+		first := map[int32]int64{}
+		starts.Each(func(o kadm.ListedOffset) { first[o.Partition] = o.Offset })
+		if why := checkFeedStart(start, first, pos); why != "" {
+			a.problem(w, r, http.StatusBadRequest, "bad position", fmt.Sprintf("position %s: %s; resume with a feed's last event id, or start afresh without one", formatFeedPosition(start), why))
+			return
+		}
+		maps.Copy(pos, start)
 	}
 	offsets := map[int32]kgo.Offset{}
 	for p, o := range pos {
@@ -185,6 +196,36 @@ func formatFeedPosition(pos map[int32]int64) string {
 		fmt.Fprintf(&b, "%d:%d", p, pos[p])
 	}
 	return b.String()
+}
+
+// checkFeedStart says what is wrong with a resume point (start) for a
+// changelog whose partitions start at first and end at end: "" if it can
+// be honoured with nothing lost. It must name every partition, and only
+// those, each at an offset between its start and its end.
+func checkFeedStart(start, first, end map[int32]int64) string {
+	var why []string
+	for _, p := range slices.Sorted(maps.Keys(start)) {
+		o := start[p]
+		e, ok := end[p]
+		switch {
+		case !ok:
+			why = append(why, fmt.Sprintf("the changelog has no partition %d (it has %d)", p, len(end)))
+		case o > e:
+			why = append(why, fmt.Sprintf("partition %d: offset %d is past the changelog's end, %d", p, o, e))
+		case o < first[p]:
+			why = append(why, fmt.Sprintf("partition %d: offset %d is before the changelog's start, %d: the changes between are gone", p, o, first[p]))
+		}
+	}
+	var missing []string
+	for _, p := range slices.Sorted(maps.Keys(end)) {
+		if _, ok := start[p]; !ok {
+			missing = append(missing, strconv.Itoa(int(p)))
+		}
+	}
+	if len(missing) > 0 {
+		why = append(why, "it names no offset for partition "+strings.Join(missing, ", "))
+	}
+	return strings.Join(why, "; ")
 }
 
 func parseFeedPosition(s string) (map[int32]int64, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -163,6 +164,29 @@ func TestChangeFeed(t *testing.T) {
 	}
 	if fmt.Sprint(byKey["a"]) != `[{"key":"a","value":3}]` || fmt.Sprint(byKey["b"]) != `[{"key":"b","value":2} {"key":"b","deleted":true}]` {
 		t.Errorf("resumed after the first change: %v", resumed)
+	}
+	// A resume point the feed cannot honour is a 400 saying why, never a
+	// feed that loses changes: an offset past the end, a partition the
+	// changelog lacks, a partition left out.
+	last := ids[len(ids)-1] // "0:x,1:y,2:z"
+	parts := strings.Split(last, ",")
+	for _, c := range []struct{ id, why string }{
+		{strings.Replace(last, parts[0], strings.Split(parts[0], ":")[0]+":999999", 1), "past the changelog's end"},
+		{last + ",7:0", "no partition 7"},
+		{parts[0], "no offset for partition 1, 2"},
+		{"0:x", "want <partition>:<offset>"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/views/kv/changes", nil)
+		req.Header.Set("Last-Event-ID", c.id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), c.why) {
+			t.Errorf("resume from %q: %d %s, want 400 saying %q", c.id, resp.StatusCode, b, c.why)
+		}
 	}
 	// The status says how far behind its inputs the instance is: nothing
 	// left once every change is out.
