@@ -226,10 +226,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 			errs = append(errs, fmt.Errorf("engine: %s: unknown policy %d", name, p))
 		}
 	}
-	group := cfg.AppID
-	if cfg.Version != "" {
-		group += "-" + cfg.Version
-	}
+	group := NamesOf(cfg).Group()
 	if cfg.InstanceID == "" && cfg.StateDir != "" {
 		id, err := stateDirInstanceID(cfg.StateDir)
 		if err != nil {
@@ -241,7 +238,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		cfg.InstanceID = randomID()
 	}
 	if cfg.StateDir == "" && group != "" {
-		cfg.StateDir = filepath.Join(os.TempDir(), "oxbow", group, cfg.InstanceID)
+		cfg.StateDir = NamesOf(cfg).StateDir(cfg.InstanceID)
 	}
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = 30 * time.Second
@@ -488,7 +485,7 @@ func (a *App) ChangelogTopic(store string) (string, error) {
 	case !spec.Logged:
 		return "", fmt.Errorf("engine: store %q has no changelog (WithoutChangelog)", store)
 	}
-	return a.cfg.AppID + "-" + topo.ChangelogTopic(store), nil
+	return NamesOf(a.cfg).ChangelogTopic(store), nil
 }
 
 // RestoredRecords counts the changelog records this instance has restored

@@ -110,10 +110,7 @@ type promotion struct {
 // Group is the consumer group of an application's version, as the
 // engine names it (engine.App.Group).
 func Group(app, version string) string {
-	if version == "" {
-		return app
-	}
-	return app + "-" + version
+	return engine.Names{AppID: app, Version: version}.Group()
 }
 
 // ensureTopic creates the control topic if it is missing.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/oxbow-dev/oxbow/engine"
 )
 
 // DefaultMaxLag is how many records behind its inputs a version may be
@@ -265,7 +267,7 @@ func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]s
 	}
 	var out []string
 	for _, t := range td.Names() {
-		if !strings.HasPrefix(t, group+"-") || !internalSuffix(t) {
+		if !strings.HasPrefix(t, group+"-") || !engine.HasInternalSuffix(t) {
 			continue
 		}
 		if slices.ContainsFunc(others, func(p string) bool { return strings.HasPrefix(t, p) }) {
@@ -275,17 +277,6 @@ func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]s
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// internalSuffix: the engine's internal topics end so (changelogs,
-// repartition topics, foreign-key joins' subscription and response topics).
-func internalSuffix(t string) bool {
-	for _, s := range []string{"-changelog", "-repartition", "-subscription", "-response"} {
-		if strings.HasSuffix(t, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Control) deleteTopics(ctx context.Context, topics []string) error {
@@ -310,7 +301,7 @@ func (c *Control) deleteTopics(ctx context.Context, topics []string) error {
 
 // stateDirs are the group's state directories under the roots that exist.
 func stateDirs(group string, roots []string) []string {
-	roots = append(slices.Clone(roots), filepath.Join(os.TempDir(), "oxbow"))
+	roots = append(slices.Clone(roots), engine.DefaultStateRoot())
 	var out []string
 	for _, r := range roots {
 		d := filepath.Join(r, group)
