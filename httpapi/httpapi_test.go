@@ -507,6 +507,33 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" || !strings.Contains(body, `"enum":["orders","stock"]`) {
 		t.Errorf("the document: %s", body[:min(len(body), 300)])
 	}
+	// A service that takes no commands has no aggregate to name: no enum
+	// (an empty or null one is invalid). The limit's bounds are the
+	// router's.
+	if strings.Contains(body, "null") {
+		t.Errorf("the document has a null: %s", body)
+	}
+	var scan struct {
+		Get struct {
+			Parameters []struct {
+				Name   string `json:"name"`
+				Schema struct {
+					Minimum, Maximum int
+				} `json:"schema"`
+			} `json:"parameters"`
+		} `json:"get"`
+	}
+	raw, _ := json.Marshal(doc.Paths["/views/{view}/entries"])
+	_ = json.Unmarshal(raw, &scan)
+	found := false
+	for _, p := range scan.Get.Parameters {
+		if p.Name == "limit" {
+			found = p.Schema.Minimum == 1 && p.Schema.Maximum == 1000
+		}
+	}
+	if !found {
+		t.Errorf("the scan's limit is not documented as 1 to 1000: %s", raw)
+	}
 }
 
 // Requests are traced, continuing the caller's trace.

@@ -25,8 +25,18 @@ func (a *api) openAPI() map[string]any {
 	for _, v := range a.cfg.Views.Views() {
 		names = append(names, v.Name())
 	}
-	view := param("view", "path", "a view's name", true, map[string]any{"type": "string", "enum": names})
-	minPos := param("minPosition", "query", "<topic>:<partition>:<offset> the answer must reflect (repeatable)", false, str)
+	// oneOf is a string among names; an enum may not be empty (a service
+	// with no views or no commands), so none then.
+	oneOf := func(names []string) map[string]any {
+		if len(names) == 0 {
+			return map[string]any{"type": "string"}
+		}
+		return map[string]any{"type": "string", "enum": names}
+	}
+	view := param("view", "path", "a view's name", true, oneOf(names))
+	minPos := param("minPosition", "query", "<topic>:<partition>:<offset> the answer must reflect (repeatable)", false,
+		map[string]any{"type": "string", "pattern": "^.+:[0-9]+:[0-9]+$"})
+	limit := map[string]any{"type": "integer", "minimum": 1, "maximum": a.cfg.MaxLimit, "default": a.cfg.DefaultLimit}
 	get := func(summary string, ok map[string]any, params ...map[string]any) map[string]any {
 		op := map[string]any{"summary": summary, "responses": map[string]any{"200": ok, "default": problem}}
 		if len(params) > 0 {
@@ -51,7 +61,7 @@ func (a *api) openAPI() map[string]any {
 			param("to", "query", "the latest window start (RFC 3339 or Unix ms; time-windowed views)", false, str), minPos),
 		"/views/{view}/entries": get("a page of entries in this instance's partitions", jsonBody("the page", ref("Page")), view,
 			param("from", "query", "the first key", false, str), param("to", "query", "the key after the last", false, str),
-			param("prefix", "query", "keys that start with it (text keys)", false, str), param("limit", "query", "entries per page", false, num),
+			param("prefix", "query", "keys that start with it (text keys)", false, str), param("limit", "query", "entries per page", false, limit),
 			param("cursor", "query", "the next of the page before", false, str), minPos),
 		"/views/{view}/changes": get("the view's changes, as server-sent events", map[string]any{"description": "event: change, data: a Change, id: the position to resume from",
 			"content": map[string]any{"text/event-stream": map[string]any{"schema": ref("Change")}}}, view,
@@ -60,7 +70,7 @@ func (a *api) openAPI() map[string]any {
 		"/aggregates/{aggregate}/{id}/commands": map[string]any{"post": map[string]any{
 			"summary": "submit a command and wait for its outcome",
 			"parameters": []map[string]any{
-				param("aggregate", "path", "the aggregate's name", true, map[string]any{"type": "string", "enum": slices.Sorted(maps.Keys(a.cfg.Commands))}),
+				param("aggregate", "path", "the aggregate's name", true, oneOf(slices.Sorted(maps.Keys(a.cfg.Commands)))),
 				param("id", "path", "the aggregate's id", true, str),
 				param("Idempotency-Key", "header", "the command's id, the aggregate's for its outcome retention (a day by default): the same request again gets the first outcome; another body or If-Match with it, 422", false, str),
 				param("If-Match", "header", "the version the command expects", false, str),
