@@ -198,8 +198,17 @@ func New(cfg Config) (*Handler, error) {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusNotFound, "no such route", fmt.Sprintf("%s %s is not a route of this API", r.Method, r.URL.Path))
 	})
+	mux := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		a.problem(w, r, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+		// RFC 9110: a 405 lists the methods the resource allows.
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		a.problem(w, r, http.StatusMethodNotAllowed, "method not allowed", fmt.Sprintf("%s is not allowed on %s (%s is)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(a.timeout)

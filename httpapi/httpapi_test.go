@@ -210,8 +210,8 @@ func TestBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Errorf("POST a key: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("POST a key: %d %s, Allow %q (want GET)", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Allow"))
 	}
 }
 
