@@ -3,7 +3,7 @@
 //
 // Routes:
 //
-//	GET /healthz                     the process answers
+//	GET /healthz                     the process answers; 503 once its instance failed
 //	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
 //	GET /status                      the instance: state, tasks, standby lag, restored records, positions,
 //	                                 input lag (with Config.Brokers), version

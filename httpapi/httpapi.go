@@ -333,7 +333,14 @@ func (a *api) timeout(next http.Handler) http.Handler {
 	})
 }
 
-func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+// healthz: the process is alive, unless its instance failed (Run returned
+// an error: the instance processes nothing more, and a supervisor should
+// restart it).
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	if st := a.cfg.Instance.State(); st == engine.AppFailed {
+		a.problem(w, r, http.StatusServiceUnavailable, "failed", "the instance failed and processes nothing more: restart it")
+		return
+	}
 	a.json(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 

@@ -237,6 +237,14 @@ func TestHealthAndReadiness(t *testing.T) {
 	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "restoring") {
 		t.Errorf("readyz while restoring: %d %s", status, body)
 	}
+	if status, _, _ := get(t, s, "/healthz"); status != 200 {
+		t.Errorf("healthz while restoring: %d", status)
+	}
+	// A failed instance is not alive: a supervisor restarts it.
+	in.state = engine.AppFailed
+	if status, _, body := get(t, s, "/healthz"); status != 503 || !strings.Contains(body, "failed") {
+		t.Errorf("healthz of a failed instance: %d %s", status, body)
+	}
 }
 
 // remote is an instance that holds none of the keys: every read says

@@ -45,7 +45,7 @@ func (a *api) openAPI() map[string]any {
 		return map[string]any{"get": op}
 	}
 	paths := map[string]any{
-		"/healthz":      get("the process answers", jsonBody("ok", map[string]any{"type": "object"})),
+		"/healthz":      get("the process answers (503 once its instance failed)", jsonBody("ok", map[string]any{"type": "object"})),
 		"/readyz":       get("ready while the instance runs", jsonBody("ready", map[string]any{"type": "object"})),
 		"/status":       get("the instance's state, tasks, lag and positions", jsonBody("the status", ref("Status"))),
 		"/topology":     get("the topology's description", map[string]any{"description": "as Describe prints it", "content": map[string]any{"text/plain": map[string]any{"schema": str}}}),
