@@ -281,3 +281,22 @@ func TestWindowedChangeFeed(t *testing.T) {
 		}
 	}
 }
+
+// /topology names the instance's internal topics as they are, with its
+// group (here a version's) in place of Describe's ${app}.
+func TestTopologyNamesRealTopics(t *testing.T) {
+	env, topic, top, _ := kvTable(t, "http-topology", 1)
+	a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Version: "v3", Brokers: env.Brokers})
+	view, _ := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
+	views, _ := projection.NewRegistry(view)
+	h, err := httpapi.New(httpapi.Config{Instance: a, Views: views, Topology: top})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	status, _, body := get(t, s, "/topology")
+	if changelog, _ := a.ChangelogTopic("kv"); status != 200 || strings.Contains(body, "${app}") || !strings.Contains(body, changelog) {
+		t.Errorf("/topology: %d\n%s\nwant %s named, and no ${app}", status, body, changelog)
+	}
+}

@@ -133,14 +133,20 @@ func (a *api) admin() (*kadm.Client, error) {
 	return a.adm, nil
 }
 
-// topology answers the topology's description, as Describe prints it.
+// topology answers the topology's description, as Describe prints it,
+// with the instance's real names of its internal topics (its group's
+// prefix for Describe's "${app}-").
 func (a *api) topology(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Topology == nil {
 		a.problem(w, r, http.StatusNotFound, "no topology", "this API was given no topology (Config.Topology)")
 		return
 	}
+	desc := a.cfg.Topology.Describe()
+	if g, ok := a.cfg.Instance.(interface{ Group() string }); ok {
+		desc = strings.ReplaceAll(desc, "${app}-", g.Group()+"-")
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte(a.cfg.Topology.Describe()))
+	_, _ = w.Write([]byte(desc))
 }
 
 // standby is the instance read with stale answers allowed: the partitions
