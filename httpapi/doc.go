@@ -71,7 +71,12 @@
 // [BearerToken] is one such middleware.
 //
 // Config.Metrics is served at /metrics; PrometheusMetrics makes a meter
-// provider and its handler.
+// provider and its handler. Given the provider as Config.MeterProvider, the
+// API measures itself in OpenTelemetry's semantic conventions:
+// http.server.request.duration in seconds, with the conventions' bucket
+// bounds, by method, route pattern and status, and oxbow.command.duration
+// by aggregate and outcome. (The engine's histograms are in seconds too,
+// with bounds for what each measures.)
 //
 // Config.TracerProvider traces each request in a server span that
 // continues the caller's W3C trace context.

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -85,6 +86,12 @@ type Config struct {
 	Version  string
 	// Metrics, if set, is served at /metrics (PrometheusMetrics makes one).
 	Metrics http.Handler
+	// MeterProvider, if set, gets the API's instruments, in OpenTelemetry's
+	// semantic conventions: http.server.request.duration (seconds, by
+	// method, route and status) and oxbow.command.duration (seconds, by
+	// aggregate and outcome). PrometheusMetrics makes one that Metrics
+	// serves.
+	MeterProvider metric.MeterProvider
 	// TracerProvider, if set, traces every request in a server span that
 	// continues the caller's trace (W3C traceparent); a command's span is
 	// the parent of its processing, through the command record.
@@ -190,8 +197,14 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Heartbeat = 15 * time.Second
 	}
 	a := &api{cfg: cfg, done: make(chan struct{})}
+	if err := a.instruments(); err != nil {
+		return nil, err
+	}
 	r := chi.NewRouter()
 	r.Use(a.recoverer)
+	if a.requestDuration != nil {
+		r.Use(a.measure)
+	}
 	if cfg.TracerProvider != nil {
 		r.Use(a.tracing(cfg.TracerProvider.Tracer("github.com/oxbow-dev/oxbow/httpapi")))
 	}
@@ -245,6 +258,9 @@ type api struct {
 	closeOnce sync.Once
 	admMu     sync.Mutex
 	adm       *kadm.Client // for /status's lag; closed by Handler.Close
+
+	// requestDuration and commandDuration are nil without a MeterProvider.
+	requestDuration, commandDuration metric.Float64Histogram
 }
 
 // Problem is an error answer (RFC 9457, application/problem+json).
@@ -958,7 +974,22 @@ func (a *api) command(w http.ResponseWriter, r *http.Request) {
 	if c := r.Header.Get("Oxbow-Correlation-Id"); c != "" {
 		opts = append(opts, aggregate.CorrelationID(c))
 	}
+	start := time.Now()
 	o, err := sub.SubmitJSON(r.Context(), id, body, opts...)
+	outcome := string(o.Status)
+	switch {
+	case errors.Is(err, aggregate.ErrMalformedCommand):
+		outcome = "malformed"
+	case errors.Is(err, aggregate.ErrCommandIDReused):
+		outcome = "reused-key"
+	case errors.Is(err, aggregate.ErrNoOutcome), errors.Is(err, context.DeadlineExceeded):
+		outcome = "no-outcome"
+	case err != nil:
+		outcome = "failed"
+	case o.Duplicate:
+		outcome = "duplicate"
+	}
+	a.commandDone(r.Context(), name, outcome, start)
 	switch {
 	case errors.Is(err, aggregate.ErrMalformedCommand):
 		a.problem(w, r, http.StatusBadRequest, "malformed command", err.Error())

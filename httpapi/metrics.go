@@ -1,8 +1,16 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,4 +29,58 @@ func PrometheusMetrics() (*sdkmetric.MeterProvider, http.Handler, error) {
 		return nil, nil, fmt.Errorf("httpapi: a Prometheus exporter: %w", err)
 	}
 	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
+
+// durationBuckets are the bucket bounds, in seconds, OpenTelemetry's
+// semantic conventions advise for http.server.request.duration.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// instruments makes the API's instruments, if it has a MeterProvider.
+func (a *api) instruments() error {
+	if a.cfg.MeterProvider == nil {
+		return nil
+	}
+	m := a.cfg.MeterProvider.Meter("github.com/oxbow-dev/oxbow/httpapi")
+	var err1, err2 error
+	a.requestDuration, err1 = m.Float64Histogram("http.server.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of HTTP server requests."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	a.commandDuration, err2 = m.Float64Histogram("oxbow.command.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a command's submission to its outcome, by aggregate and outcome (accepted, rejected, conflict, duplicate, or the error: malformed, reused-key, no-outcome, failed)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("httpapi: instruments: %w", err)
+	}
+	return nil
+}
+
+// measure records each request's duration with its method, route (the
+// pattern it matched, none if it matched no route) and status.
+func (a *api) measure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		attrs := []attribute.KeyValue{
+			attribute.String("http.request.method", r.Method),
+			attribute.Int("http.response.status_code", sw.status),
+		}
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			if p := rc.RoutePattern(); p != "" {
+				attrs = append(attrs, attribute.String("http.route", p))
+			}
+		}
+		if sw.status >= 500 {
+			attrs = append(attrs, attribute.String("error.type", strconv.Itoa(sw.status)))
+		}
+		a.requestDuration.Record(context.WithoutCancel(r.Context()), time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+	})
+}
+
+// commandDone records a command's duration and outcome.
+func (a *api) commandDone(ctx context.Context, aggregate, outcome string, start time.Time) {
+	if a.commandDuration == nil {
+		return
+	}
+	a.commandDuration.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(),
+		metric.WithAttributes(attribute.String("oxbow.aggregate", aggregate), attribute.String("oxbow.outcome", outcome)))
 }

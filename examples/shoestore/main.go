@@ -149,8 +149,14 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	url := "http://" + ln.Addr().String()
+	// The engine's and the API's metrics, served at /metrics.
+	meters, metrics, err := httpapi.PrometheusMetrics()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
 	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
-		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger})
+		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters})
 	if err != nil {
 		return err
 	}
@@ -165,7 +171,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer client.Close()
 	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers,
-		Commands: map[string]httpapi.Submitter{"inventory": client}, Logger: log})
+		Commands: map[string]httpapi.Submitter{"inventory": client}, Logger: log, Metrics: metrics, MeterProvider: meters})
 	if err != nil {
 		return err
 	}

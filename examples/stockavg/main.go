@@ -132,8 +132,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	// The engine's and the API's metrics, served at /metrics.
+	meters, metrics, err := httpapi.PrometheusMetrics()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
 	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
-		InstanceID: cfg.Name + "-0", AdvertisedAddr: ln.Addr().String(), Logger: cfg.Logger, CommitInterval: time.Second})
+		InstanceID: cfg.Name + "-0", AdvertisedAddr: ln.Addr().String(), Logger: cfg.Logger, CommitInterval: time.Second, MeterProvider: meters})
 	if err != nil {
 		return err
 	}
@@ -141,7 +147,7 @@ func run(ctx context.Context, cfg config) error {
 	defer cancel()
 	appDone := make(chan error, 1)
 	go func() { appDone <- app.Run(runCtx) }()
-	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, Logger: cfg.Logger})
+	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, Logger: cfg.Logger, Metrics: metrics, MeterProvider: meters})
 	if err != nil {
 		return err
 	}

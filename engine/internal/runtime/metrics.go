@@ -49,6 +49,17 @@ type partitionLag struct {
 	lag       int64
 }
 
+// The bucket bounds of the engine's histograms, in seconds, for what each
+// measures: a record's processing takes microseconds, a commit
+// milliseconds to seconds, lateness anything up to days. (OpenTelemetry's
+// default bounds, 0 to 10,000, suit milliseconds: every observation in
+// seconds would land in the first bucket.)
+var (
+	processBuckets  = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+	commitBuckets   = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	latenessBuckets = []float64{0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
+)
+
 func newMetrics(m metric.Meter) (*metrics, error) {
 	x := &metrics{enabled: m != nil}
 	if m == nil {
@@ -56,9 +67,12 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	}
 	var errs [10]error
 	x.recordsProcessed, errs[0] = m.Int64Counter("oxbow.records.processed", metric.WithDescription("Records processed, by input topic."))
-	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."))
-	x.commitLatency, errs[2] = m.Float64Histogram("oxbow.commit.latency", metric.WithUnit("s"), metric.WithDescription("Time to commit: flush caches, await produced records, commit offsets, apply state."))
-	x.recordLateness, errs[3] = m.Float64Histogram("oxbow.record.lateness", metric.WithUnit("ms"), metric.WithDescription("How far behind its task's stream time a record arrived."))
+	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."),
+		metric.WithExplicitBucketBoundaries(processBuckets...))
+	x.commitLatency, errs[2] = m.Float64Histogram("oxbow.commit.latency", metric.WithUnit("s"), metric.WithDescription("Time to commit: flush caches, await produced records, commit offsets, apply state."),
+		metric.WithExplicitBucketBoundaries(commitBuckets...))
+	x.recordLateness, errs[3] = m.Float64Histogram("oxbow.record.lateness", metric.WithUnit("s"), metric.WithDescription("How far behind its task's stream time a record arrived."),
+		metric.WithExplicitBucketBoundaries(latenessBuckets...))
 	x.droppedRecords, errs[4] = m.Int64Counter("oxbow.records.dropped", metric.WithDescription("Records skipped or dead-lettered, by reason: decode, process, produce, or \"<node>: <why>\" for a record a node dropped (a late record for a closed window, a tombstone an operation cannot take)."))
 	x.restoredRecords, errs[5] = m.Int64Counter("oxbow.restore.records", metric.WithDescription("Changelog records restored into local state."))
 	remaining, e6 := m.Int64ObservableGauge("oxbow.restore.remaining", metric.WithDescription("Changelog records left to restore."))
@@ -97,7 +111,7 @@ func (m *metrics) commit(ctx context.Context, d time.Duration) {
 }
 
 func (m *metrics) lateness(ctx context.Context, d time.Duration) {
-	m.recordLateness.Record(ctx, float64(d.Milliseconds()))
+	m.recordLateness.Record(ctx, d.Seconds())
 }
 
 func (m *metrics) dropped(ctx context.Context, reason string) {

@@ -1,0 +1,124 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/httpapi"
+)
+
+// accepting is a Submitter that accepts every command but "bad".
+type accepting struct{}
+
+func (accepting) SubmitJSON(_ context.Context, id string, _ []byte, _ ...aggregate.SubmitOption) (aggregate.Outcome, error) {
+	if id == "bad" {
+		return aggregate.Outcome{AggregateID: id, Status: aggregate.Rejected, Rejection: &aggregate.Rejection{Code: "no", Message: "no"}}, nil
+	}
+	return aggregate.Outcome{AggregateID: id, Status: aggregate.Accepted, Version: 1}, nil
+}
+
+// scrape reads /metrics with Prometheus' own text parser.
+func scrape(t *testing.T, s *httptest.Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return fams
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// Requests are measured in seconds, with the semantic conventions' bucket
+// bounds, by method, route pattern and status; commands by aggregate and
+// outcome.
+func TestRequestMetrics(t *testing.T) {
+	in, reg := shop(t)
+	meters, metrics, err := httpapi.PrometheusMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meters.Shutdown(context.Background())
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Metrics: metrics, MeterProvider: meters, Commands: map[string]httpapi.Submitter{"inventory": accepting{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	for range 3 {
+		get(t, s, "/views/stock/keys/red")
+	}
+	get(t, s, "/views/nope")
+	for _, id := range []string{"red", "red", "bad"} {
+		resp, err := http.Post(s.URL+"/aggregates/inventory/"+id+"/commands", "application/json", strings.NewReader(`{"type":"X","data":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	fams := scrape(t, s)
+
+	req := fams["http_server_request_duration_seconds"]
+	if req == nil || req.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("no http_server_request_duration_seconds histogram: %v", slices.Sorted(func(yield func(string) bool) {
+			for k := range fams {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	counts := map[string]uint64{}
+	for _, m := range req.GetMetric() {
+		counts[label(m, "http_request_method")+" "+label(m, "http_route")+" "+label(m, "http_response_status_code")] += m.GetHistogram().GetSampleCount()
+		var bounds []float64
+		for _, b := range m.GetHistogram().GetBucket() {
+			bounds = append(bounds, b.GetUpperBound())
+		}
+		if !slices.Contains(bounds, 0.005) || !slices.Contains(bounds, 10) || slices.Contains(bounds, 1000) {
+			t.Errorf("bucket bounds %v: want seconds (0.005 to 10)", bounds)
+		}
+	}
+	for key, want := range map[string]uint64{
+		"GET /views/{view}/keys/{key} 200":               3,
+		"GET /views/{view} 404":                          1,
+		"POST /aggregates/{aggregate}/{id}/commands 200": 2,
+		"POST /aggregates/{aggregate}/{id}/commands 422": 1,
+	} {
+		if counts[key] != want {
+			t.Errorf("requests %q: %d, want %d (all: %v)", key, counts[key], want, counts)
+		}
+	}
+	cmds := map[string]uint64{}
+	for _, m := range fams["oxbow_command_duration_seconds"].GetMetric() {
+		cmds[label(m, "oxbow_aggregate")+" "+label(m, "oxbow_outcome")] += m.GetHistogram().GetSampleCount()
+	}
+	if cmds["inventory accepted"] != 2 || cmds["inventory rejected"] != 1 {
+		t.Errorf("commands by outcome: %v, want 2 accepted and 1 rejected", cmds)
+	}
+}
