@@ -1,9 +1,11 @@
 package aggregate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -26,7 +28,15 @@ type Types[T any] struct {
 	byType   map[reflect.Type]*typeEntry[T]
 	upcast   map[string]map[int]Upcaster // by type name, then from version
 	problems []error
+	strict   bool // RejectUnknownFields
 }
+
+// RejectUnknownFields makes Decode refuse a value whose data has a field
+// its type does not: a command with a misspelt field ("prise" for
+// "price") is malformed rather than taken without it. Meant for commands,
+// which come from outside; events, read for years after their schema
+// changed, are better decoded leniently (or upcast).
+func (ts *Types[T]) RejectUnknownFields() { ts.strict = true }
 
 // Upcaster turns the JSON of a value of one schema version into the JSON of
 // the next version, possibly of another type name (a renamed event).
@@ -72,14 +82,67 @@ func RegisterVersion[V, T any](ts *Types[T], name string, version int) {
 	}
 	e := &typeEntry[T]{name: name, version: version, decode: func(raw json.RawMessage) (T, error) {
 		var v V
-		if err := json.Unmarshal(raw, &v); err != nil {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		if ts.strict {
+			d.DisallowUnknownFields()
+		}
+		if err := d.Decode(&v); err != nil {
 			var zero T
-			return zero, err
+			return zero, plainJSONError(err)
 		}
 		return any(v).(T), nil
 	}}
 	ts.byName[name] = e
 	ts.byType[reflect.TypeFor[V]()] = e
+}
+
+// plainJSONError says what is wrong with a value's JSON in JSON's terms
+// (fields and JSON types, not Go's).
+func plainJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		where := "the value"
+		if te.Field != "" {
+			where = fmt.Sprintf("field %q", te.Field)
+		}
+		return fmt.Errorf("%s: %s where %s is expected", where, te.Value, jsonKind(te.Type))
+	case errors.As(err, &se):
+		return fmt.Errorf("malformed JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.EOF):
+		return errors.New("no data")
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another value"
 }
 
 // Upcast registers how a value of type name at schema version from becomes
@@ -154,7 +217,7 @@ func (ts *Types[T]) Decode(b []byte) (T, error) {
 	var zero T
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
-		return zero, fmt.Errorf("aggregate: not a type envelope ({\"type\":…,\"version\":…,\"data\":…}): %w", err)
+		return zero, fmt.Errorf("aggregate: not a type envelope ({\"type\":…,\"version\":…,\"data\":…}): %w", plainJSONError(err))
 	}
 	if env.Type == "" {
 		return zero, errors.New(`aggregate: the envelope has no "type"`)

@@ -90,11 +90,26 @@ func TestTypesDecodeErrors(t *testing.T) {
 		`{"type":"Nope","version":1,"data":{}}`:         `unknown type "Nope" (registered: Added)`,
 		`{"type":"Added","version":3,"data":{}}`:        "schema version 3, newer than this program's 2",
 		`{"type":"Added","version":1,"data":{}}`:        "no upcaster for Added from version 1",
-		`{"type":"Added","version":2,"data":{"n":"x"}}`: "decode Added (version 2)",
+		`{"type":"Added","version":2,"data":{"n":"x"}}`: `decode Added (version 2): field "n": string where an integer is expected`,
+		`{"type":"Added","version":2,"data":{"n":1.5}}`: `field "n": number 1.5 where an integer is expected`,
+		`{"type":"Added","version":2,"data":[1]}`:       `the value: array where an object is expected`,
 	} {
 		if _, err := ts.Decode([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Decode(%s): %v, want an error saying %q", in, err, want)
 		}
+	}
+	if _, err := ts.Decode([]byte(`{"type":"Added","version":2,"data":{"n":"x"}}`)); strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "json: ") {
+		t.Errorf("the error speaks Go: %v", err)
+	}
+	// Unknown fields: taken by default (events outlive their schemas),
+	// refused once RejectUnknownFields (commands, from outside).
+	typo := []byte(`{"type":"Added","version":2,"data":{"n":1,"m":2}}`)
+	if _, err := ts.Decode(typo); err != nil {
+		t.Errorf("an unknown field, by default: %v", err)
+	}
+	ts.RejectUnknownFields()
+	if _, err := ts.Decode(typo); err == nil || !strings.Contains(err.Error(), `unknown field "m"`) {
+		t.Errorf("an unknown field, rejected: %v", err)
 	}
 	if _, err := ts.Encode(removed{}); err == nil || !strings.Contains(err.Error(), "not a registered type") {
 		t.Errorf("Encode of an unregistered type: %v", err)

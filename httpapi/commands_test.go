@@ -180,12 +180,15 @@ func TestBadCommands(t *testing.T) {
 		{"/aggregates/inventory/blue/commands", "application/json", `{"type":`, nil, 400, "the body is not JSON"},
 		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"Steal","data":{}}`, nil, 400, `unknown type \"Steal\"`},
 		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"SellPair","data":{"price":"x"}}`, nil, 400, "decode SellPair"},
+		// In the caller's terms, not Go's.
+		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"ReceiveShipment","data":{"quantity":1.5}}`, nil, 400, `field \"quantity\": number 1.5 where an integer is expected`},
+		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"SellPair","data":{"prise":100}}`, nil, 400, `unknown field \"prise\"`},
 		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"SellPair","data":{"note":"` + strings.Repeat("x", 2000) + `"}}`, nil, 413, "at most 1024 bytes"},
 		{"/aggregates/inventory/blue/commands", "application/json", `{"type":"SellPair","data":{}}`, []string{"If-Match", "v1"}, 400, "want the aggregate's version"},
 	} {
 		a := post(t, s, c.path, c.contentType, c.body, c.headers...)
 		var p httpapi.Problem
-		if err := json.Unmarshal(bytes.TrimSpace([]byte(a.body)), &p); err != nil || a.status != c.status || p.Status != c.status || !strings.Contains(a.body, c.detail) {
+		if err := json.Unmarshal(bytes.TrimSpace([]byte(a.body)), &p); err != nil || a.status != c.status || p.Status != c.status || !strings.Contains(a.body, c.detail) || strings.Contains(a.body, "Go struct") || strings.Contains(a.body, "aggregate: ") {
 			t.Errorf("POST %s %s: %d %s, want %d saying %s", c.path, c.body[:min(len(c.body), 40)], a.status, a.body, c.status, c.detail)
 		}
 	}

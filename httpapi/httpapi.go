@@ -992,7 +992,8 @@ func (a *api) command(w http.ResponseWriter, r *http.Request) {
 	a.commandDone(r.Context(), name, outcome, start)
 	switch {
 	case errors.Is(err, aggregate.ErrMalformedCommand):
-		a.problem(w, r, http.StatusBadRequest, "malformed command", err.Error())
+		// In the caller's terms: the envelope's and the command's fields.
+		a.problem(w, r, http.StatusBadRequest, "malformed command", strings.ReplaceAll(err.Error(), "aggregate: ", ""))
 		return
 	case errors.Is(err, aggregate.ErrCommandIDReused):
 		a.problem(w, r, http.StatusUnprocessableEntity, "Idempotency-Key reused", fmt.Sprintf("Idempotency-Key %q was first used for another request (another aggregate, body or If-Match); its outcome stands and this command was not run: send it with a key of its own", r.Header.Get("Idempotency-Key")))

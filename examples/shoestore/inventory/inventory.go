@@ -71,6 +71,7 @@ const (
 	NothingToReturn = "nothing-to-return"
 	BadQuantity     = "bad-quantity"
 	BadPrice        = "bad-price"
+	BadCost         = "bad-cost"
 )
 
 // Decide decides a command.
@@ -79,6 +80,9 @@ func Decide(s State, c Command) ([]Event, error) {
 	case ReceiveShipment:
 		if c.Quantity <= 0 {
 			return nil, aggregate.Reject(BadQuantity, "a shipment of %d pairs", c.Quantity)
+		}
+		if c.UnitCost < 0 {
+			return nil, aggregate.Reject(BadCost, "a unit cost of %d cents", c.UnitCost)
 		}
 		return []Event{ShipmentReceived(c)}, nil
 	case SellPair:
@@ -90,6 +94,10 @@ func Decide(s State, c Command) ([]Event, error) {
 		}
 		return []Event{PairSold(c)}, nil
 	case AcceptReturn:
+		if c.Price < 0 {
+			// A negative refund would add to the till.
+			return nil, aggregate.Reject(BadPrice, "a refund of %d", c.Price)
+		}
 		if s.Sold-s.Returned <= 0 {
 			return nil, aggregate.Reject(NothingToReturn, "no pair of this shoe was sold")
 		}
@@ -119,6 +127,9 @@ func Commands() *aggregate.Types[Command] {
 	aggregate.Register[ReceiveShipment](ts, "ReceiveShipment")
 	aggregate.Register[SellPair](ts, "SellPair")
 	aggregate.Register[AcceptReturn](ts, "AcceptReturn")
+	// A misspelt field ("prise") is a malformed command, not a sale at
+	// the catalog's price.
+	ts.RejectUnknownFields()
 	return ts
 }
 

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
@@ -29,6 +30,30 @@ func TestEmptyShipmentRejected(t *testing.T) {
 		When(inv.ReceiveShipment{Quantity: 0}).
 		ThenRejected(inv.BadQuantity).
 		ThenVersion(0)
+}
+
+// A negative cost or refund is refused: a refund below zero would add to
+// the till.
+func TestNegativeAmountsRejected(t *testing.T) {
+	fixture(t).Given("red").
+		When(inv.ReceiveShipment{Quantity: 2, UnitCost: -1}).
+		ThenRejected(inv.BadCost).
+		ThenVersion(0)
+	fixture(t).Given("blue", inv.ShipmentReceived{Quantity: 1}, inv.PairSold{Price: 6000}).
+		When(inv.AcceptReturn{Price: -6000}).
+		ThenRejected(inv.BadPrice).
+		ThenVersion(2)
+}
+
+// A command with a field its type lacks is malformed (a typo in "price"
+// would otherwise sell at the catalog's price).
+func TestUnknownFieldRejected(t *testing.T) {
+	if _, err := inv.Commands().Decode([]byte(`{"type":"SellPair","data":{"prise":100}}`)); err == nil || !strings.Contains(err.Error(), `unknown field "prise"`) {
+		t.Errorf("a sale with a misspelt price: %v", err)
+	}
+	if _, err := inv.Commands().Decode([]byte(`{"type":"SellPair","data":{"price":100}}`)); err != nil {
+		t.Errorf("a sale: %v", err)
+	}
 }
 
 func TestSaleInStock(t *testing.T) {
