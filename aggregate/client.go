@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -269,6 +270,9 @@ func (c *Client[C]) SubmitJSON(ctx context.Context, aggregateID string, envelope
 	}
 	return c.Submit(ctx, aggregateID, cmd, opts...)
 }
+
+// CommandTypes are the aggregate's command types by name (Types.GoTypes).
+func (c *Client[C]) CommandTypes() map[string]reflect.Type { return c.types.GoTypes() }
 
 // Name is the aggregate's name.
 func (c *Client[C]) Name() string { return c.name }

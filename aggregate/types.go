@@ -44,6 +44,7 @@ type Upcaster func(data json.RawMessage) (name string, next json.RawMessage, err
 
 type typeEntry[T any] struct {
 	name    string
+	goType  reflect.Type
 	version int
 	decode  func(json.RawMessage) (T, error)
 }
@@ -80,7 +81,7 @@ func RegisterVersion[V, T any](ts *Types[T], name string, version int) {
 		ts.problems = append(ts.problems, fmt.Errorf("%v is registered twice (as %q and %q)", reflect.TypeFor[V](), ts.byType[reflect.TypeFor[V]()].name, name))
 		return
 	}
-	e := &typeEntry[T]{name: name, version: version, decode: func(raw json.RawMessage) (T, error) {
+	e := &typeEntry[T]{name: name, goType: reflect.TypeFor[V](), version: version, decode: func(raw json.RawMessage) (T, error) {
 		var v V
 		d := json.NewDecoder(bytes.NewReader(raw))
 		if ts.strict {
@@ -160,6 +161,16 @@ func (ts *Types[T]) Upcast(name string, from int, fn Upcaster) {
 		return
 	}
 	ts.upcast[name][from] = fn
+}
+
+// GoTypes are the registered types by name: what their data decodes into
+// (for a schema of the commands an API takes, say).
+func (ts *Types[T]) GoTypes() map[string]reflect.Type {
+	out := make(map[string]reflect.Type, len(ts.byName))
+	for n, e := range ts.byName {
+		out[n] = e.goType
+	}
+	return out
 }
 
 // Names are the registered type names, sorted.

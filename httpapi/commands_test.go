@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,56 @@ func TestBadCommands(t *testing.T) {
 		if err := json.Unmarshal(bytes.TrimSpace([]byte(a.body)), &p); err != nil || a.status != c.status || p.Status != c.status || !strings.Contains(a.body, c.detail) || strings.Contains(a.body, "Go struct") || strings.Contains(a.body, "aggregate: ") {
 			t.Errorf("POST %s %s: %d %s, want %d saying %s", c.path, c.body[:min(len(c.body), 40)], a.status, a.body, c.status, c.detail)
 		}
+	}
+}
+
+// The OpenAPI document gives each command's type and fields, from the
+// registered Go types.
+func TestOpenAPICommands(t *testing.T) {
+	s := store(t)
+	resp, err := http.Get(s.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Command struct {
+					OneOf []struct {
+						Properties struct {
+							Type struct {
+								Const string `json:"const"`
+							} `json:"type"`
+							Data struct {
+								Properties map[string]struct {
+									Type any `json:"type"`
+								} `json:"properties"`
+							} `json:"data"`
+						} `json:"properties"`
+					} `json:"oneOf"`
+				} `json:"Command"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, v := range doc.Components.Schemas.Command.OneOf {
+		var fields []string
+		for f, p := range v.Properties.Data.Properties {
+			fields = append(fields, fmt.Sprintf("%s:%v", f, p.Type))
+		}
+		slices.Sort(fields)
+		got[v.Properties.Type.Const] = fields
+	}
+	want := map[string][]string{
+		"AcceptReturn":    {"price:integer", "reason:string"},
+		"ReceiveShipment": {"quantity:integer", "unitCost:integer"},
+		"SellPair":        {"price:integer"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("commands documented: %v, want %v", got, want)
 	}
 }

@@ -122,7 +122,9 @@ func TestListAndDescribeViews(t *testing.T) {
 	in, reg := shop(t)
 	s := serve(t, in, reg)
 	status, _, body := get(t, s, "/views")
-	want := `{"views":[{"name":"orders","kind":"key-value","keyType":"int64","valueType":"int64","prefixScans":false},{"name":"stock","kind":"key-value","keyType":"string","valueType":"int64","prefixScans":true}]}`
+	// Types in JSON's terms, not Go's.
+	want := `{"views":[{"name":"orders","kind":"key-value","keyType":"integer","valueType":"integer","keySchema":{"type":"integer"},"valueSchema":{"type":"integer"},"prefixScans":false},` +
+		`{"name":"stock","kind":"key-value","keyType":"string","valueType":"integer","keySchema":{"type":"string"},"valueSchema":{"type":"integer"},"prefixScans":true}]}`
 	if status != 200 || strings.TrimSpace(body) != want {
 		t.Errorf("GET /views: %d %s", status, body)
 	}

@@ -3,10 +3,13 @@ package httpapi
 import (
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/oxbow-dev/oxbow/projection"
 )
 
 // openAPI is the API's OpenAPI 3.1 document, with the served views' names
@@ -101,8 +104,9 @@ func (a *api) openAPI() map[string]any {
 		"info":    map[string]any{"title": "Oxbow", "version": a.cfg.Version},
 		"paths":   paths,
 		"components": map[string]any{"schemas": map[string]any{
-			"Problem":     obj(map[string]any{"type": str, "title": str, "status": num, "detail": str, "instance": str}),
-			"View":        obj(map[string]any{"name": str, "kind": str, "keyType": str, "valueType": str, "prefixScans": map[string]any{"type": "boolean"}}),
+			"Problem": obj(map[string]any{"type": str, "title": str, "status": num, "detail": str, "instance": str}),
+			"View": obj(map[string]any{"name": str, "kind": str, "keyType": str, "valueType": str, "keySchema": map[string]any{"type": "object"},
+				"valueSchema": map[string]any{"type": "object"}, "prefixScans": map[string]any{"type": "boolean"}}),
 			"Entry":       obj(map[string]any{"key": map[string]any{}, "value": map[string]any{}}),
 			"Window":      obj(map[string]any{"start": str, "end": str, "value": map[string]any{}}),
 			"CountWindow": obj(map[string]any{"start": num, "end": num, "value": map[string]any{}}),
@@ -111,12 +115,48 @@ func (a *api) openAPI() map[string]any {
 			"Status": obj(map[string]any{"instance": str, "state": str, "version": str, "tasks": map[string]any{"type": "array", "items": str}, "restoredRecords": num,
 				"workers": num, "tags": map[string]any{"type": "object", "additionalProperties": str},
 				"assignment": map[string]any{"type": "array", "items": obj(map[string]any{"task": str, "active": str, "standbys": map[string]any{"type": "array", "items": str}, "why": str})}}),
-			"Command": obj(map[string]any{"type": str, "data": map[string]any{"type": "object"}}),
+			"Command": a.commandSchema(),
 			"Outcome": obj(map[string]any{"commandId": str, "aggregateId": str, "status": map[string]any{"type": "string", "enum": []string{"accepted", "rejected", "conflict"}},
 				"version": num, "expectedVersion": num, "events": map[string]any{"type": "array", "items": position},
-				"rejection": obj(map[string]any{"code": str, "message": str}), "duplicate": map[string]any{"type": "boolean"}}),
+				"rejection": obj(map[string]any{"code": str, "message": str}), "duplicate": map[string]any{"type": "boolean"}, "request": str}),
 		}},
 	}
+}
+
+// commandTyped is a Submitter that can say its command types
+// (*aggregate.Client).
+type commandTyped interface {
+	CommandTypes() map[string]reflect.Type
+}
+
+// commandSchema describes a command's envelope: for each command type of
+// each aggregate that says its types, {"type": <its name>, "data": <the
+// JSON of its Go type>}; an envelope of any type otherwise.
+func (a *api) commandSchema() map[string]any {
+	var variants []any
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Commands)) {
+		ct, ok := a.cfg.Commands[name].(commandTyped)
+		if !ok {
+			variants = nil
+			break
+		}
+		types := ct.CommandTypes()
+		for _, cmd := range slices.Sorted(maps.Keys(types)) {
+			variants = append(variants, map[string]any{
+				"title": name + " " + cmd, "type": "object", "required": []string{"type"},
+				"properties": map[string]any{
+					"type":    map[string]any{"const": cmd},
+					"version": map[string]any{"type": "integer", "minimum": 1},
+					"data":    projection.JSONSchema(types[cmd]),
+				},
+			})
+		}
+	}
+	if len(variants) == 0 {
+		return map[string]any{"type": "object", "required": []string{"type"}, "properties": map[string]any{
+			"type": map[string]any{"type": "string"}, "version": map[string]any{"type": "integer", "minimum": 1}, "data": map[string]any{"type": "object"}}}
+	}
+	return map[string]any{"oneOf": variants}
 }
 
 func (a *api) openAPIHandler(w http.ResponseWriter, _ *http.Request) {

@@ -35,8 +35,9 @@ const (
 type View struct {
 	name, store string
 	kind        Kind
-	keyType     string
-	valueType   string
+	// keySchema and valueSchema describe the JSON of keys and values
+	// (JSONSchema of their Go types).
+	keySchema, valueSchema map[string]any
 	// parseKey turns a key as written in a URL into the store's key bytes.
 	parseKey func(string) ([]byte, error)
 	// key and value turn stored bytes into what a JSON answer holds.
@@ -246,7 +247,7 @@ func NewKeyValue[K, V any](name, store string, keys serde.Serde[K], values serde
 	kt := reflect.TypeFor[K]()
 	return &View{
 		name: name, store: store, kind: KeyValue,
-		keyType: kt.String(), valueType: reflect.TypeFor[V]().String(),
+		keySchema: JSONSchema(kt), valueSchema: JSONSchema(reflect.TypeFor[V]()),
 		parseKey: func(s string) ([]byte, error) {
 			k, err := parse(s)
 			if err != nil {
@@ -320,16 +321,22 @@ func (v *View) Kind() Kind { return v.kind }
 // Schema describes the view: its name, kind and the Go types of its keys
 // and values.
 type Schema struct {
-	Name      string `json:"name"`
-	Kind      Kind   `json:"kind"`
-	KeyType   string `json:"keyType"`
-	ValueType string `json:"valueType"`
-	Prefix    bool   `json:"prefixScans"` // keys are text: prefix scans work
+	Name string `json:"name"`
+	Kind Kind   `json:"kind"`
+	// KeyType and ValueType are the JSON types of keys and values
+	// ("string", "integer", "object", …); KeySchema and ValueSchema
+	// describe them whole, as JSON Schemas (JSONSchema).
+	KeyType     string         `json:"keyType"`
+	ValueType   string         `json:"valueType"`
+	KeySchema   map[string]any `json:"keySchema"`
+	ValueSchema map[string]any `json:"valueSchema"`
+	Prefix      bool           `json:"prefixScans"` // keys are text: prefix scans work
 }
 
 // Schema describes the view.
 func (v *View) Schema() Schema {
-	return Schema{Name: v.name, Kind: v.kind, KeyType: v.keyType, ValueType: v.valueType, Prefix: v.prefixable}
+	return Schema{Name: v.name, Kind: v.kind, KeyType: jsonType(v.keySchema), ValueType: jsonType(v.valueSchema),
+		KeySchema: v.keySchema, ValueSchema: v.valueSchema, Prefix: v.prefixable}
 }
 
 // Entry is one key of a view, decoded.
@@ -433,7 +440,7 @@ func (v *View) Range(q engine.Queryable, s Scan) (iter.Seq2[Entry, error], error
 	var err error
 	if s.Prefix != "" {
 		if !v.prefixable {
-			return nil, fmt.Errorf("%w (view %s has %s keys)", ErrNoPrefix, v.name, v.keyType)
+			return nil, fmt.Errorf("%w (view %s has %s keys)", ErrNoPrefix, v.name, jsonType(v.keySchema))
 		}
 		if lo, err = v.EncodeKey(s.Prefix); err != nil {
 			return nil, err

@@ -89,7 +89,7 @@ func TestFold(t *testing.T) {
 	if e, ok, err := view.Get(d, "ann"); err != nil || !ok || e.Value != int64(3) {
 		t.Errorf("ann: %+v, %v, %v", e, ok, err)
 	}
-	if view.Store() != "balance" || view.Schema().ValueType != "int64" {
+	if view.Store() != "balance" || view.Schema().ValueType != "integer" {
 		t.Errorf("schema %+v", view.Schema())
 	}
 }
