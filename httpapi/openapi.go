@@ -143,7 +143,7 @@ func (a *api) commandSchema() map[string]any {
 		types := ct.CommandTypes()
 		for _, cmd := range slices.Sorted(maps.Keys(types)) {
 			variants = append(variants, map[string]any{
-				"title": name + " " + cmd, "type": "object", "required": []string{"type"},
+				"title": name + " " + cmd, "type": "object", "required": []string{"type", "data"},
 				"properties": map[string]any{
 					"type":    map[string]any{"const": cmd},
 					"version": map[string]any{"type": "integer", "minimum": 1},
