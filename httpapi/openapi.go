@@ -24,9 +24,16 @@ func (a *api) openAPI() map[string]any {
 		return map[string]any{"name": name, "in": in, "description": desc, "required": required, "schema": schema}
 	}
 	str, num := map[string]any{"type": "string"}, map[string]any{"type": "integer", "minimum": 0}
-	var names []string
+	// Each route takes the views it can answer: a key read a key-value
+	// view's, a windowed fetch a windowed view's.
+	var names, keyed, windowed []string
 	for _, v := range a.cfg.Views.Views() {
 		names = append(names, v.Name())
+		if v.Kind() == projection.KeyValue {
+			keyed = append(keyed, v.Name())
+		} else {
+			windowed = append(windowed, v.Name())
+		}
 	}
 	// oneOf is a string among names; an enum may not be empty (a service
 	// with no views or no commands), so none then.
@@ -37,6 +44,8 @@ func (a *api) openAPI() map[string]any {
 		return map[string]any{"type": "string", "enum": names}
 	}
 	view := param("view", "path", "a view's name", true, oneOf(names))
+	keyedView := param("view", "path", "a key-value view's name", true, oneOf(keyed))
+	windowedView := param("view", "path", "a windowed view's name", true, oneOf(windowed))
 	minPos := param("minPosition", "query", "<topic>:<partition>:<offset> the answer must reflect (repeatable)", false,
 		map[string]any{"type": "string", "pattern": "^.+:[0-9]+:[0-9]+$"})
 	limit := map[string]any{"type": "integer", "minimum": 1, "maximum": a.cfg.MaxLimit, "default": a.cfg.DefaultLimit}
@@ -55,11 +64,11 @@ func (a *api) openAPI() map[string]any {
 		"/openapi.json": get("this document", jsonBody("OpenAPI 3.1", map[string]any{"type": "object"})),
 		"/views":        get("the views", jsonBody("the views", map[string]any{"type": "object", "properties": map[string]any{"views": map[string]any{"type": "array", "items": ref("View")}}})),
 		"/views/{view}": get("a view", jsonBody("the view", ref("View")), view),
-		"/views/{view}/keys/{key}": get("a key's entry", jsonBody("the entry", ref("Entry")), view,
+		"/views/{view}/keys/{key}": get("a key's entry", jsonBody("the entry", ref("Entry")), keyedView,
 			param("key", "path", "the key, as text (a number, or JSON, for other key types)", true, str), minPos,
 			param("maxLag", "query", "let standby replicas at most this many changelog records behind answer", false, num)),
 		"/views/{view}/keys/{key}/windows": get("a key's windows (windowed views)", jsonBody("the windows", map[string]any{"type": "object",
-			"properties": map[string]any{"key": str, "windows": map[string]any{"type": "array", "items": map[string]any{"oneOf": []any{ref("Window"), ref("CountWindow")}}}}}), view,
+			"properties": map[string]any{"key": str, "windows": map[string]any{"type": "array", "items": map[string]any{"oneOf": []any{ref("Window"), ref("CountWindow")}}}}}), windowedView,
 			param("key", "path", "the key", true, str), param("from", "query", "the earliest window start (RFC 3339 or Unix ms; time-windowed views)", false, str),
 			param("to", "query", "the latest window start (RFC 3339 or Unix ms; time-windowed views)", false, str), minPos),
 		"/views/{view}/entries": get("a page of entries in this instance's partitions", jsonBody("the page", ref("Page")), view,
