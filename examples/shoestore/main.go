@@ -17,15 +17,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -171,7 +174,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer client.Close()
 	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers,
-		Commands: map[string]httpapi.Submitter{"inventory": client}, Logger: log, Metrics: metrics, MeterProvider: meters})
+		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url}}, Logger: log, Metrics: metrics, MeterProvider: meters})
 	if err != nil {
 		return err
 	}
@@ -292,3 +295,44 @@ func topicRecords(ctx context.Context, cl *kgo.Client, topic string) (int64, err
 	})
 	return n, nil
 }
+
+// inCatalog refuses the sale of a shoe the catalog does not have before it
+// reaches the aggregate, which decides from its own events alone. The
+// catalog is a view, read through the store's own API (which forwards the
+// read to the instance that holds the shoe).
+type inCatalog struct {
+	client *aggregate.Client[inventory.Command]
+	url    string // the store's API
+}
+
+// NotInCatalog is the rejection code of a sale of a shoe the catalog lacks.
+const NotInCatalog = "not-in-catalog"
+
+func (c inCatalog) SubmitJSON(ctx context.Context, shoe string, envelope []byte, opts ...aggregate.SubmitOption) (aggregate.Outcome, error) {
+	var e struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(envelope, &e) == nil && e.Type == "SellPair" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/views/catalog/keys/"+url.PathEscape(shoe), nil)
+		if err != nil {
+			return aggregate.Outcome{}, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return aggregate.Outcome{}, fmt.Errorf("shoestore: the catalog: %w", err)
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+		case http.StatusNotFound:
+			return aggregate.Outcome{AggregateID: shoe, Status: aggregate.Rejected,
+				Rejection: &aggregate.Rejection{Code: NotInCatalog, Message: fmt.Sprintf("the catalog has no shoe %q", shoe)}}, nil
+		default:
+			return aggregate.Outcome{}, fmt.Errorf("shoestore: the catalog answered %s for %q", resp.Status, shoe)
+		}
+	}
+	return c.client.SubmitJSON(ctx, shoe, envelope, opts...)
+}
+
+// CommandTypes are the inventory's commands, for the API's document.
+func (c inCatalog) CommandTypes() map[string]reflect.Type { return c.client.CommandTypes() }

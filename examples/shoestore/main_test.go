@@ -65,6 +65,21 @@ func TestShoeStore(t *testing.T) {
 	if body := s.command("red", `{"type":"SellPair","data":{}}`, 422); !strings.Contains(body, "out-of-stock") {
 		t.Errorf("a sale of red, out of stock: %s", body)
 	}
+	// Bad commands change nothing: a shoe the catalog lacks, a negative
+	// cost or refund, a misspelt field.
+	s.command("purple", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3000}}`, 200)
+	if body := s.command("purple", `{"type":"SellPair","data":{}}`, 422); !strings.Contains(body, NotInCatalog) {
+		t.Errorf("a sale of a shoe not in the catalog: %s", body)
+	}
+	if body := s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":-1}}`, 422); !strings.Contains(body, "bad-cost") {
+		t.Errorf("a negative unit cost: %s", body)
+	}
+	if body := s.command("blue", `{"type":"AcceptReturn","data":{"price":-5500}}`, 422); !strings.Contains(body, "bad-price") {
+		t.Errorf("a negative refund: %s", body)
+	}
+	if body := s.command("blue", `{"type":"SellPair","data":{"prise":100}}`, 400); !strings.Contains(body, `unknown field \"prise\"`) {
+		t.Errorf("a misspelt price: %s", body)
+	}
 
 	s.await("/views/inventory/keys/red", `{"key":"red","value":{"inStock":0,"sold":1,"returned":0}}`)
 	s.await("/views/inventory/keys/blue", `{"key":"blue","value":{"inStock":1,"sold":1,"returned":1}}`)
