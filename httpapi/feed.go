@@ -101,27 +101,30 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer kcl.Close()
-	ends, err := kadm.NewClient(kcl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		a.problem(w, r, http.StatusServiceUnavailable, "feed failed", fmt.Sprintf("the changelog %s: %v", topic, err))
-		return
-	}
-	pos := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { pos[o.Partition] = o.Offset })
-	if len(start) > 0 {
-		starts, err := kadm.NewClient(kcl).ListStartOffsets(ctx, topic)
+	adm := kadm.NewClient(kcl)
+	// listOffsets lists each partition's offset (its end, or its start).
+	listOffsets := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, bool) {
+		listed, err := list(ctx, topic)
 		if err == nil {
-			err = starts.Error()
+			err = listed.Error()
 		}
 		if err != nil {
 			a.problem(w, r, http.StatusServiceUnavailable, "feed failed", fmt.Sprintf("the changelog %s: %v", topic, err))
+			return nil, false
+		}
+		out := map[int32]int64{}
+		listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+		return out, true
+	}
+	pos, ok := listOffsets(adm.ListEndOffsets)
+	if !ok {
+		return
+	}
+	if len(start) > 0 {
+		first, ok := listOffsets(adm.ListStartOffsets)
+		if !ok {
 			return
 		}
-		first := map[int32]int64{}
-		starts.Each(func(o kadm.ListedOffset) { first[o.Partition] = o.Offset })
 		if why := checkFeedStart(start, first, pos); why != "" {
 			a.problem(w, r, http.StatusBadRequest, "bad position", fmt.Sprintf("position %s: %s; resume with a feed's last event id, or start afresh without one", formatFeedPosition(start), why))
 			return

@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 )
 
 // accepting is a Submitter that accepts every command but "bad".
@@ -24,25 +23,6 @@ func (accepting) SubmitJSON(_ context.Context, id string, _ []byte, _ ...aggrega
 		return aggregate.Outcome{AggregateID: id, Status: aggregate.Rejected, Rejection: &aggregate.Rejection{Code: "no", Message: "no"}}, nil
 	}
 	return aggregate.Outcome{AggregateID: id, Status: aggregate.Accepted, Version: 1}, nil
-}
-
-// scrape reads /metrics with Prometheus' own text parser.
-func scrape(t *testing.T, s *httptest.Server) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return fams
 }
 
 func label(m *dto.Metric, name string) string {
@@ -81,7 +61,7 @@ func TestRequestMetrics(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	fams := scrape(t, s)
+	fams := httpapitest.Metrics(t, s.URL)
 
 	req := fams["http_server_request_duration_seconds"]
 	if req == nil || req.GetType() != dto.MetricType_HISTOGRAM {

@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 )
 
 // The store, in-process, driven through its HTTP API with the classic
@@ -105,7 +103,7 @@ func TestShoeStore(t *testing.T) {
 			shoe, today.Format(time.RFC3339), today.Add(24*time.Hour).Format(time.RFC3339)))
 	}
 	// The engine's, the API's and the commands' metrics, in seconds.
-	scrapeFamilies(t, url, "http_server_request_duration_seconds", "oxbow_command_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
+	httpapitest.RequireFamilies(t, httpapitest.Metrics(t, url), "http_server_request_duration_seconds", "oxbow_command_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
 
 	if cfg.PGDSN == "" {
 		return
@@ -165,26 +163,5 @@ func (s *store) await(path, want string) string {
 			s.t.Fatalf("GET %s: %s after 60s, want %s", path, last, want)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// scrapeFamilies reads the service's /metrics with Prometheus' text parser
-// and fails the test unless each family named is there with samples.
-func scrapeFamilies(t *testing.T, url string, names ...string) {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if resp.StatusCode != 200 || err != nil {
-		t.Fatalf("/metrics: %d, %v", resp.StatusCode, err)
-	}
-	for _, n := range names {
-		if f := fams[n]; f == nil || len(f.GetMetric()) == 0 {
-			t.Errorf("/metrics has no %s", n)
-		}
 	}
 }

@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 )
 
 // The example, in-process, fed known trades through its topic — some out
@@ -164,7 +163,7 @@ func TestStockAverages(t *testing.T) {
 	if !reflect.DeepEqual(movers.Value, wantMovers) {
 		t.Errorf("top movers %+v, want %+v", movers.Value, wantMovers)
 	}
-	scrapeFamilies(t, url, "http_server_request_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
+	httpapitest.RequireFamilies(t, httpapitest.Metrics(t, url), "http_server_request_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
 }
 
 func normalize(d Day) Day {
@@ -191,26 +190,5 @@ func await(t *testing.T, url string, v any, ok func() bool) {
 			t.Fatalf("GET %s: %s after 60s", url, last)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// scrapeFamilies reads the service's /metrics with Prometheus' text parser
-// and fails the test unless each family named is there with samples.
-func scrapeFamilies(t *testing.T, url string, names ...string) {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if resp.StatusCode != 200 || err != nil {
-		t.Fatalf("/metrics: %d, %v", resp.StatusCode, err)
-	}
-	for _, n := range names {
-		if f := fams[n]; f == nil || len(f.GetMetric()) == 0 {
-			t.Errorf("/metrics has no %s", n)
-		}
 	}
 }
