@@ -397,7 +397,8 @@ type StorePosition struct {
 // repartition topic marks, at every commit, every partition of it with the
 // input positions of what it wrote; a task that reads the marker knows them
 // once it has processed everything before it, so positions follow the data
-// through every repartition topic to the stores it feeds.
+// through every repartition topic to the stores it feeds. A global table's
+// store reflects every partition of its topic, as far as it has read them.
 func (a *App) StorePosition(store string) (StorePosition, error) {
 	if _, ok := a.top.t.Stores[store]; !ok {
 		return StorePosition{}, fmt.Errorf("engine: the topology has no store %q", store)

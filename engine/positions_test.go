@@ -171,3 +171,56 @@ func withID(cfg engine.Config, id string) engine.Config {
 	cfg.InstanceID = id
 	return cfg
 }
+
+// A global table's store reflects every partition of its topic: its
+// position says how far, from the bootstrap on (a new instance knows it
+// before any new record).
+func TestStorePositionOfAGlobalTable(t *testing.T) {
+	k := newKT(t)
+	in := k.topic("prices")
+	k.create(2, in)
+	b := engine.NewBuilder()
+	engine.NewGlobalTable(b, in, serde.String, serde.Int64, engine.Materialized("prices"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := k.start(top, engine.Config{InstanceID: "a"})
+	for i := range int64(5) {
+		v, _ := serde.Int64.Encode(i)
+		rec := &kgo.Record{Topic: in, Key: []byte("k"), Value: v, Partition: int32(i % 2)}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := k.cl.ProduceSync(ctx, rec).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, 30*time.Second, "the global store to reflect the record", func() bool {
+			k.checkApps()
+			pos, err := a.StorePosition("prices")
+			if errors.Is(err, engine.ErrNotReady) {
+				return false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pos.Offsets[in][rec.Partition] > rec.Offset
+		})
+		s, err := engine.QueryKeyValueStore(a.App, "prices", serde.String, serde.Int64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := s.Get("k"); err != nil || got != i {
+			t.Fatalf("record %d: the store says %d (%v) once its position passed it", i, got, err)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	c := k.start(top, engine.Config{InstanceID: "c"})
+	wait(t, 60*time.Second, "a new instance to know the global store's position", func() bool {
+		k.checkApps()
+		pos, err := c.StorePosition("prices")
+		return err == nil && pos.Offsets[in][0] == k.end(in, 0) && pos.Offsets[in][1] == k.end(in, 1)
+	})
+}

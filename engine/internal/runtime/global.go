@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +25,9 @@ type globalTask struct {
 	st    *state.Task
 	parts map[topicPartition]bool
 	dirty bool
+	// read: per partition, the offset after the last record applied, made
+	// known to StorePositions at each commit.
+	read map[topicPartition]int64
 }
 
 // globalPartition is the store partition under which a global store is kept.
@@ -139,6 +143,8 @@ func (g *globalTask) bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
+	// Where the tables stand, known before any record arrives.
+	g.read, g.dirty = maps.Clone(pos), true
 	return g.commit()
 }
 
@@ -172,6 +178,10 @@ func (g *globalTask) apply(fetches kgo.Fetches, pos map[topicPartition]int64) (e
 		if pos != nil {
 			pos[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
 		}
+		if g.read == nil {
+			g.read = map[topicPartition]int64{}
+		}
+		g.read[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
 		if rec.Attrs.IsControl() {
 			// A transaction marker: past it, but nothing to process.
 			perr = g.st.SetCheckpoint(rec.Topic, rec.Partition, rec.Offset+1)
@@ -194,7 +204,16 @@ func (g *globalTask) commit() error {
 		return nil
 	}
 	g.dirty = false
-	return g.st.Commit()
+	if err := g.st.Commit(); err != nil {
+		return err
+	}
+	g.r.posMu.Lock()
+	if g.r.globalPos == nil {
+		g.r.globalPos = map[topicPartition]int64{}
+	}
+	maps.Copy(g.r.globalPos, g.read)
+	g.r.posMu.Unlock()
+	return nil
 }
 
 func (g *globalTask) close() {

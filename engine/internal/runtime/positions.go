@@ -470,6 +470,19 @@ func (r *Runtime) StorePositions(store string) (StorePosition, bool) {
 	if r.flow == nil {
 		return StorePosition{}, false
 	}
+	if spec := r.topo.Stores[store]; spec != nil && spec.Global {
+		// A global table's store holds every partition of its topic.
+		sp := StorePosition{Inputs: []string{spec.Topic}, Derived: []string{spec.Topic}, Partitions: []int32{globalPartition}, Offsets: map[string]map[int32]int64{}}
+		for tp, o := range r.globalPos {
+			if tp.topic == spec.Topic {
+				if sp.Offsets[tp.topic] == nil {
+					sp.Offsets[tp.topic] = map[int32]int64{}
+				}
+				sp.Offsets[tp.topic][tp.partition] = o
+			}
+		}
+		return sp, true
+	}
 	sp := StorePosition{Inputs: slices.Clone(r.flow.origins[store]), Offsets: map[string]map[int32]int64{}}
 	for _, topic := range sp.Inputs {
 		if r.carriedToAll(store, topic) {

@@ -78,7 +78,10 @@ type Runtime struct {
 	// committed state reflects, through repartition topics too
 	// (positions.go).
 	storePos map[string]map[int32]map[topicPartition]int64
-	flow     *flowPlan
+	// globalPos: per partition of a global table's topic, the offset after
+	// the last record its store has committed.
+	globalPos map[topicPartition]int64
+	flow      *flowPlan
 	// uncommitted: a task processed a record or ran a punctuator since the
 	// last commit.
 	uncommitted bool
