@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,4 +224,103 @@ func TestStorePositionOfAGlobalTable(t *testing.T) {
 		pos, err := c.StorePosition("prices")
 		return err == nil && pos.Offsets[in][0] == k.end(in, 0) && pos.Offsets[in][1] == k.end(in, 1)
 	})
+}
+
+// A foreign-key join's result goes out and back: the left table's record
+// to the right side (the subscription) and the joined value back (the
+// response). Its store reflects a left record once the round trip is
+// done, and a right record once every left record it joins came back.
+func TestStorePositionThroughAForeignKeyJoin(t *testing.T) {
+	k := newKT(t)
+	orders, products := k.topic("orders"), k.topic("products")
+	k.create(3, orders, products)
+	b := engine.NewBuilder()
+	l := engine.NewTable(b, orders, serde.String, serde.String)  // order -> product
+	r := engine.NewTable(b, products, serde.String, serde.Int64) // product -> price
+	engine.JoinForeignKey(l, r, func(_ string, product string) string { return product },
+		func(_ string, product string, price int64) string { return fmt.Sprintf("%s@%d", product, price) },
+		engine.Named("priced"), engine.Materialized("priced"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := k.start(top, engine.Config{InstanceID: "a"})
+	b2 := k.start(top, engine.Config{InstanceID: "b"})
+	wait(t, 60*time.Second, "both instances to have tasks", func() bool {
+		k.checkApps()
+		return len(a.Tasks()) > 0 && len(b2.Tasks()) > 0
+	})
+	apps := map[string]*app{"a": a, "b": b2}
+	put := func(topic, key string, value []byte) *kgo.Record {
+		t.Helper()
+		rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Partition: kafkaPartition([]byte(key), 3)}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := k.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// read waits for the owner of the order's result to reflect rec, then
+	// reads the result.
+	read := func(order string, rec *kgo.Record) string {
+		t.Helper()
+		owner, _, err := engine.KeyOwner(a.App, "priced", order, serde.String)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := apps[owner.ID]
+		wait(t, 30*time.Second, fmt.Sprintf("priced to reflect %s[%d]@%d", rec.Topic, rec.Partition, rec.Offset), func() bool {
+			k.checkApps()
+			pos, err := host.StorePosition("priced")
+			if errors.Is(err, engine.ErrNotReady) {
+				return false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pos.Offsets[rec.Topic][rec.Partition] > rec.Offset
+		})
+		s, err := engine.QueryKeyValueStore(host.App, "priced", serde.String, serde.String)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, err := s.Get(order)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	price := func(p int64) []byte { b, _ := serde.Int64.Encode(p); return b }
+	put(products, "shoe", price(10))
+	put(products, "hat", price(5))
+	for i := range 12 {
+		order := fmt.Sprintf("o%d", i%4)
+		product := []string{"shoe", "hat"}[i%2]
+		rec := put(orders, order, []byte(product))
+		p := map[string]int64{"shoe": 10, "hat": 5}[product]
+		if i >= 6 && product == "shoe" {
+			p = 20
+		}
+		if i == 6 {
+			// A new price: reflected in the orders of the shoe once the
+			// price's position is.
+			prec := put(products, "shoe", price(20))
+			if got := read("o0", prec); got != "shoe@10" && got != "shoe@20" {
+				t.Fatalf("o0 after the price change: %q", got)
+			}
+		}
+		if got, want := read(order, rec), fmt.Sprintf("%s@%d", product, p); got != want {
+			t.Fatalf("order %d (%s: %s): the result says %q once its position passed the order, want %q", i, order, product, got, want)
+		}
+	}
+	for _, x := range []*app{a, b2} {
+		pos, err := x.StorePosition("priced")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pos.Inputs, []string{orders, products}) && !slices.Equal(pos.Inputs, []string{products, orders}) {
+			t.Errorf("instance %s: priced derives from %v", x.ID(), pos.Inputs)
+		}
+	}
 }

@@ -121,9 +121,12 @@ func planFlow(t *topo.Topology, plan *topicPlan) *flowPlan {
 		f.storeSources[st] = slices.Compact(srcs)
 	}
 	// origins of a set of source topics of a sub-topology: input topic ->
-	// read only directly (not through a repartition topic).
-	var originsOf func(sub int, sources []string, visiting map[int]bool) map[string]bool
-	originsOf = func(sub int, sources []string, visiting map[int]bool) map[string]bool {
+	// read only directly (not through a repartition topic). Records flow
+	// along a DAG of nodes even where sub-topologies feed each other both
+	// ways (a foreign-key join's subscription and response): visiting
+	// guards the repartition topics on the way, not the sub-topologies.
+	var originsOf func(sub int, sources []string, visiting map[string]bool) map[string]bool
+	originsOf = func(sub int, sources []string, visiting map[string]bool) map[string]bool {
 		out := map[string]bool{}
 		derived := map[string]bool{}
 		for _, src := range sources {
@@ -134,10 +137,10 @@ func planFlow(t *topo.Topology, plan *topicPlan) *flowPlan {
 				}
 				continue
 			}
-			if visiting[w] {
-				continue // a cycle (a foreign-key join's round trip)
+			if visiting[src] {
+				continue // cannot happen in a DAG; a guard all the same
 			}
-			visiting[w] = true
+			visiting[src] = true
 			for _, sk := range f.sinks[w] {
 				if sk.topic != src {
 					continue
@@ -153,7 +156,7 @@ func planFlow(t *topo.Topology, plan *topicPlan) *flowPlan {
 					derived[o] = true
 				}
 			}
-			delete(visiting, w)
+			delete(visiting, src)
 		}
 		for o := range derived {
 			out[o] = false
@@ -162,7 +165,7 @@ func planFlow(t *topo.Topology, plan *topicPlan) *flowPlan {
 	}
 	for id, sinks := range f.sinks {
 		for _, sk := range sinks {
-			originsOf(id, sk.sources, map[int]bool{id: true})
+			originsOf(id, sk.sources, map[string]bool{})
 		}
 	}
 	for st, srcs := range f.storeSources {
@@ -170,7 +173,7 @@ func planFlow(t *topo.Topology, plan *topicPlan) *flowPlan {
 		if sub == nil {
 			continue
 		}
-		f.origins[st] = slices.Sorted(maps.Keys(originsOf(sub.ID, srcs, map[int]bool{sub.ID: true})))
+		f.origins[st] = slices.Sorted(maps.Keys(originsOf(sub.ID, srcs, map[string]bool{})))
 	}
 	return f
 }
