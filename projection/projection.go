@@ -300,10 +300,12 @@ func keyParser[K any](given any) (func(string) (K, error), error) {
 			return any(n).(K), nil
 		}, nil
 	}
+	want := jsonType(JSONSchema(reflect.TypeFor[K]()))
 	return func(s string) (K, error) {
 		var k K
 		if err := json.Unmarshal([]byte(s), &k); err != nil {
-			return k, fmt.Errorf("%q is not a JSON %v: %v", s, reflect.TypeFor[K](), err)
+			// In JSON's terms: the caller never saw the Go type.
+			return k, fmt.Errorf("%q is not a key of this view: want JSON (%s)", s, want)
 		}
 		return k, nil
 	}, nil

@@ -53,8 +53,8 @@ func TestKeyParsing(t *testing.T) {
 	if err != nil || !ok || e.Value != int64(3) || e.Key != (sku{"runner", 42}) {
 		t.Errorf("a JSON key: %+v, %v, %v", e, ok, err)
 	}
-	if _, _, err := jsonKeys.Get(d, "runner"); !errors.Is(err, projection.ErrBadKey) {
-		t.Errorf("a key that is not JSON: %v", err)
+	if _, _, err := jsonKeys.Get(d, "runner"); !errors.Is(err, projection.ErrBadKey) || !strings.Contains(err.Error(), "want JSON (object)") || strings.Contains(err.Error(), "projection_test.sku") {
+		t.Errorf("a key that is not JSON: %v (want ErrBadKey, in JSON's terms)", err)
 	}
 	parsed, err := projection.NewKeyValue("skus2", "skus", serde.JSON[sku](), serde.Int64, projection.ParseKey(func(s string) (sku, error) {
 		var k sku
