@@ -29,7 +29,7 @@ type item struct {
 	Plain   bool              // no tag: its Go name
 	Next    *item             `json:"next,omitempty"`
 	Free    any               `json:"free,omitempty"`
-	private int               //nolint:unused
+	private int               // unexported: not in the JSON
 	Nested  struct{ A int }   `json:"nested"`
 	Extra   json.RawMessage   `json:"extra,omitempty"`
 	Opt     map[string]string `json:"opt,omitzero"`
@@ -47,7 +47,7 @@ func TestJSONSchema(t *testing.T) {
 	}
 	// Every field encoding/json writes is in the schema, with its type.
 	note := "n"
-	b, _ := json.Marshal(item{base: base{ID: "x"}, Weight: 1.5, Attrs: map[string]int{"a": 1}, Note: &note, Raw: []byte("r"), Extra: json.RawMessage(`1`), Opt: map[string]string{"k": "v"}})
+	b, _ := json.Marshal(item{base: base{ID: "x"}, private: 1, Weight: 1.5, Attrs: map[string]int{"a": 1}, Note: &note, Raw: []byte("r"), Extra: json.RawMessage(`1`), Opt: map[string]string{"k": "v"}})
 	var enc map[string]any
 	_ = json.Unmarshal(b, &enc)
 	props := s["properties"].(map[string]any)
