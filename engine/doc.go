@@ -193,4 +193,10 @@
 //   - Oxbow has what Kafka Streams has not: count windows, emit-final for
 //     cogroups, [OmitAbsentDeletes] (no table forwards a delete of a key it
 //     did not have: Oxbow's former rule).
+//   - Repartition topics carry, besides the data, a position marker per
+//     partition at each commit that moved the writer's positions (no key,
+//     no value, header [PositionHeader]): it makes [App.StorePosition]
+//     follow the data through them (Kafka Streams' IQv2 positions stop at
+//     a store's own input topics). Another reader of these internal topics
+//     sees the markers, and skips them by the header.
 package engine
