@@ -100,3 +100,7 @@ func SubTopologies(t *Topology) []SubTopologyTopics {
 	}
 	return out
 }
+
+// RevokeNow makes a's loop act, at its next round, as though the group had
+// revoked every task and assigned the same ones again (RevokeForTest).
+func RevokeNow(a *App) { a.rt.RevokeForTest() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -322,5 +323,45 @@ func TestStorePositionThroughAForeignKeyJoin(t *testing.T) {
 		if !slices.Equal(pos.Inputs, []string{orders, products}) && !slices.Equal(pos.Inputs, []string{products, orders}) {
 			t.Errorf("instance %s: priced derives from %v", x.ID(), pos.Inputs)
 		}
+	}
+}
+
+// What the tasks skipped stays counted when they are closed and opened
+// again (a rebalance, an aborted transaction): a record skipped before the
+// last commit is not processed again, so its count must not go with the
+// task.
+func TestSkippedSurvivesReopenedTasks(t *testing.T) {
+	k := newKT(t)
+	in := k.topic("words")
+	k.create(1, in)
+	a := k.start(twoHops(in), engine.Config{Guarantee: engine.ExactlyOnce})
+	produce := func(value []byte) *kgo.Record {
+		t.Helper()
+		rec := &kgo.Record{Topic: in, Key: []byte("k"), Value: value}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := k.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	committed := func(rec *kgo.Record) {
+		t.Helper()
+		wait(t, 30*time.Second, "the record to be committed", func() bool {
+			k.checkApps()
+			pos, err := a.StorePosition("counts")
+			return err == nil && pos.Offsets[in][0] > rec.Offset
+		})
+	}
+	produce([]byte("ant"))
+	committed(produce(nil)) // a tombstone: GroupBy skips it
+	before := a.Skipped()
+	if len(before) == 0 {
+		t.Fatal("the tombstone was not counted as skipped")
+	}
+	engine.RevokeNow(a.App)
+	committed(produce([]byte("bee")))
+	if after := a.Skipped(); !maps.Equal(after, before) {
+		t.Errorf("skipped %v after the tasks were reopened, want %v as before", after, before)
 	}
 }

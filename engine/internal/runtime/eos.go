@@ -359,6 +359,7 @@ func (r *Runtime) applyStateLocked() error {
 		}
 		t.publishStorePositions()
 		r.posMu.Unlock()
+		t.skippedAtCommit = maps.Clone(t.t.Skipped())
 	}
 	return nil
 }

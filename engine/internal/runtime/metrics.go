@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -124,7 +125,10 @@ func (m *metrics) restored(ctx context.Context, n int64) { m.restoredRecords.Add
 func (r *Runtime) publish() {
 	var lags []partitionLag
 	var hits, misses int64
-	skipped := map[string]int64{}
+	skipped := maps.Clone(r.skippedClosed)
+	if skipped == nil {
+		skipped = map[string]int64{}
+	}
 	r.publishQueryable()
 	for _, t := range r.tasks {
 		for k, v := range t.t.Skipped() {

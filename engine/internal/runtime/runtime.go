@@ -87,8 +87,12 @@ type Runtime struct {
 	uncommitted bool
 	fatal       error // set by a callback; Run returns it
 	skipped     atomic.Pointer[map[string]int64]
-	queryable   atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
-	times       streamTimes                          // committed stream times (streamtime.go)
+	// skippedClosed adds up what the tasks closed so far had skipped as
+	// of their last commit (what a task skipped after it is processed
+	// again by the task that reopens): Skipped survives a task's reopening.
+	skippedClosed map[string]int64
+	queryable     atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
+	times         streamTimes                          // committed stream times (streamtime.go)
 	// unknownTopicSince: since when joining the group fails for a topic
 	// missing from the metadata (loop only; zero: it does not).
 	unknownTopicSince time.Time

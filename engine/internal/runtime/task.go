@@ -48,6 +48,8 @@ type rtask struct {
 	// the last marker (positions.go).
 	derived map[string]map[topicPartition]*originSlot
 	marked  map[string]map[topicPartition]int64
+	// skippedAtCommit is what the task had skipped at its last commit.
+	skippedAtCommit map[string]int64
 }
 
 type loggedStore struct {
@@ -615,6 +617,12 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 		}
 		if len(resume) > 0 {
 			r.cl.ResumeFetchPartitions(resume)
+		}
+		if r.skippedClosed == nil {
+			r.skippedClosed = map[string]int64{}
+		}
+		for k, v := range t.skippedAtCommit {
+			r.skippedClosed[k] += v
 		}
 		r.closeTask(t.t)
 		t.st.Close()
