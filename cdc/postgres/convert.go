@@ -26,8 +26,6 @@ const (
 	oidNumeric     = 1700
 )
 
-var epochDay = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // appendValue appends the JSON of a column's value, given in PostgreSQL's
 // text format, as Debezium's PostgreSQL connector writes it with its
 // default settings, except numerics:
@@ -37,17 +35,24 @@ var epochDay = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 //   - numeric: a JSON number with the exact digits (Debezium's
 //     decimal.handling.mode=double would round them; its default,
 //     precise, writes the unscaled bytes, which no JSON reader wants);
-//   - date: days since 1970-01-01; time: microseconds since midnight;
-//     timestamp: microseconds since the epoch (io.debezium.time.Date,
-//     MicroTime, MicroTimestamp); timestamptz: an ISO-8601 string in UTC
-//     (ZonedTimestamp);
+//   - date: days since 1970-01-01 (io.debezium.time.Date), for every
+//     date PostgreSQL and Go share (years 1 to 9999); time: milliseconds
+//     since midnight for a precision of 0 to 3 (Time), else microseconds
+//     (MicroTime); timestamp: milliseconds since the epoch for a
+//     precision of 0 to 3 (Timestamp), else microseconds (MicroTimestamp),
+//     as Debezium's default time.precision.mode, adaptive, writes them;
+//     timestamptz: an ISO-8601 string in UTC (ZonedTimestamp);
 //   - bytea: base64, as Kafka Connect's JSON converter writes bytes;
 //   - everything else (text, varchar, uuid, json, jsonb, enums, arrays):
 //     a string of its text form (json and jsonb as Debezium's Json, a
 //     string holding the document).
 //
 // A value that does not parse as its type says it is written as a string.
-func appendValue(b []byte, oid uint32, text []byte) []byte {
+//
+// typmod is the column's type modifier (for time and timestamp, the
+// precision; -1 if none was given, which is 6).
+func appendValue(b []byte, oid uint32, typmod int32, text []byte) []byte {
+	millis := typmod >= 0 && typmod <= 3
 	switch oid {
 	case oidBool:
 		if len(text) == 1 && text[0] == 't' {
@@ -68,14 +73,23 @@ func appendValue(b []byte, oid uint32, text []byte) []byte {
 		}
 	case oidDate:
 		if t, err := time.Parse(time.DateOnly, string(text)); err == nil {
-			return strconv.AppendInt(b, int64(t.Sub(epochDay)/(24*time.Hour)), 10)
+			// Unix seconds, not a time.Duration: a Duration spans only
+			// 1677 to 2262.
+			return strconv.AppendInt(b, t.Unix()/86400, 10)
 		}
 	case oidTime:
 		if t, err := time.Parse("15:04:05.999999", string(text)); err == nil {
-			return strconv.AppendInt(b, t.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds(), 10)
+			us := t.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
+			if millis {
+				return strconv.AppendInt(b, us/1000, 10)
+			}
+			return strconv.AppendInt(b, us, 10)
 		}
 	case oidTimestamp:
 		if t, err := time.Parse("2006-01-02 15:04:05.999999", string(text)); err == nil {
+			if millis {
+				return strconv.AppendInt(b, t.UnixMilli(), 10)
+			}
 			return strconv.AppendInt(b, t.UnixMicro(), 10)
 		}
 	case oidTimestamptz:
@@ -152,9 +166,10 @@ func appendString(b []byte, s []byte) []byte {
 
 // column is a captured table's column.
 type column struct {
-	name string
-	oid  uint32
-	key  bool // part of the primary key
+	name   string
+	oid    uint32
+	typmod int32 // the type modifier (a time's precision), -1 if none
+	key    bool  // part of the primary key
 }
 
 // cell is a column's value in a change: null, unchanged TOAST (not
@@ -185,7 +200,7 @@ func appendRow(b []byte, cols []column, cells []cell, keyOnly bool) []byte {
 		}
 		switch v.kind {
 		case 't':
-			b = appendValue(b, c.oid, v.text)
+			b = appendValue(b, c.oid, c.typmod, v.text)
 		case 'u':
 			b = appendString(b, []byte(cdc.Unavailable))
 		default:

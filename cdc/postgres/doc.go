@@ -41,7 +41,9 @@
 // Values are converted from PostgreSQL's text form to JSON the way
 // Debezium's connector does by default: booleans and integer and
 // floating-point types as JSON values, date as days since the epoch, time
-// and timestamp as microseconds, timestamptz as an ISO-8601 string in UTC,
+// and timestamp as milliseconds for a precision of 0 to 3 and as
+// microseconds above (Debezium's adaptive time.precision.mode), timestamptz
+// as an ISO-8601 string in UTC,
 // bytea as base64, everything else (text, uuid, json, jsonb, enums, arrays)
 // as a string of its text form — except numeric, which is a JSON number
 // with its exact digits rather than Debezium's unscaled bytes. Events are

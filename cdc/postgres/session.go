@@ -151,7 +151,7 @@ func (s *Source) snapshot(ctx context.Context, conn *pgx.Conn, keys map[tableNam
 		fds := rr.FieldDescriptions()
 		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys[tn]}
 		for _, fd := range fds {
-			t.cols = append(t.cols, column{name: fd.Name, oid: fd.DataTypeOID, key: containsString(t.keys, fd.Name)})
+			t.cols = append(t.cols, column{name: fd.Name, oid: fd.DataTypeOID, typmod: fd.TypeModifier, key: containsString(t.keys, fd.Name)})
 		}
 		cells := make([]cell, len(fds))
 		rows := n
@@ -347,7 +347,7 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		}
 		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys}
 		for _, c := range m.Columns {
-			t.cols = append(t.cols, column{name: c.Name, oid: c.DataType, key: containsString(keys, c.Name)})
+			t.cols = append(t.cols, column{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, key: containsString(keys, c.Name)})
 		}
 		st.relations[m.RelationID] = t
 	case *pglogrepl.BeginMessage:
