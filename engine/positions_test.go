@@ -62,14 +62,8 @@ func TestStorePositionFollowsRepartitions(t *testing.T) {
 			want, total := map[string]int64{}, int64(0)
 			for i := range 40 {
 				w := vocabulary[rng.IntN(len(vocabulary))]
-				rec := &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "user-%d", rng.IntN(9)), Value: []byte(w), Timestamp: enginetest.At(int64(i))}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				rec.Partition = kafkaPartition(rec.Key, 3)
-				err := k.cl.ProduceSync(ctx, rec).FirstErr()
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
+				rec := &kgo.Record{Key: fmt.Appendf(nil, "user-%d", rng.IntN(9)), Value: []byte(w), Timestamp: enginetest.At(int64(i))}
+				k.produce(in, rec) // which sets its partition and offset
 				if w != "skip" {
 					want[w]++
 					total++
@@ -188,15 +182,11 @@ func TestStorePositionOfAGlobalTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := k.start(top, engine.Config{InstanceID: "a"})
-	for i := range int64(5) {
+	for i := range int64(6) {
 		v, _ := serde.Int64.Encode(i)
-		rec := &kgo.Record{Topic: in, Key: []byte("k"), Value: v, Partition: int32(i % 2)}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := k.cl.ProduceSync(ctx, rec).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := fmt.Sprintf("k%d", i%3)
+		rec := &kgo.Record{Key: []byte(key), Value: v}
+		k.produce(in, rec)
 		wait(t, 30*time.Second, "the global store to reflect the record", func() bool {
 			k.checkApps()
 			pos, err := a.StorePosition("prices")
@@ -212,7 +202,7 @@ func TestStorePositionOfAGlobalTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _, err := s.Get("k"); err != nil || got != i {
+		if got, _, err := s.Get(key); err != nil || got != i {
 			t.Fatalf("record %d: the store says %d (%v) once its position passed it", i, got, err)
 		}
 	}
@@ -254,12 +244,8 @@ func TestStorePositionThroughAForeignKeyJoin(t *testing.T) {
 	apps := map[string]*app{"a": a, "b": b2}
 	put := func(topic, key string, value []byte) *kgo.Record {
 		t.Helper()
-		rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Partition: kafkaPartition([]byte(key), 3)}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := k.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		rec := &kgo.Record{Key: []byte(key), Value: value}
+		k.produce(topic, rec)
 		return rec
 	}
 	// read waits for the owner of the order's result to reflect rec, then
@@ -337,12 +323,8 @@ func TestSkippedSurvivesReopenedTasks(t *testing.T) {
 	a := k.start(twoHops(in), engine.Config{Guarantee: engine.ExactlyOnce})
 	produce := func(value []byte) *kgo.Record {
 		t.Helper()
-		rec := &kgo.Record{Topic: in, Key: []byte("k"), Value: value}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := k.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		rec := &kgo.Record{Key: []byte("k"), Value: value}
+		k.produce(in, rec)
 		return rec
 	}
 	committed := func(rec *kgo.Record) {
