@@ -18,6 +18,10 @@ const (
 	Delete   Op = "d"
 	Read     Op = "r" // a row of a snapshot
 	Truncate Op = "t"
+	// Message is a logical decoding message (PostgreSQL's
+	// pg_logical_emit_message), which Debezium writes with op "m": no row
+	// change, see [Event.Message].
+	Message Op = "m"
 	// Tombstone is the null-valued record Debezium writes after a delete,
 	// so that compaction can drop the key.
 	Tombstone Op = "tombstone"
@@ -25,8 +29,58 @@ const (
 
 // Unavailable is the value Debezium's PostgreSQL connector writes for an
 // unchanged TOASTed column it did not receive (without REPLICA IDENTITY
-// FULL): the column keeps its previous value.
+// FULL): the column keeps its previous value. Columns that are not text
+// get it in their type's form; [IsUnavailable] knows them all.
 const Unavailable = "__debezium_unavailable_value"
+
+// The forms of the placeholder by column type, as Debezium writes them with
+// the JSON converter: text (and json, xml, ...), bytea (base64 of its
+// bytes), text and bytea arrays (a one-element array), int and bigint
+// arrays (its bytes as numbers), uuid arrays (the name-based UUID of its
+// bytes, Java's UUID.nameUUIDFromBytes), hstore (a map of it to itself, as
+// a JSON document in a string by hstore.handling.mode=json or as an object
+// by map).
+var unavailableForms = func() map[string]bool {
+	const b64 = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+	const ints = "[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]"
+	forms := map[string]bool{}
+	for _, f := range []string{
+		`"` + Unavailable + `"`, `"` + b64 + `"`, `["` + Unavailable + `"]`, `["` + b64 + `"]`, ints,
+		`["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`,
+		`"{\"` + Unavailable + `\":\"` + Unavailable + `\"}"`,
+		`{"` + Unavailable + `":"` + Unavailable + `"}`,
+	} {
+		forms[f] = true
+	}
+	return forms
+}()
+
+// IsUnavailable reports whether a column's JSON value is Debezium's
+// unavailable-TOAST placeholder, in any of the forms its PostgreSQL
+// connector writes (by the column's type).
+func IsUnavailable(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	if len(v) < 2 || len(v) > 160 {
+		return false
+	}
+	if unavailableForms[string(v)] {
+		return true
+	}
+	if bytes.ContainsAny(v, " \t\r\n") { // written by another encoder: compact it
+		var c bytes.Buffer
+		if json.Compact(&c, v) == nil {
+			return unavailableForms[c.String()]
+		}
+	}
+	return false
+}
+
+// mayHaveUnavailable: a row's JSON may hold a placeholder (a quick test
+// before IsUnavailable on each column).
+func mayHaveUnavailable(row []byte) bool {
+	return bytes.Contains(row, []byte(Unavailable)) || bytes.Contains(row, []byte("X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ")) ||
+		bytes.Contains(row, []byte("95,95,100,101,98,101,122,105,117,109")) || bytes.Contains(row, []byte("b68a35a7-17ad-35b3-af2a-ae46edb4545a"))
+}
 
 // Row is a row's columns, as JSON values.
 type Row map[string]json.RawMessage
@@ -81,6 +135,15 @@ type Event struct {
 	Before Row // the row before (updates and deletes, when the connector has it)
 	After  Row // the row after (creates, reads and updates)
 	Source Source
+	// Message is a logical decoding message's (Op Message): nil otherwise.
+	Message *LogicalMessage
+}
+
+// LogicalMessage is what pg_logical_emit_message wrote, as Debezium passes
+// it on: its prefix and content. Debezium keys it by the prefix.
+type LogicalMessage struct {
+	Prefix  string
+	Content []byte
 }
 
 // DecodeError is an event that is not a Debezium change event.
@@ -113,6 +176,10 @@ type envelope struct {
 	Source  *sourceJSON     `json:"source"`
 	Op      json.RawMessage `json:"op"`
 	TsMs    json.RawMessage `json:"ts_ms"`
+	Message *struct {
+		Prefix  string `json:"prefix"`
+		Content []byte `json:"content"`
+	} `json:"message"`
 }
 
 // decode is Decode that also returns the after image's JSON; without
@@ -173,6 +240,17 @@ func decode(key, value []byte, images bool) (Event, json.RawMessage, error) {
 		if err := json.Unmarshal(env.Op, &op); err != nil {
 			return ev, nil, &DecodeError{"value", fmt.Errorf("op: %w", err)}
 		}
+	}
+	if op == string(Message) {
+		if env.Message == nil {
+			return ev, nil, &DecodeError{"value", errors.New(`op "m" without a message`)}
+		}
+		ev.Op, ev.Key = Message, nil
+		ev.Message = &LogicalMessage{Prefix: env.Message.Prefix, Content: env.Message.Content}
+		if env.Source != nil {
+			ev.Source = source(env.Source)
+		}
+		return ev, nil, nil
 	}
 	if env.Op == nil || !(env.After != nil || env.Before != nil || op == "t") {
 		var fields map[string]json.RawMessage
@@ -359,14 +437,15 @@ func number(b json.RawMessage) (int64, bool) {
 }
 
 // Merge returns the row after an update whose after image may hold the
-// unavailable-TOAST placeholder: those columns keep their previous values.
+// unavailable-TOAST placeholder (any of its forms, see [IsUnavailable]):
+// those columns keep their previous values.
 func Merge(previous, after Row) Row {
 	if after == nil {
 		return nil
 	}
 	out := make(Row, len(after))
 	for k, v := range after {
-		if string(v) == `"`+Unavailable+`"` {
+		if IsUnavailable(v) {
 			if p, ok := previous[k]; ok {
 				out[k] = p
 				continue

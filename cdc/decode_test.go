@@ -100,6 +100,55 @@ func TestMergeUnavailableToast(t *testing.T) {
 	}
 }
 
+// Debezium writes the placeholder in the column's type: every form is
+// recognized and merged, and nothing else is taken for one.
+func TestMergeUnavailableForms(t *testing.T) {
+	forms := map[string]string{
+		"text":         `"__debezium_unavailable_value"`,
+		"bytea":        `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`,
+		"text[]":       `["__debezium_unavailable_value"]`,
+		"bytea[]":      `["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]`,
+		"int[]":        `[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]`,
+		"int[] spaced": `[95, 95, 100, 101, 98, 101, 122, 105, 117, 109, 95, 117, 110, 97, 118, 97, 105, 108, 97, 98, 108, 101, 95, 118, 97, 108, 117, 101]`,
+		"uuid[]":       `["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`,
+		"hstore json":  `"{\"__debezium_unavailable_value\":\"__debezium_unavailable_value\"}"`,
+		"hstore map":   `{"__debezium_unavailable_value":"__debezium_unavailable_value"}`,
+	}
+	for name, form := range forms {
+		if !cdc.IsUnavailable(json.RawMessage(form)) {
+			t.Errorf("%s: %s is not taken for the placeholder", name, form)
+		}
+		got := cdc.Merge(cdc.Row{"c": json.RawMessage(`"previous"`)}, cdc.Row{"c": json.RawMessage(form)})
+		if string(got["c"]) != `"previous"` {
+			t.Errorf("%s: merged %s", name, got["c"])
+		}
+	}
+	for _, v := range []string{`"__debezium_unavailable_value "`, `["__debezium_unavailable_value", "x"]`, `[95,95]`, `"X19k"`, `null`, `1`, `""`} {
+		if cdc.IsUnavailable(json.RawMessage(v)) {
+			t.Errorf("%s taken for the placeholder", v)
+		}
+	}
+}
+
+// A logical decoding message (Debezium's op "m") is a message, never a
+// row change.
+func TestDecodeMessage(t *testing.T) {
+	const value = `{"op":"m","ts_ms":1700000000001,"source":{"version":"3.6.1.Final","connector":"postgresql","name":"pg","ts_ms":1700000000000,"snapshot":"false","db":"db","sequence":"[null,\"24023128\"]","schema":"","table":"","txId":560,"lsn":24023128,"xmin":null},"message":{"prefix":"audit","content":"aGVsbG8="}}`
+	ev, err := cdc.Decode([]byte(`{"prefix":"audit"}`), []byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Op != cdc.Message || ev.Message == nil || ev.Message.Prefix != "audit" || string(ev.Message.Content) != "hello" {
+		t.Fatalf("decoded %+v (message %+v), want a message with prefix audit and content hello", ev, ev.Message)
+	}
+	if ev.After != nil || ev.Before != nil || ev.Key != nil || ev.Source.LSN != 24023128 || ev.Source.TxID != 560 {
+		t.Errorf("a message decoded with a row, a key or the wrong source: %+v", ev)
+	}
+	if _, err := cdc.Decode(nil, []byte(`{"op":"m","source":{}}`)); err == nil {
+		t.Error(`op "m" without its message decoded`)
+	}
+}
+
 // What is not a change event says so, and which part.
 func TestDecodeErrors(t *testing.T) {
 	for _, c := range []struct{ key, value, want string }{

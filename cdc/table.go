@@ -130,7 +130,7 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 			c := change{Op: ev.Op, Pos: ev.Source.Position()}
 			var k K
 			switch ev.Op {
-			case Tombstone:
+			case Tombstone, Message:
 				return nil
 			case Truncate:
 				// For every partition, under the zero key.
@@ -212,7 +212,7 @@ func (a *applier[K, V]) Process(ctx *engine.ProcessorContext[K, V], rec engine.R
 		return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Tombstone: true, Timestamp: rec.Timestamp, Headers: rec.Headers})
 	}
 	row := c.Row
-	if ok && !s.Deleted && bytes.Contains(row, unavailable) {
+	if ok && !s.Deleted && mayHaveUnavailable(row) {
 		if row, err = mergeJSON(s.Row, row); err != nil {
 			ctx.Skip("cdc: the row: " + err.Error())
 			return nil
@@ -228,8 +228,6 @@ func (a *applier[K, V]) Process(ctx *engine.ProcessorContext[K, V], rec engine.R
 	}
 	return ctx.Forward(engine.Record[K, V]{Key: rec.Key, Value: v, Timestamp: rec.Timestamp, Headers: rec.Headers})
 }
-
-var unavailable = []byte(`"` + Unavailable + `"`)
 
 // mergeJSON is Merge on rows' JSON.
 func mergeJSON(previous, after json.RawMessage) (json.RawMessage, error) {
