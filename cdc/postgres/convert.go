@@ -1,15 +1,114 @@
 package postgres
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"math"
+	"math/big"
 	"strconv"
-	"time"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/oxbow-dev/oxbow/cdc"
 )
 
-// PostgreSQL type OIDs that are not written as JSON strings.
+// The values of a change are converted from PostgreSQL's text form to the
+// JSON that Debezium's PostgreSQL connector writes through Kafka Connect's
+// JSON converter (schemas disabled), type by type, as its
+// PostgresValueConverter does with the options of Config. The
+// differential test (debezium_test.go) holds them to Debezium itself.
+
+// kind is how a column's values are converted.
+type kind uint8
+
+const (
+	kString kind = iota // the text, as a JSON string
+	kBool
+	kInt
+	kFloat4
+	kFloat8
+	kNumeric
+	kMoney
+	kDate
+	kTime
+	kTimetz
+	kTimestamp
+	kTimestamptz
+	kInterval
+	kBytea
+	kBits
+	kHstore
+	kPoint
+	kArray
+)
+
+// conv is a column's conversion: its kind, the type modifier it applies
+// (a precision, a numeric's scale, a bit string's length), and for an
+// array its element's.
+type conv struct {
+	kind   kind
+	typmod int32
+	elem   *conv
+	// toast is the placeholder for an unchanged TOASTed value of the
+	// column, as JSON.
+	toast []byte
+	// jdbc: values are converted as Debezium converts those it reads
+	// through PgJDBC (a snapshot's dates, and the elements of arrays):
+	// the infinite dates as PgJDBC gives them, and the era of a date or
+	// timestamp before the Common Era lost (0044-03-15 BC as 0044-03-15).
+	jdbc bool
+}
+
+// pgType is a row of pg_type that conversions need.
+type pgType struct {
+	name    string
+	typtype string // b base, d domain, e enum, r range, ...
+	elem    uint32 // an array's element type
+	array   bool
+	base    uint32 // a domain's base type
+	basemod int32
+}
+
+// converter converts the values of one session: the options, and the
+// database's types (extensions' and users' types have OIDs of their own).
+type converter struct {
+	o     options
+	types map[uint32]pgType
+}
+
+func newConverter(o options) *converter { return &converter{o: o, types: map[uint32]pgType{}} }
+
+// loadTypes reads the database's types.
+func (c *converter) loadTypes(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT oid, typname, typtype::text, typelem, typcategory = 'A', typbasetype, typtypmod FROM pg_type`)
+	if err != nil {
+		return fmt.Errorf("reading the database's types: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid uint32
+		var t pgType
+		if err := rows.Scan(&oid, &t.name, &t.typtype, &t.elem, &t.array, &t.base, &t.basemod); err != nil {
+			return err
+		}
+		c.types[oid] = t
+	}
+	return rows.Err()
+}
+
+// knows reports whether the type is loaded (a type made after the session
+// began is not: load them again).
+func (c *converter) knows(oid uint32) bool {
+	_, ok := c.types[oid]
+	return ok || builtin(oid) != kString
+}
+
+// PostgreSQL's type OIDs that are not written as strings.
 const (
 	oidBool        = 16
 	oidBytea       = 17
@@ -17,144 +116,1054 @@ const (
 	oidInt2        = 21
 	oidInt4        = 23
 	oidOID         = 26
+	oidPoint       = 600
 	oidFloat4      = 700
 	oidFloat8      = 701
+	oidMoney       = 790
 	oidDate        = 1082
 	oidTime        = 1083
 	oidTimestamp   = 1114
 	oidTimestamptz = 1184
+	oidInterval    = 1186
+	oidTimetz      = 1266
+	oidBit         = 1560
+	oidVarbit      = 1562
 	oidNumeric     = 1700
 )
 
-// appendValue appends the JSON of a column's value, given in PostgreSQL's
-// text format, as Debezium's PostgreSQL connector writes it with its
-// default settings, except numerics:
-//
-//   - boolean, integer and floating-point types: JSON booleans and numbers
-//     (NaN and infinities: strings);
-//   - numeric: a JSON number with the exact digits (Debezium's
-//     decimal.handling.mode=double would round them; its default,
-//     precise, writes the unscaled bytes, which no JSON reader wants);
-//   - date: days since 1970-01-01 (io.debezium.time.Date), for every
-//     date PostgreSQL and Go share (years 1 to 9999); time: milliseconds
-//     since midnight for a precision of 0 to 3 (Time), else microseconds
-//     (MicroTime); timestamp: milliseconds since the epoch for a
-//     precision of 0 to 3 (Timestamp), else microseconds (MicroTimestamp),
-//     as Debezium's default time.precision.mode, adaptive, writes them;
-//     timestamptz: an ISO-8601 string in UTC (ZonedTimestamp);
-//   - bytea: base64, as Kafka Connect's JSON converter writes bytes;
-//   - everything else (text, varchar, uuid, json, jsonb, enums, arrays):
-//     a string of its text form (json and jsonb as Debezium's Json, a
-//     string holding the document).
-//
-// A value that does not parse as its type says it is written as a string.
-//
-// typmod is the column's type modifier (for time and timestamp, the
-// precision; -1 if none was given, which is 6).
-func appendValue(b []byte, oid uint32, typmod int32, text []byte) []byte {
-	millis := typmod >= 0 && typmod <= 3
+func builtin(oid uint32) kind {
 	switch oid {
 	case oidBool:
-		if len(text) == 1 && text[0] == 't' {
-			return append(b, "true"...)
-		}
-		if len(text) == 1 && text[0] == 'f' {
-			return append(b, "false"...)
-		}
+		return kBool
 	case oidInt2, oidInt4, oidInt8, oidOID:
-		if _, err := strconv.ParseInt(string(text), 10, 64); err == nil {
-			return append(b, text...)
-		}
-	case oidFloat4, oidFloat8, oidNumeric:
-		if isJSONNumber(text) {
-			if _, err := strconv.ParseFloat(string(text), 64); err == nil {
-				return append(b, text...)
-			}
-		}
+		return kInt
+	case oidFloat4:
+		return kFloat4
+	case oidFloat8:
+		return kFloat8
+	case oidNumeric:
+		return kNumeric
+	case oidMoney:
+		return kMoney
 	case oidDate:
-		if t, err := time.Parse(time.DateOnly, string(text)); err == nil {
-			// Unix seconds, not a time.Duration: a Duration spans only
-			// 1677 to 2262.
-			return strconv.AppendInt(b, t.Unix()/86400, 10)
-		}
+		return kDate
 	case oidTime:
-		if t, err := time.Parse("15:04:05.999999", string(text)); err == nil {
-			us := t.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
-			if millis {
-				return strconv.AppendInt(b, us/1000, 10)
-			}
-			return strconv.AppendInt(b, us, 10)
-		}
+		return kTime
+	case oidTimetz:
+		return kTimetz
 	case oidTimestamp:
-		if t, err := time.Parse("2006-01-02 15:04:05.999999", string(text)); err == nil {
-			if millis {
-				return strconv.AppendInt(b, t.UnixMilli(), 10)
-			}
-			return strconv.AppendInt(b, t.UnixMicro(), 10)
-		}
+		return kTimestamp
 	case oidTimestamptz:
-		if t, ok := parseTimestamptz(string(text)); ok {
-			b = append(b, '"')
-			b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.999999Z")
-			return append(b, '"')
-		}
+		return kTimestamptz
+	case oidInterval:
+		return kInterval
 	case oidBytea:
-		if len(text) >= 2 && text[0] == '\\' && text[1] == 'x' {
-			raw := make([]byte, hex.DecodedLen(len(text)-2))
-			if _, err := hex.Decode(raw, text[2:]); err == nil {
-				b = append(b, '"')
-				b = base64.StdEncoding.AppendEncode(b, raw)
-				return append(b, '"')
-			}
+		return kBytea
+	case oidBit, oidVarbit:
+		return kBits
+	case oidPoint:
+		return kPoint
+	}
+	return kString
+}
+
+// resolve works out a column's conversion from its type and modifier;
+// snapshot: for a snapshot's rows (see conv.jdbcDates).
+func (c *converter) resolve(oid uint32, typmod int32, snapshot bool) *conv {
+	cv := c.resolve1(oid, typmod, 0)
+	cv.toast = c.placeholder(oid, cv)
+	cv.jdbc = snapshot && cv.kind == kDate
+	return cv
+}
+
+func (c *converter) resolve1(oid uint32, typmod int32, depth int) *conv {
+	if k := builtin(oid); k != kString {
+		return &conv{kind: k, typmod: typmod}
+	}
+	t, ok := c.types[oid]
+	switch {
+	case !ok || depth > 8:
+		return &conv{kind: kString}
+	case t.typtype == "d" && t.base != 0:
+		mod := typmod
+		if mod < 0 {
+			mod = t.basemod
 		}
+		return c.resolve1(t.base, mod, depth+1)
+	case t.array && t.elem != 0:
+		// An array's modifier is its elements'.
+		elem := c.resolve1(t.elem, typmod, depth+1)
+		elem.jdbc = true
+		return &conv{kind: kArray, typmod: typmod, elem: elem}
+	case t.name == "hstore":
+		return &conv{kind: kHstore}
+	}
+	return &conv{kind: kString}
+}
+
+// The forms of the unchanged-TOAST placeholder Debezium writes, by type
+// (UnchangedToastedReplicationMessageColumn).
+func (c *converter) placeholder(oid uint32, cv *conv) []byte {
+	p := []byte(cdc.Unavailable)
+	name := c.types[oid].name
+	switch {
+	case cv.kind == kBytea:
+		return c.appendBinary(nil, p)
+	case cv.kind == kHstore:
+		if c.o.hstore == "map" {
+			return []byte(`{"` + cdc.Unavailable + `":"` + cdc.Unavailable + `"}`)
+		}
+		return appendString(nil, []byte(`{"`+cdc.Unavailable+`":"`+cdc.Unavailable+`"}`))
+	}
+	switch name {
+	case "_text", "_varchar", "_bpchar", "_json", "_jsonb":
+		return []byte(`["` + cdc.Unavailable + `"]`)
+	case "_bytea":
+		return append(append([]byte{'['}, c.appendBinary(nil, p)...), ']')
+	case "_int4", "_date", "_int8":
+		b := []byte{'['}
+		for i, x := range p {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(x), 10)
+		}
+		return append(b, ']')
+	case "_uuid":
+		return []byte(`["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`) // UUID.nameUUIDFromBytes of the placeholder
+	}
+	return appendString(nil, p)
+}
+
+// appendValue appends a value's JSON; text is its PostgreSQL text form. A
+// value that does not parse as its type is written as a string.
+func (c *converter) appendValue(b []byte, cv *conv, text []byte) []byte {
+	if out, ok := c.appendTyped(b, cv, string(text)); ok {
+		return out
 	}
 	return appendString(b, text)
 }
 
-// parseTimestamptz reads timestamptz's ISO output (the connection's
-// DateStyle is ISO): "2024-01-02 03:04:05.123456+00", offsets possibly
-// with minutes and seconds.
-func parseTimestamptz(s string) (time.Time, bool) {
-	for _, layout := range []string{"2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00", "2006-01-02 15:04:05.999999-07:00:00"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, true
+func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
+	switch cv.kind {
+	case kBool:
+		switch s {
+		case "t":
+			return append(b, "true"...), true
+		case "f":
+			return append(b, "false"...), true
 		}
+	case kInt:
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return append(b, s...), true
+		}
+	case kFloat4:
+		if f, err := strconv.ParseFloat(s, 32); err == nil {
+			return appendJavaFloat(b, f, 32), true
+		}
+	case kFloat8:
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return appendJavaFloat(b, f, 64), true
+		}
+	case kNumeric:
+		return c.appendNumeric(b, s, cv.typmod)
+	case kMoney:
+		return c.appendMoney(b, s)
+	case kDate:
+		if d, ok := parseDate(s, cv.jdbc); ok {
+			return strconv.AppendInt(b, d, 10), true
+		}
+	case kTime:
+		if us, ok := parseTimeOfDay(s); ok {
+			if c.millis(cv.typmod, true) {
+				return strconv.AppendInt(b, us/1000, 10), true
+			}
+			return strconv.AppendInt(b, us, 10), true
+		}
+	case kTimetz:
+		return appendTimetz(b, s)
+	case kTimestamp:
+		if us, ok := parseTimestamp(s, cv.jdbc); ok {
+			if c.millis(cv.typmod, false) {
+				return strconv.AppendInt(b, floorDiv(us, 1000), 10), true
+			}
+			return strconv.AppendInt(b, us, 10), true
+		}
+	case kTimestamptz:
+		return appendTimestamptz(b, s, cv.typmod, cv.jdbc)
+	case kInterval:
+		return c.appendInterval(b, s)
+	case kBytea:
+		if len(s) >= 2 && s[0] == '\\' && s[1] == 'x' {
+			raw, err := hex.DecodeString(s[2:])
+			if err == nil {
+				return c.appendBinary(b, raw), true
+			}
+		}
+	case kBits:
+		return appendBits(b, s, cv.typmod)
+	case kHstore:
+		return c.appendHstore(b, s)
+	case kPoint:
+		return appendPoint(b, s)
+	case kArray:
+		return c.appendArray(b, cv, s)
+	case kString:
+		return appendString(b, []byte(s)), true
 	}
-	return time.Time{}, false
+	return b, false
 }
 
-// isJSONNumber: text is a number as JSON writes one (PostgreSQL writes
-// numbers so, except NaN and the infinities, and a leading "+" or "."
-// never).
-func isJSONNumber(text []byte) bool {
-	if len(text) == 0 {
-		return false
-	}
-	for _, c := range text {
-		switch {
-		case c >= '0' && c <= '9', c == '-', c == '.', c == 'e', c == 'E', c == '+':
-		default:
+// millis: a time or timestamp of this precision is in milliseconds
+// (Debezium's Time and Timestamp) rather than microseconds.
+func (c *converter) millis(typmod int32, isTime bool) bool {
+	switch c.o.time {
+	case "connect":
+		return true
+	case "adaptive_time_microseconds":
+		if isTime {
 			return false
 		}
 	}
-	return text[0] != '.' && text[0] != '+'
+	return typmod >= 0 && typmod <= 3
 }
 
-// appendString appends s as a JSON string.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// appendJavaFloat appends a float as Java's Float.toString or
+// Double.toString writes it, which is how the JSON converter writes
+// floating-point numbers: the shortest digits that read back as the value,
+// at least one after the point, in scientific notation ("1.0E10") below
+// 10^-3 and from 10^7 on. NaN and the infinities are strings.
+func appendJavaFloat(b []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(b, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(b, `"-Infinity"`...)
+	}
+	abs := math.Abs(f)
+	if abs == 0 || (abs >= 1e-3 && abs < 1e7) {
+		s := strconv.FormatFloat(f, 'f', -1, bits)
+		b = append(b, s...)
+		if !strings.Contains(s, ".") {
+			b = append(b, ".0"...)
+		}
+		return b
+	}
+	s := strconv.FormatFloat(f, 'e', -1, bits)
+	mant, exp, _ := strings.Cut(s, "e")
+	if !strings.Contains(mant, ".") {
+		// Java writes at least two digits: the nearest of two.
+		s = strconv.FormatFloat(f, 'e', 1, bits)
+		mant, exp, _ = strings.Cut(s, "e")
+	}
+	b = append(b, mant...)
+	b = append(b, 'E')
+	e, _ := strconv.Atoi(exp)
+	return strconv.AppendInt(b, int64(e), 10)
+}
+
+// appendNumeric writes a numeric by decimal.handling.mode; typmod holds
+// the precision and scale (-1: neither, a variable scale).
+func (c *converter) appendNumeric(b []byte, s string, typmod int32) ([]byte, bool) {
+	special := s == "NaN" || s == "Infinity" || s == "-Infinity"
+	switch c.o.decimal {
+	case "string":
+		return appendString(b, []byte(s)), true
+	case "double":
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return b, false
+		}
+		return appendJavaFloat(b, f, 64), true
+	}
+	if special {
+		return append(b, "null"...), true // precise has no NaN
+	}
+	unscaled, scale, ok := parseDecimal(s)
+	if !ok {
+		return b, false
+	}
+	if typmod < 0 {
+		// VariableScaleDecimal: trailing zeros stripped, no negative scale.
+		ten := big.NewInt(10)
+		var q, r big.Int
+		for scale > 0 {
+			q.QuoRem(unscaled, ten, &r)
+			if r.Sign() != 0 {
+				break
+			}
+			unscaled.Set(&q)
+			scale--
+		}
+		b = append(b, `{"scale":`...)
+		b = strconv.AppendInt(b, int64(scale), 10)
+		b = append(b, `,"value":`...)
+		b = appendBigInt(b, unscaled)
+		return append(b, '}'), true
+	}
+	want := int((typmod - 4) & 0xffff)
+	unscaled = rescale(unscaled, scale, want)
+	return appendBigInt(b, unscaled), true
+}
+
+// appendMoney writes money as a decimal of two fraction digits (Debezium's
+// money.fraction.digits default), its text as lc_monetary=C writes it
+// ("-$1,234.56").
+func (c *converter) appendMoney(b []byte, s string) ([]byte, bool) {
+	neg := strings.ContainsAny(s, "-(")
+	digits := strings.Map(func(r rune) rune {
+		if (r >= '0' && r <= '9') || r == '.' {
+			return r
+		}
+		return -1
+	}, s)
+	if neg {
+		digits = "-" + digits
+	}
+	unscaled, scale, ok := parseDecimal(digits)
+	if !ok {
+		return b, false
+	}
+	unscaled = rescale(unscaled, scale, 2)
+	switch c.o.decimal {
+	case "string":
+		return appendString(b, []byte(formatDecimal(unscaled, 2))), true
+	case "double":
+		f, _ := strconv.ParseFloat(formatDecimal(unscaled, 2), 64)
+		return appendJavaFloat(b, f, 64), true
+	}
+	return appendBigInt(b, unscaled), true
+}
+
+// parseDecimal reads a decimal's digits: the unscaled value and the scale.
+func parseDecimal(s string) (*big.Int, int, bool) {
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return nil, 0, false
+		}
+		mant, exp = s[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	n, ok := new(big.Int).SetString(intPart+frac, 10)
+	if !ok {
+		return nil, 0, false
+	}
+	scale := len(frac) - exp
+	if scale < 0 {
+		n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-scale)), nil))
+		scale = 0
+	}
+	return n, scale, true
+}
+
+// rescale changes an unscaled value's scale, rounding half up.
+func rescale(n *big.Int, from, to int) *big.Int {
+	switch {
+	case from == to:
+		return n
+	case from < to:
+		return n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(to-from)), nil))
+	}
+	d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(from-to)), nil)
+	q, r := new(big.Int).QuoRem(n, d, new(big.Int))
+	if r.Abs(r).Mul(r, big.NewInt(2)).Cmp(d) >= 0 {
+		if n.Sign() < 0 {
+			q.Sub(q, big.NewInt(1))
+		} else {
+			q.Add(q, big.NewInt(1))
+		}
+	}
+	return q
+}
+
+func formatDecimal(n *big.Int, scale int) string {
+	s := new(big.Int).Abs(n).String()
+	for len(s) <= scale {
+		s = "0" + s
+	}
+	if scale > 0 {
+		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+	}
+	if n.Sign() < 0 {
+		s = "-" + s
+	}
+	return s
+}
+
+// appendBigInt appends the base64 of n's two's-complement big-endian
+// bytes, the fewest that hold it (Java's BigInteger.toByteArray): Kafka
+// Connect's Decimal, as the JSON converter writes it.
+func appendBigInt(b []byte, n *big.Int) []byte {
+	var raw []byte
+	if n.Sign() >= 0 {
+		raw = n.Bytes()
+		if len(raw) == 0 || raw[0]&0x80 != 0 {
+			raw = append([]byte{0}, raw...)
+		}
+	} else {
+		m := new(big.Int).Not(n) // -n-1
+		raw = m.Bytes()
+		for i := range raw {
+			raw[i] = ^raw[i]
+		}
+		if len(raw) == 0 || raw[0]&0x80 == 0 {
+			raw = append([]byte{0xff}, raw...)
+		}
+	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	return append(b, '"')
+}
+
+// The values Debezium writes for PostgreSQL's infinite dates and
+// timestamps (from PgJDBC's DATE_POSITIVE_INFINITY and its own constants).
+const (
+	dateInfinity         = -2147472692 // LocalDate -5877611-06-21
+	dateNegInfinity      = -2147472691 // LocalDate -5877611-06-22
+	timestampInfinity    = 9223372036825200000
+	timestampNegInfinity = -9223372036832400000
+)
+
+// The days Debezium writes for the infinite dates it reads through JDBC
+// (PgJDBC's DATE_POSITIVE_INFINITY and DATE_NEGATIVE_INFINITY, taken
+// through java.sql.Date), as its own runs show them.
+const (
+	jdbcDateInfinity    = -622191234
+	jdbcDateNegInfinity = -625821272
+)
+
+// parseDate reads a date ("2024-02-29", "0044-03-15 BC", "infinity") as
+// days since 1970-01-01 in the proleptic Gregorian calendar, or with jdbc
+// as Debezium's JDBC path has it (see conv.jdbc).
+func parseDate(s string, jdbc bool) (int64, bool) {
+	switch {
+	case s == "infinity" && jdbc:
+		return jdbcDateInfinity, true
+	case s == "-infinity" && jdbc:
+		return jdbcDateNegInfinity, true
+	case s == "infinity":
+		return dateInfinity, true
+	case s == "-infinity":
+		return dateNegInfinity, true
+	}
+	s, bc := strings.CutSuffix(s, " BC")
+	y, m, d, ok := splitDate(s)
+	if !ok {
+		return 0, false
+	}
+	if bc && !jdbc {
+		y = 1 - y
+	}
+	if jdbc && y == 1582 && m == 10 && d >= 5 && d <= 14 {
+		d += 10 // days that the Julian-Gregorian calendar of java.sql.Date skips
+	}
+	return daysFromCivil(y, m, d), true
+}
+
+func splitDate(s string) (y, m, d int64, ok bool) {
+	parts := strings.Split(s, "-")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	var err [3]error
+	y, err[0] = strconv.ParseInt(parts[0], 10, 64)
+	m, err[1] = strconv.ParseInt(parts[1], 10, 64)
+	d, err[2] = strconv.ParseInt(parts[2], 10, 64)
+	return y, m, d, err[0] == nil && err[1] == nil && err[2] == nil && m >= 1 && m <= 12 && d >= 1 && d <= 31
+}
+
+// daysFromCivil is the day number of a proleptic Gregorian date
+// (astronomical years: 0 is 1 BC) since 1970-01-01.
+func daysFromCivil(y, m, d int64) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := floorDiv(y, 400)
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
+}
+
+// parseTimeOfDay reads "HH:MM:SS[.ffffff]" (HH up to 24) as microseconds.
+func parseTimeOfDay(s string) (int64, bool) {
+	if len(s) < 8 || s[2] != ':' || s[5] != ':' {
+		return 0, false
+	}
+	h, err1 := strconv.Atoi(s[:2])
+	m, err2 := strconv.Atoi(s[3:5])
+	sec, err3 := strconv.Atoi(s[6:8])
+	if err1 != nil || err2 != nil || err3 != nil || h > 24 || m > 59 || sec > 60 {
+		return 0, false
+	}
+	us := (int64(h)*3600 + int64(m)*60 + int64(sec)) * 1e6
+	if rest := s[8:]; rest != "" {
+		if rest[0] != '.' || len(rest) > 7 {
+			return 0, false
+		}
+		f, err := strconv.Atoi((rest[1:] + "000000")[:6])
+		if err != nil {
+			return 0, false
+		}
+		us += int64(f)
+	}
+	return us, true
+}
+
+// splitOffset cuts a "+HH[:MM[:SS]]" offset off a time, as seconds east.
+func splitOffset(s string) (string, int64, bool) {
+	i := strings.LastIndexAny(s, "+-")
+	if i < 0 {
+		return s, 0, false
+	}
+	sign := int64(1)
+	if s[i] == '-' {
+		sign = -1
+	}
+	var secs int64
+	for j, p := range strings.Split(s[i+1:], ":") {
+		v, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || j > 2 {
+			return s, 0, false
+		}
+		secs += v * []int64{3600, 60, 1}[j]
+	}
+	return s[:i], sign * secs, true
+}
+
+const dayMicros = 86400 * 1e6
+
+// appendTimetz writes a time with time zone in UTC, as Debezium's
+// ZonedTime: "10:34:56.789Z" (24:00:00 at UTC stays "24:00:00Z").
+func appendTimetz(b []byte, s string) ([]byte, bool) {
+	t, off, ok := splitOffset(s)
+	if !ok {
+		return b, false
+	}
+	us, ok := parseTimeOfDay(t)
+	if !ok {
+		return b, false
+	}
+	if us == dayMicros && off == 0 {
+		return append(b, `"24:00:00Z"`...), true
+	}
+	us = ((us-off*1e6)%dayMicros + dayMicros) % dayMicros
+	b = append(b, '"')
+	b = appendClock(b, us, -1)
+	return append(b, `Z"`...), true
+}
+
+// appendClock appends HH:MM:SS and the fraction: width digits, or with
+// width < 0 as few as it takes (none for a whole second), as Java's ISO
+// formatters do.
+func appendClock(b []byte, us int64, width int) []byte {
+	secs := us / 1e6
+	b = append(b, fmt.Sprintf("%02d:%02d:%02d", secs/3600, secs/60%60, secs%60)...)
+	frac := us % 1e6
+	switch {
+	case width > 0:
+		digits := fmt.Sprintf("%06d", frac)
+		for len(digits) < width {
+			digits += "0"
+		}
+		b = append(b, '.')
+		b = append(b, digits[:width]...)
+	case width < 0 && frac != 0:
+		b = append(b, '.')
+		b = append(b, strings.TrimRight(fmt.Sprintf("%06d", frac), "0")...)
+	}
+	return b
+}
+
+// parseTimestamp reads "2024-01-02 03:04:05[.ffffff][ BC]" (or infinity)
+// as microseconds since the epoch (with jdbc, see conv.jdbc).
+func parseTimestamp(s string, jdbc bool) (int64, bool) {
+	switch s {
+	case "infinity":
+		return timestampInfinity, true
+	case "-infinity":
+		return timestampNegInfinity, true
+	}
+	s, bc := strings.CutSuffix(s, " BC")
+	date, clock, ok := strings.Cut(s, " ")
+	if !ok {
+		return 0, false
+	}
+	y, m, d, ok := splitDate(date)
+	if !ok {
+		return 0, false
+	}
+	if bc && !jdbc {
+		y = 1 - y
+	}
+	us, ok := parseTimeOfDay(clock)
+	if !ok {
+		return 0, false
+	}
+	return daysFromCivil(y, m, d)*dayMicros + us, true
+}
+
+// appendTimestamptz writes a timestamp with time zone as Debezium's
+// ZonedTimestamp: ISO 8601 in UTC, with as many fraction digits as the
+// column's precision (6 without one; none for 0).
+func appendTimestamptz(b []byte, s string, typmod int32, jdbc bool) ([]byte, bool) {
+	if s == "infinity" || s == "-infinity" {
+		return appendString(b, []byte(s)), true
+	}
+	s, bc := strings.CutSuffix(s, " BC")
+	t, off, ok := splitOffset(s)
+	if !ok {
+		return b, false
+	}
+	if bc {
+		t += " BC"
+	}
+	us, ok := parseTimestamp(t, jdbc)
+	if !ok {
+		return b, false
+	}
+	us -= off * 1e6
+	days := floorDiv(us, dayMicros)
+	y, m, d := civilFromDays(days)
+	b = append(b, '"')
+	switch {
+	case y < 0:
+		b = append(b, fmt.Sprintf("-%04d", -y)...)
+	case y > 9999:
+		b = append(b, fmt.Sprintf("+%d", y)...)
+	default:
+		b = append(b, fmt.Sprintf("%04d", y)...)
+	}
+	b = append(b, fmt.Sprintf("-%02d-%02dT", m, d)...)
+	width := int(typmod)
+	if typmod < 0 {
+		width = 6
+	}
+	if width == 0 {
+		width = -1
+	}
+	b = appendClock(b, us-days*dayMicros, width)
+	return append(b, `Z"`...), true
+}
+
+// civilFromDays is daysFromCivil's inverse.
+func civilFromDays(z int64) (y, m, d int64) {
+	z += 719468
+	era := floorDiv(z, 146097)
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y = yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	m = mp + 3
+	if m > 12 {
+		m -= 12
+	}
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// appendInterval writes an interval (in the session's iso_8601 style,
+// "P1Y2M3DT4H5M6.789S") by interval.handling.mode: microseconds with a
+// month of 30.4375 days (MicroDuration), or Debezium's ISO string.
+func (c *converter) appendInterval(b []byte, s string) ([]byte, bool) {
+	var f [6]float64 // years, months, days, hours, minutes, seconds
+	rest, ok := strings.CutPrefix(s, "P")
+	if !ok {
+		return b, false
+	}
+	inTime := false
+	for rest != "" {
+		if rest[0] == 'T' {
+			inTime, rest = true, rest[1:]
+			continue
+		}
+		i := strings.IndexAny(rest, "YMWDHS")
+		if i <= 0 {
+			return b, false
+		}
+		v, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil {
+			return b, false
+		}
+		switch {
+		case rest[i] == 'Y' && !inTime:
+			f[0] = v
+		case rest[i] == 'M' && !inTime:
+			f[1] = v
+		case rest[i] == 'W' && !inTime:
+			f[2] += 7 * v
+		case rest[i] == 'D' && !inTime:
+			f[2] += v
+		case rest[i] == 'H' && inTime:
+			f[3] = v
+		case rest[i] == 'M' && inTime:
+			f[4] = v
+		case rest[i] == 'S' && inTime:
+			f[5] = v
+		default:
+			return b, false
+		}
+		rest = rest[i+1:]
+	}
+	if c.o.interval == "string" {
+		sec := strconv.FormatFloat(f[5], 'f', -1, 64)
+		if strings.Contains(sec, ".") {
+			sec = strings.TrimRight(strings.TrimRight(sec, "0"), ".")
+		}
+		if sec == "-0" {
+			sec = "0"
+		}
+		return appendString(b, fmt.Appendf(nil, "P%dY%dM%dDT%dH%dM%sS", int64(f[0]), int64(f[1]), int64(f[2]), int64(f[3]), int64(f[4]), sec)), true
+	}
+	months := float64(int32(int32(f[0])*12 + int32(f[1]))) // Java's int arithmetic
+	days := months*30.4375 + f[2]
+	secs := ((days*24+f[3])*60+f[4])*60 + f[5]
+	return strconv.AppendInt(b, javaLong(secs*1e6), 10), true
+}
+
+// javaLong is Java's (long) of a double: saturating, 0 for NaN.
+func javaLong(f float64) int64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// appendBinary writes bytes by binary.handling.mode.
+func (c *converter) appendBinary(b []byte, raw []byte) []byte {
+	b = append(b, '"')
+	switch c.o.binary {
+	case "hex":
+		b = hex.AppendEncode(b, raw)
+	case "base64-url-safe":
+		b = base64.URLEncoding.AppendEncode(b, raw)
+	default:
+		b = base64.StdEncoding.AppendEncode(b, raw)
+	}
+	return append(b, '"')
+}
+
+// appendBits writes a bit string: bit(1) (and varbit(1)) as a boolean,
+// longer ones as Debezium's Bits, the bytes of the bit set in
+// little-endian order (the last character is bit 0), as few as hold the
+// highest set bit.
+func appendBits(b []byte, s string, length int32) ([]byte, bool) {
+	for _, r := range s {
+		if r != '0' && r != '1' {
+			return b, false
+		}
+	}
+	if length == 1 {
+		return strconv.AppendBool(b, strings.Contains(s, "1")), true
+	}
+	var raw []byte
+	n := len(s)
+	for i := 0; i < n; i++ {
+		if s[n-1-i] == '1' {
+			for len(raw) <= i/8 {
+				raw = append(raw, 0)
+			}
+			raw[i/8] |= 1 << (i % 8)
+		}
+	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	return append(b, '"'), true
+}
+
+// appendPoint writes a point as Debezium's Point: x, y, its WKB and a null
+// SRID.
+func appendPoint(b []byte, s string) ([]byte, bool) {
+	xs, ys, ok := strings.Cut(strings.Trim(s, "()"), ",")
+	if !ok {
+		return b, false
+	}
+	x, err1 := strconv.ParseFloat(xs, 64)
+	y, err2 := strconv.ParseFloat(ys, 64)
+	if err1 != nil || err2 != nil {
+		return b, false
+	}
+	wkb := []byte{1, 1, 0, 0, 0}
+	wkb = binary.LittleEndian.AppendUint64(wkb, math.Float64bits(x))
+	wkb = binary.LittleEndian.AppendUint64(wkb, math.Float64bits(y))
+	b = append(b, `{"x":`...)
+	b = appendJavaFloat(b, x, 64)
+	b = append(b, `,"y":`...)
+	b = appendJavaFloat(b, y, 64)
+	b = append(b, `,"wkb":"`...)
+	b = base64.StdEncoding.AppendEncode(b, wkb)
+	return append(b, `","srid":null}`...), true
+}
+
+// appendHstore writes an hstore by hstore.handling.mode: a JSON object
+// (map) or a string holding one (json). Its pairs come in the order of
+// the Java HashMap Debezium reads them into.
+func (c *converter) appendHstore(b []byte, s string) ([]byte, bool) {
+	pairs, ok := parseHstore(s)
+	if !ok {
+		return b, false
+	}
+	pairs = javaHashMapOrder(pairs)
+	obj := []byte{'{'}
+	for i, p := range pairs {
+		if i > 0 {
+			obj = append(obj, ',')
+		}
+		obj = appendString(obj, []byte(p.key))
+		obj = append(obj, ':')
+		if p.null {
+			obj = append(obj, "null"...)
+		} else {
+			obj = appendString(obj, []byte(p.value))
+		}
+	}
+	obj = append(obj, '}')
+	if c.o.hstore == "map" {
+		return append(b, obj...), true
+	}
+	return appendString(b, obj), true
+}
+
+type hstorePair struct {
+	key, value string
+	null       bool
+}
+
+// parseHstore reads hstore's text: "a"=>"1", "b c"=>NULL.
+func parseHstore(s string) ([]hstorePair, bool) {
+	var out []hstorePair
+	i := 0
+	skip := func() {
+		for i < len(s) && (s[i] == ' ' || s[i] == ',') {
+			i++
+		}
+	}
+	quoted := func() (string, bool) {
+		if i >= len(s) || s[i] != '"' {
+			return "", false
+		}
+		i++
+		var sb strings.Builder
+		for i < len(s) && s[i] != '"' {
+			if s[i] == '\\' && i+1 < len(s) {
+				i++
+			}
+			sb.WriteByte(s[i])
+			i++
+		}
+		if i >= len(s) {
+			return "", false
+		}
+		i++
+		return sb.String(), true
+	}
+	for skip(); i < len(s); skip() {
+		k, ok := quoted()
+		if !ok || !strings.HasPrefix(s[i:], "=>") {
+			return nil, false
+		}
+		i += 2
+		if strings.HasPrefix(s[i:], "NULL") {
+			out = append(out, hstorePair{key: k, null: true})
+			i += 4
+			continue
+		}
+		v, ok := quoted()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, hstorePair{key: k, value: v})
+	}
+	return out, true
+}
+
+// javaHashMapOrder orders pairs as a java.util.HashMap of them, filled in
+// this order, iterates: by bucket (String.hashCode, spread, in a table of
+// the power of two that holds them at a load factor of 0.75), then by
+// insertion.
+func javaHashMapOrder(pairs []hstorePair) []hstorePair {
+	size := 16
+	for float64(len(pairs)) > 0.75*float64(size) {
+		size *= 2
+	}
+	type slot struct {
+		bucket, i int
+	}
+	order := make([]slot, len(pairs))
+	for i, p := range pairs {
+		var h int32
+		for _, u := range utf16.Encode([]rune(p.key)) {
+			h = 31*h + int32(u)
+		}
+		spread := uint32(h) ^ (uint32(h) >> 16)
+		order[i] = slot{int(spread & uint32(size-1)), i}
+	}
+	out := make([]hstorePair, 0, len(pairs))
+	// A stable sort by bucket.
+	buckets := make([][]int, size)
+	for _, o := range order {
+		buckets[o.bucket] = append(buckets[o.bucket], o.i)
+	}
+	for _, bk := range buckets {
+		for _, i := range bk {
+			out = append(out, pairs[i])
+		}
+	}
+	return out
+}
+
+// appendArray writes an array as a JSON array of its elements' values. An
+// array of more than one dimension is written as Debezium writes it: its
+// outer elements, each null.
+func (c *converter) appendArray(b []byte, cv *conv, s string) ([]byte, bool) {
+	if i := strings.IndexByte(s, '='); i >= 0 && strings.HasPrefix(s, "[") {
+		s = s[i+1:] // bounds, as [0:1]={...}
+	}
+	elems, ok := parseArray(s)
+	if !ok {
+		return b, false
+	}
+	if cv.elem.kind == kNumeric && c.o.decimal == "precise" {
+		for _, e := range elems {
+			if e.text == "NaN" || e.text == "Infinity" || e.text == "-Infinity" {
+				return append(b, "null"...), true // Debezium cannot convert the array
+			}
+		}
+	}
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch {
+		case e.null || e.nested:
+			b = append(b, "null"...)
+		default:
+			b = c.appendValue(b, cv.elem, []byte(e.text))
+		}
+	}
+	return append(b, ']'), true
+}
+
+type arrayElem struct {
+	text   string
+	null   bool
+	nested bool
+}
+
+// parseArray reads the top level of an array's text: {a,"b c",NULL,{1,2}}.
+func parseArray(s string) ([]arrayElem, bool) {
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, false
+	}
+	s = s[1 : len(s)-1]
+	var out []arrayElem
+	if s == "" {
+		return out, true
+	}
+	i := 0
+	for {
+		var e arrayElem
+		switch {
+		case i < len(s) && s[i] == '"':
+			i++
+			var sb strings.Builder
+			for i < len(s) && s[i] != '"' {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				sb.WriteByte(s[i])
+				i++
+			}
+			if i >= len(s) {
+				return nil, false
+			}
+			i++
+			e.text = sb.String()
+		case i < len(s) && s[i] == '{':
+			depth, quoted := 0, false
+			start := i
+			for ; i < len(s); i++ {
+				switch {
+				case quoted && s[i] == '\\':
+					i++
+				case s[i] == '"':
+					quoted = !quoted
+				case !quoted && s[i] == '{':
+					depth++
+				case !quoted && s[i] == '}':
+					depth--
+				}
+				if depth == 0 {
+					i++
+					break
+				}
+			}
+			e.text, e.nested = s[start:i], true
+		default:
+			j := strings.IndexByte(s[i:], ',')
+			if j < 0 {
+				j = len(s) - i
+			}
+			e.text = strings.TrimSpace(s[i : i+j])
+			e.null = e.text == "NULL"
+			i += j
+		}
+		out = append(out, e)
+		if i >= len(s) {
+			return out, true
+		}
+		if s[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+// appendString appends s as a JSON string, escaped as Jackson (Kafka
+// Connect's JSON converter) escapes it: quote, backslash and the control
+// characters, as \b \t \n \f \r or \u00XX in upper case; everything else,
+// '/' and U+2028 too, as it is.
 func appendString(b []byte, s []byte) []byte {
-	const hexDigits = "0123456789abcdef"
+	const hexDigits = "0123456789ABCDEF"
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
+		case c == '\b':
+			b = append(b, '\\', 'b')
 		case c == '\t':
 			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
 		case c < 0x20:
 			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:
@@ -170,6 +1179,7 @@ type column struct {
 	oid    uint32
 	typmod int32 // the type modifier (a time's precision), -1 if none
 	key    bool  // part of the primary key
+	conv   *conv
 }
 
 // cell is a column's value in a change: null, unchanged TOAST (not
@@ -181,28 +1191,32 @@ type cell struct {
 
 // appendRow appends a row as a JSON object in the columns' order; with
 // keyOnly, only the primary key's columns.
-func appendRow(b []byte, cols []column, cells []cell, keyOnly bool) []byte {
+func appendRow(b []byte, cols []column, cells []cell, keyOnly bool, c *converter) []byte {
 	b = append(b, '{')
 	first := true
-	for i, c := range cols {
-		if keyOnly && !c.key {
+	for i, col := range cols {
+		if keyOnly && !col.key {
 			continue
 		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, []byte(c.name))
+		b = appendString(b, []byte(col.name))
 		b = append(b, ':')
 		var v cell
 		if i < len(cells) {
 			v = cells[i]
 		}
+		cv := col.conv
+		if cv == nil {
+			cv = c.resolve(col.oid, col.typmod, false)
+		}
 		switch v.kind {
 		case 't':
-			b = appendValue(b, c.oid, c.typmod, v.text)
+			b = c.appendValue(b, cv, v.text)
 		case 'u':
-			b = appendString(b, []byte(cdc.Unavailable))
+			b = append(b, cv.toast...)
 		default:
 			b = append(b, "null"...)
 		}

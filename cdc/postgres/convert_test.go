@@ -28,7 +28,8 @@ func TestAppendValueTimes(t *testing.T) {
 		{oidTime, 3, "03:04:05.123", "11045123"},
 		{oidTime, 0, "03:04:05", "11045000"},
 	} {
-		if got := string(appendValue(nil, c.oid, c.typmod, []byte(c.text))); got != c.want {
+		conv := newConverter(options{decimal: "precise", time: "adaptive", interval: "numeric", binary: "bytes", hstore: "json"})
+		if got := string(conv.appendValue(nil, conv.resolve(c.oid, c.typmod, false), []byte(c.text))); got != c.want {
 			t.Errorf("oid %d typmod %d %q: %s, want %s", c.oid, c.typmod, c.text, got, c.want)
 		}
 	}

@@ -10,7 +10,7 @@
 // ("op":"r") as of that point, and streaming goes on from it, so that the
 // snapshot and the stream neither overlap nor leave a gap. Then each
 // committed transaction's inserts, updates, deletes (each followed by its
-// tombstone) and truncates are written in commit order, keyed by the
+// tombstone) and, if asked for, truncates are written in commit order, keyed by the
 // primary key's columns, partitioned by the key's bytes; a primary-key
 // change is the delete of the old key and the create of the new one, as
 // Debezium writes it. Relation messages (schema changes) are followed. With
@@ -38,17 +38,45 @@
 // needs a new slot. Tables added to Config.Tables later are an error too:
 // their rows were never snapshotted.
 //
-// Values are converted from PostgreSQL's text form to JSON the way
-// Debezium's connector does by default: booleans and integer and
-// floating-point types as JSON values, date as days since the epoch, time
-// and timestamp as milliseconds for a precision of 0 to 3 and as
-// microseconds above (Debezium's adaptive time.precision.mode), timestamptz
-// as an ISO-8601 string in UTC,
-// bytea as base64, everything else (text, uuid, json, jsonb, enums, arrays)
-// as a string of its text form — except numeric, which is a JSON number
-// with its exact digits rather than Debezium's unscaled bytes. Events are
-// written without an embedded schema (the JSON converter's
-// schemas.enable=false).
+// The events are Debezium's PostgreSQL connector's (3.x, pgoutput, Kafka
+// Connect's JSON converter without schemas), byte for byte where they can
+// be: the key's bytes (and so the partition and the compaction identity),
+// the envelope (before, after, source, transaction, op, ts_ms, ts_us,
+// ts_ns), the source block (snapshot markers first, first_in_data_collection,
+// true, last_in_data_collection and last; sequence, txId, lsn, ts_us, ts_ns,
+// xmin), the delete's tombstone, a primary-key change as a delete (with a
+// __debezium.newkey header), its tombstone and a create (with
+// __debezium.oldkey), and the __debezium.context.* headers. Values are
+// converted type by type as Debezium's connector converts them: see
+// Config for the options that change them (decimal.handling.mode,
+// time.precision.mode, interval.handling.mode, binary.handling.mode,
+// hstore.handling.mode, skipped.operations, tombstones.on.delete) and
+// their defaults, which are Debezium's. With those defaults, numeric and
+// money are the unscaled value's bytes in base64 (and a numeric without a
+// scale an object of scale and value): a service that wants JSON numbers
+// sets DecimalHandlingMode "double" or "string", as a Debezium user does.
+// Truncates are not written unless SkippedOperations says so.
+//
+// The differential test (debezium_test.go) runs Debezium's connector
+// (embedded, the Java program in ./debezium) beside a Source on the same
+// database and compares every event. What differs, on purpose:
+//
+//   - source.version is "oxbow", and source has one more field,
+//     "commit_lsn", the LSN of the change's transaction's commit, by which
+//     cdc.NewTable orders changes (cdc.Source.Position).
+//   - A truncate written to a compacted topic has the key {} (no row's),
+//     since the broker refuses a record without a key there; Debezium's
+//     write would fail.
+//   - The first element of sequence, the end of the transaction before,
+//     is null for the first transaction after the initial snapshot, as with
+//     Debezium; after a restart it is the position the stream resumed from.
+//
+// And what is not yet as Debezium writes it: the geometric types other
+// than point (box, lseg, path, polygon, circle, line), PostGIS, pgvector
+// and isbn, and arrays of money, interval, varbit, xml, point and name,
+// are written as strings of their text; Debezium's options other than
+// those of Config (column filters and masks, message.key.columns,
+// snapshot modes other than initial, ...) do not exist here.
 //
 // The source runs inside a service (New, then Run in a goroutine the
 // service owns) or as a command, cmd/oxbow-pgcdc.

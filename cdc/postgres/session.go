@@ -37,6 +37,9 @@ func (s *Source) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.run.conv.loadTypes(ctx, conn); err != nil {
+		return err
+	}
 	st, done, err := s.readState(ctx)
 	if err != nil {
 		return err
@@ -63,6 +66,7 @@ func (s *Source) session(ctx context.Context) error {
 	defer repl.Close(context.WithoutCancel(ctx))
 
 	start := sl.confirmed
+	snapshotted := false
 	switch {
 	case done && st.Snapshot == "done" && !sl.exists:
 		return fatalf("the slot %s is gone, though its snapshot was taken: the changes since its last acknowledged position may be lost. "+
@@ -82,6 +86,7 @@ func (s *Source) session(ctx context.Context) error {
 		if err := s.snapshot(ctx, conn, keys, res.SnapshotName, start); err != nil {
 			return err
 		}
+		snapshotted = true
 	default:
 		// The slot is there but its snapshot did not finish (the source
 		// stopped during it). Its WAL starts where the first snapshot was
@@ -91,6 +96,7 @@ func (s *Source) session(ctx context.Context) error {
 		if err := s.snapshot(ctx, conn, keys, "", start); err != nil {
 			return err
 		}
+		snapshotted = true
 	}
 	if !(done && st.Snapshot == "done") {
 		names := make([]string, len(s.tables))
@@ -112,7 +118,11 @@ func (s *Source) session(ctx context.Context) error {
 		s.log.Info("cdc/postgres: the slot is behind what Kafka has; passing over the transactions before the source's record", "slot", start, "record", acked)
 		skip = acked
 	}
-	return s.stream(ctx, repl, conn, keys, st, skip)
+	prevEnd := skip
+	if snapshotted {
+		prevEnd = 0
+	}
+	return s.stream(ctx, repl, conn, keys, st, skip, prevEnd)
 }
 
 func containsString(ss []string, s string) bool {
@@ -139,32 +149,60 @@ func (s *Source) snapshot(ctx context.Context, conn *pgx.Conn, keys map[tableNam
 		}
 	}
 	var db string
-	if err := tx.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+	var xid int64
+	if err := tx.QueryRow(ctx, "SELECT current_database(), txid_current()").Scan(&db, &xid); err != nil {
 		return err
 	}
 	acks := newAcks()
 	tr := acks.begin()
 	now := time.Now()
 	var n int64
+	// Debezium marks the snapshot's first event "first", its last "last",
+	// and each table's first and last "first_in_data_collection" and
+	// "last_in_data_collection" (in this order of precedence): an event is
+	// written when the next one is read, to know which it is.
+	var pending *event
+	var pendingFirst, pendingFirstInTable bool
+	flush := func(lastInTable, last bool) {
+		if pending == nil {
+			return
+		}
+		switch {
+		case last:
+			pending.marker = "last"
+		case pendingFirst:
+			pending.marker = "first"
+		case lastInTable:
+			pending.marker = "last_in_data_collection"
+		case pendingFirstInTable:
+			pending.marker = "first_in_data_collection"
+		default:
+			pending.marker = "true"
+		}
+		s.produce(ctx, acks, tr, pending.record(s.cfg.TopicPrefix, s.run))
+		pending = nil
+	}
 	for _, tn := range s.tables {
 		rr := conn.PgConn().ExecParams(ctx, "SELECT * FROM "+tn.ident(), nil, nil, nil, []int16{0})
 		fds := rr.FieldDescriptions()
-		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys[tn]}
+		t := s.newTable(tn, keys[tn])
 		for _, fd := range fds {
-			t.cols = append(t.cols, column{name: fd.Name, oid: fd.DataTypeOID, typmod: fd.TypeModifier, key: containsString(t.keys, fd.Name)})
+			t.cols = append(t.cols, column{name: fd.Name, oid: fd.DataTypeOID, typmod: fd.TypeModifier, key: containsString(t.keys, fd.Name),
+				conv: s.run.conv.resolve(fd.DataTypeOID, fd.TypeModifier, true)})
 		}
-		cells := make([]cell, len(fds))
 		rows := n
 		for rr.NextRow() {
+			cells := make([]cell, len(fds))
 			for i, v := range rr.Values() {
 				if v == nil {
 					cells[i] = cell{kind: 'n'}
 				} else {
-					cells[i] = cell{kind: 't', text: v}
+					cells[i] = cell{kind: 't', text: append([]byte(nil), v...)}
 				}
 			}
-			ev := event{op: 'r', t: t, after: cells, db: db, snapshot: true, lsn: at, ts: now}
-			s.produce(ctx, acks, tr, ev.record(s.cfg.TopicPrefix))
+			flush(pending != nil && pending.t != t, false)
+			pending = &event{op: 'r', t: t, after: cells, db: db, snapshot: true, lsn: at, xid: uint32(xid), ts: now}
+			pendingFirst, pendingFirstInTable = n == 0, n == rows
 			n++
 		}
 		if _, err := rr.Close(); err != nil {
@@ -172,6 +210,7 @@ func (s *Source) snapshot(ctx context.Context, conn *pgx.Conn, keys map[tableNam
 		}
 		s.log.Info("cdc/postgres: snapshot of a table written", "table", tn.String(), "rows", n-rows)
 	}
+	flush(true, true)
 	acks.commit(tr, at)
 	if err := s.kc.Flush(ctx); err != nil {
 		return err
@@ -202,7 +241,11 @@ func (s *Source) produce(ctx context.Context, a *acks, t *txnAck, r *kgo.Record)
 }
 
 // stream reads the slot's changes from start and writes them to Kafka.
-func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, rec state, start pglogrepl.LSN) error {
+//
+// prevEnd is where the transaction before the first streamed one ended, as
+// far as the source knows (0 after a new snapshot, as with Debezium): the
+// first element of the events' sequence.
+func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, rec state, start, prevEnd pglogrepl.LSN) error {
 	err := pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication)},
@@ -217,7 +260,7 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	acks := newAcks()
 	acks.flushed = start
 	s.log.Info("cdc/postgres: streaming", "from", start)
-	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, lastCommit: start, skipBelow: start}
+	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, prevEnd: prevEnd, skipBelow: start}
 	recorded := start
 	// However the session ends, what Kafka has acknowledged is reported.
 	defer func() {
@@ -307,22 +350,22 @@ func (s *Source) status(ctx context.Context, repl *pgconn.PgConn, a *acks) error
 
 // streamState is a stream's decoding state.
 type streamState struct {
-	s          *Source
-	conn       *pgx.Conn
-	keys       map[tableName][]string
-	db         string
-	acks       *acks
-	relations  map[uint32]*table
-	inTxn      bool
-	txn        *txnAck
-	xid        uint32
-	commit     pglogrepl.LSN // the transaction's commit
-	lastCommit pglogrepl.LSN // the commit before it
-	ts         time.Time
-	skipBelow  pglogrepl.LSN // transactions committed before it are in Kafka
-	skipping   bool
-	buf        []cell
-	oldBuf     []cell
+	s         *Source
+	conn      *pgx.Conn
+	keys      map[tableName][]string
+	db        string
+	acks      *acks
+	relations map[uint32]*table
+	inTxn     bool
+	txn       *txnAck
+	xid       uint32
+	commit    pglogrepl.LSN // the transaction's commit
+	prevEnd   pglogrepl.LSN // where the transaction before it ended
+	ts        time.Time
+	skipBelow pglogrepl.LSN // transactions committed before it are in Kafka
+	skipping  bool
+	buf       []cell
+	oldBuf    []cell
 }
 
 func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
@@ -345,9 +388,16 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		if len(keys) == 0 {
 			keys = st.keys[tn] // the key was dropped: keep the one the topic has
 		}
-		t := &table{name: tn, topic: s.Topic(tn.String()), keys: keys}
+		t := s.newTable(tn, keys)
+		conv := s.run.conv
 		for _, c := range m.Columns {
-			t.cols = append(t.cols, column{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, key: containsString(keys, c.Name)})
+			if !conv.knows(c.DataType) {
+				// A type made since the session began.
+				if err := conv.loadTypes(ctx, st.conn); err != nil {
+					return err
+				}
+			}
+			t.cols = append(t.cols, column{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, key: containsString(keys, c.Name), conv: conv.resolve(c.DataType, c.TypeModifier, false)})
 		}
 		st.relations[m.RelationID] = t
 	case *pglogrepl.BeginMessage:
@@ -359,7 +409,7 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 	case *pglogrepl.CommitMessage:
 		st.acks.commit(st.txn, m.TransactionEndLSN)
 		st.inTxn, st.txn, st.skipping = false, nil, false
-		st.lastCommit = m.CommitLSN
+		st.prevEnd = m.TransactionEndLSN
 	case *pglogrepl.InsertMessage:
 		t, err := st.table(m.RelationID)
 		if t == nil || err != nil {
@@ -388,14 +438,24 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 				}
 			}
 			del := st.event('d', t, x.WALStart, before, nil)
-			del.keyFrom = before
+			del.keyFrom, del.newKey, del.cause = before, after, 'u'
 			st.emit(ctx, del)
-			st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, ts: st.ts})
-			st.emit(ctx, st.event('c', t, x.WALStart, nil, after))
+			st.emit(ctx, event{tombstone: true, cause: 'u', t: t, keyFrom: before, newKey: after, ts: st.ts})
+			create := st.event('c', t, x.WALStart, nil, after)
+			create.oldKey, create.cause = before, 'u'
+			st.emit(ctx, create)
 			return nil
 		}
 		if m.OldTupleType != pglogrepl.UpdateMessageTupleTypeOld {
 			before = nil // a key alone is no before image
+		} else {
+			// REPLICA IDENTITY FULL: an unchanged TOASTed value is the
+			// old row's, as Debezium takes it.
+			for i := range after {
+				if after[i].kind == 'u' && i < len(before) && before[i].kind == 't' {
+					after[i] = before[i]
+				}
+			}
 		}
 		st.emit(ctx, st.event('u', t, x.WALStart, before, after))
 	case *pglogrepl.DeleteMessage:
@@ -405,7 +465,7 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		}
 		before := st.cells(&st.oldBuf, m.OldTuple)
 		st.emit(ctx, st.event('d', t, x.WALStart, before, nil))
-		st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, ts: st.ts})
+		st.emit(ctx, event{tombstone: true, cause: 'd', t: t, keyFrom: before, ts: st.ts})
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			t, err := st.table(id)
@@ -474,17 +534,17 @@ func sameKey(t *table, a, b []cell) bool {
 }
 
 func (st *streamState) event(op byte, t *table, lsn pglogrepl.LSN, before, after []cell) event {
-	return event{op: op, t: t, before: before, after: after, db: st.db, lsn: lsn, commit: st.commit, lastCommit: st.lastCommit, xid: st.xid, ts: st.ts}
+	return event{op: op, t: t, before: before, after: after, db: st.db, lsn: lsn, commit: st.commit, prevEnd: st.prevEnd, xid: st.xid, ts: st.ts}
 }
 
 func (st *streamState) emit(ctx context.Context, ev event) {
-	if st.skipping {
+	if st.skipping || st.s.skips(ev) {
 		return
 	}
 	if st.txn == nil { // a change outside a transaction: pgoutput sends none
 		st.txn = st.acks.begin()
 	}
-	st.s.produce(ctx, st.acks, st.txn, ev.record(st.s.cfg.TopicPrefix))
+	st.s.produce(ctx, st.acks, st.txn, ev.record(st.s.cfg.TopicPrefix, st.s.run))
 	if !ev.tombstone {
 		st.s.changes.Add(1)
 	}
@@ -493,23 +553,29 @@ func (st *streamState) emit(ctx context.Context, ev event) {
 // event is a change to write as a Debezium change event.
 type event struct {
 	op            byte // c, u, d, r, t
+	cause         byte // the operation it comes of, if not op: u for a primary-key change's, d for a delete's tombstone
 	tombstone     bool
 	t             *table
 	before, after []cell
 	keyFrom       []cell // the cells the key is made of, if not after or before
 	db            string
 	snapshot      bool
+	marker        string // a snapshot event's source.snapshot
 	lsn           pglogrepl.LSN
 	commit        pglogrepl.LSN
-	lastCommit    pglogrepl.LSN
+	prevEnd       pglogrepl.LSN // the end of the transaction before, 0 if unknown
 	xid           uint32
 	ts            time.Time
+	// Set on the events of a primary-key change: the new key on the
+	// delete and its tombstone, the old one on the create.
+	newKey, oldKey []cell
 }
 
 // record makes the Kafka record: the key is the primary key's columns
-// (null for a truncate), the value Debezium's envelope without a schema.
-func (ev event) record(prefix string) *kgo.Record {
-	r := &kgo.Record{Topic: ev.t.topic, Timestamp: ev.ts}
+// (null for a truncate), the value Debezium's envelope without a schema,
+// the headers Debezium's.
+func (ev event) record(prefix string, run *runInfo) *kgo.Record {
+	r := &kgo.Record{Topic: ev.t.topic, Timestamp: ev.ts, Headers: run.headers}
 	keyCells := ev.keyFrom
 	if keyCells == nil {
 		keyCells = ev.after
@@ -518,63 +584,80 @@ func (ev event) record(prefix string) *kgo.Record {
 		}
 	}
 	if ev.op != 't' && keyCells != nil {
-		r.Key = appendRow(nil, ev.t.cols, keyCells, true)
+		r.Key = appendRow(nil, ev.t.cols, keyCells, true, run.conv)
+	} else if ev.op == 't' && ev.t.compacted {
+		// A compacted topic refuses a record without a key: the
+		// truncate's is the empty object, which is no row's.
+		r.Key = []byte("{}")
+	}
+	switch {
+	case ev.newKey != nil:
+		r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{Key: "__debezium.newkey", Value: appendRow(nil, ev.t.cols, ev.newKey, true, run.conv)})
+	case ev.oldKey != nil:
+		r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{Key: "__debezium.oldkey", Value: appendRow(nil, ev.t.cols, ev.oldKey, true, run.conv)})
 	}
 	if ev.tombstone {
 		return r
 	}
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, 512)
 	b = append(b, `{"before":`...)
 	if ev.before != nil {
-		b = appendRow(b, ev.t.cols, ev.before, false)
+		b = appendRow(b, ev.t.cols, ev.before, false, run.conv)
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"after":`...)
 	if ev.after != nil {
-		b = appendRow(b, ev.t.cols, ev.after, false)
+		b = appendRow(b, ev.t.cols, ev.after, false, run.conv)
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"source":{"version":"oxbow","connector":"postgresql","name":`...)
 	b = appendString(b, []byte(prefix))
+	us := ev.ts.UnixMicro()
 	b = append(b, `,"ts_ms":`...)
-	b = strconv.AppendInt(b, ev.ts.UnixMilli(), 10)
+	b = strconv.AppendInt(b, us/1000, 10)
+	b = append(b, `,"snapshot":`...)
 	if ev.snapshot {
-		b = append(b, `,"snapshot":"true"`...)
+		b = appendString(b, []byte(ev.marker))
 	} else {
-		b = append(b, `,"snapshot":"false"`...)
+		b = append(b, `"false"`...)
 	}
 	b = append(b, `,"db":`...)
 	b = appendString(b, []byte(ev.db))
 	b = append(b, `,"sequence":"[`...)
-	if ev.snapshot {
+	if ev.prevEnd == 0 {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, `\"`...)
-		b = strconv.AppendUint(b, uint64(ev.lastCommit), 10)
+		b = strconv.AppendUint(b, uint64(ev.prevEnd), 10)
 		b = append(b, `\"`...)
 	}
 	b = append(b, `,\"`...)
 	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
-	b = append(b, `\"]","schema":`...)
+	b = append(b, `\"]","ts_us":`...)
+	b = strconv.AppendInt(b, us, 10)
+	b = append(b, `,"ts_ns":`...)
+	b = strconv.AppendInt(b, us*1000, 10)
+	b = append(b, `,"schema":`...)
 	b = appendString(b, []byte(ev.t.name.schema))
 	b = append(b, `,"table":`...)
 	b = appendString(b, []byte(ev.t.name.name))
-	if ev.snapshot {
-		b = append(b, `,"txId":null`...)
-	} else {
-		b = append(b, `,"txId":`...)
-		b = strconv.AppendUint(b, uint64(ev.xid), 10)
-	}
+	b = append(b, `,"txId":`...)
+	b = strconv.AppendUint(b, uint64(ev.xid), 10)
 	b = append(b, `,"lsn":`...)
 	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
-	b = append(b, `,"commit_lsn":`...)
+	b = append(b, `,"xmin":null,"origin":null,"origin_lsn":null,"commit_lsn":`...)
 	b = strconv.AppendUint(b, uint64(ev.commit), 10)
-	b = append(b, `},"op":"`...)
+	b = append(b, `},"transaction":null,"op":"`...)
 	b = append(b, ev.op)
+	now := time.Now().UnixMicro()
 	b = append(b, `","ts_ms":`...)
-	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
+	b = strconv.AppendInt(b, now/1000, 10)
+	b = append(b, `,"ts_us":`...)
+	b = strconv.AppendInt(b, now, 10)
+	b = append(b, `,"ts_ns":`...)
+	b = strconv.AppendInt(b, now*1000, 10)
 	b = append(b, '}')
 	r.Value = b
 	return r

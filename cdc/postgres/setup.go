@@ -39,6 +39,22 @@ func (s *Source) ensureTopics(ctx context.Context) error {
 	if err := create(s.cfg.Partitions, nil, topics...); err != nil {
 		return err
 	}
+	// A truncate goes to a compacted topic with a key (see event.record).
+	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("cdc/postgres: reading the topics' configurations: %w", err)
+	}
+	s.compacted = map[string]bool{}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return fmt.Errorf("cdc/postgres: reading the configuration of %s: %w", rc.Name, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
+				s.compacted[rc.Name] = true
+			}
+		}
+	}
 	compact := "compact"
 	return create(1, map[string]*string{"cleanup.policy": &compact}, s.cfg.StateTopic)
 }
@@ -131,10 +147,16 @@ func (s *Source) writeState(ctx context.Context, st state) error {
 
 // table is a captured table as the source knows it.
 type table struct {
-	name  tableName
-	topic string
-	cols  []column
-	keys  []string // the primary key's columns, in the key's order
+	name      tableName
+	topic     string
+	cols      []column
+	keys      []string // the primary key's columns, in the key's order
+	compacted bool     // the topic's cleanup.policy compacts
+}
+
+func (s *Source) newTable(tn tableName, keys []string) *table {
+	topic := s.Topic(tn.String())
+	return &table{name: tn, topic: topic, keys: keys, compacted: s.compacted[topic]}
 }
 
 // primaryKey reads a table's primary key columns.
@@ -254,6 +276,7 @@ func (s *Source) connConfig(replication bool) (*pgconn.Config, error) {
 	c.RuntimeParams["datestyle"] = "ISO, YMD"
 	c.RuntimeParams["intervalstyle"] = "iso_8601"
 	c.RuntimeParams["extra_float_digits"] = "3"
+	c.RuntimeParams["lc_monetary"] = "C" // money as $1,234.56, whatever the server's locale
 	if replication {
 		c.RuntimeParams["replication"] = "database"
 		c.RuntimeParams["application_name"] = "oxbow-cdc-" + s.cfg.Slot

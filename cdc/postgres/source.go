@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +56,92 @@ type Config struct {
 	StatusInterval time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// Debezium's PostgreSQL connector options that change the events, by
+	// their Debezium names and values; the zero value of each is
+	// Debezium's default.
+
+	// DecimalHandlingMode is decimal.handling.mode, how numeric and money
+	// columns are written: "precise" (the default: the unscaled value's
+	// bytes in base64, and for a numeric without a scale an object of
+	// "scale" and "value"; NaN as null), "double" (a JSON number, NaN and
+	// the infinities as strings) or "string" (the digits as a string).
+	DecimalHandlingMode string
+	// TimePrecisionMode is time.precision.mode: "adaptive" (the default:
+	// time and timestamp in milliseconds for a precision of 0 to 3, in
+	// microseconds above), "adaptive_time_microseconds" (time always in
+	// microseconds) or "connect" (always milliseconds).
+	TimePrecisionMode string
+	// IntervalHandlingMode is interval.handling.mode: "numeric" (the
+	// default: microseconds, a month counted as 30.4375 days) or "string"
+	// (ISO 8601, as P1Y2M3DT4H5M6.78S).
+	IntervalHandlingMode string
+	// BinaryHandlingMode is binary.handling.mode, how bytea is written:
+	// "bytes" (the default: base64, as the JSON converter writes bytes),
+	// "base64", "base64-url-safe" or "hex".
+	BinaryHandlingMode string
+	// HstoreHandlingMode is hstore.handling.mode: "json" (the default: a
+	// string holding a JSON object) or "map" (the object itself).
+	HstoreHandlingMode string
+	// SkippedOperations is skipped.operations, the operations not
+	// written, a comma-separated list of c (inserts), u (updates), d
+	// (deletes) and t (truncates), or "none"; default "t", as with
+	// Debezium: truncates are not written unless asked for.
+	SkippedOperations string
+	// NoTombstones is tombstones.on.delete=false: a delete is not
+	// followed by its tombstone (a topic that is not compacted needs none).
+	NoTombstones bool
+}
+
+// options are a Config's Debezium options, checked.
+type options struct {
+	decimal, time, interval, binary, hstore string
+	skip                                    map[byte]bool
+}
+
+func (c Config) options() (options, error) {
+	o := options{skip: map[byte]bool{}}
+	pick := func(name, v string, values ...string) (string, error) {
+		if v == "" {
+			return values[0], nil
+		}
+		for _, x := range values {
+			if strings.EqualFold(v, x) {
+				return x, nil
+			}
+		}
+		return "", fmt.Errorf("cdc/postgres: Config.%s %q: want one of %s", name, v, strings.Join(values, ", "))
+	}
+	var err error
+	if o.decimal, err = pick("DecimalHandlingMode", c.DecimalHandlingMode, "precise", "double", "string"); err != nil {
+		return o, err
+	}
+	if o.time, err = pick("TimePrecisionMode", c.TimePrecisionMode, "adaptive", "adaptive_time_microseconds", "connect"); err != nil {
+		return o, err
+	}
+	if o.interval, err = pick("IntervalHandlingMode", c.IntervalHandlingMode, "numeric", "string"); err != nil {
+		return o, err
+	}
+	if o.binary, err = pick("BinaryHandlingMode", c.BinaryHandlingMode, "bytes", "base64", "base64-url-safe", "hex"); err != nil {
+		return o, err
+	}
+	if o.hstore, err = pick("HstoreHandlingMode", c.HstoreHandlingMode, "json", "map"); err != nil {
+		return o, err
+	}
+	ops := c.SkippedOperations
+	if ops == "" {
+		ops = "t"
+	}
+	if !strings.EqualFold(strings.TrimSpace(ops), "none") {
+		for op := range strings.SplitSeq(ops, ",") {
+			op = strings.TrimSpace(op)
+			if len(op) != 1 || !strings.Contains("cudt", op) {
+				return o, fmt.Errorf("cdc/postgres: Config.SkippedOperations %q: want c, u, d and t, comma-separated, or none", c.SkippedOperations)
+			}
+			o.skip[op[0]] = true
+		}
+	}
+	return o, nil
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -66,6 +154,10 @@ type Source struct {
 	log    *slog.Logger
 	tables []tableName
 	kc     *kgo.Client
+	opts   options
+	run    *runInfo // the running Run's
+	// compacted are the topics whose cleanup.policy compacts.
+	compacted map[string]bool
 
 	snapshotted atomic.Int64
 	changes     atomic.Int64
@@ -119,7 +211,11 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Source{cfg: cfg, log: cfg.Logger.With("slot", cfg.Slot)}
+	o, err := cfg.options()
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{cfg: cfg, opts: o, log: cfg.Logger.With("slot", cfg.Slot)}
 	seen := map[tableName]bool{}
 	for _, t := range cfg.Tables {
 		schema, name, ok := strings.Cut(t, ".")
@@ -200,6 +296,7 @@ func (s *Source) Run(ctx context.Context) error {
 		return errors.New("cdc/postgres: Run is already running")
 	}
 	defer s.running.Unlock()
+	s.run = newRunInfo(s.cfg.TopicPrefix, s.opts)
 	if err := s.ensureTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -227,6 +324,52 @@ func (s *Source) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// skips reports whether an event is left out by the options: an operation
+// in SkippedOperations (a primary-key change goes with u, a delete's
+// tombstone with d), or a tombstone with NoTombstones.
+func (s *Source) skips(ev event) bool {
+	op := ev.op
+	if ev.cause != 0 {
+		op = ev.cause
+	}
+	if ev.tombstone && s.cfg.NoTombstones {
+		return true
+	}
+	return s.opts.skip[op]
+}
+
+// runInfo is what the events of one Run share: the headers Debezium puts
+// on every record, and the conversions.
+type runInfo struct {
+	headers []kgo.RecordHeader
+	conv    *converter
+}
+
+// newRunInfo makes a run's headers, with a new run id (a UUIDv7, as
+// Debezium's engine makes one each time it starts).
+func newRunInfo(prefix string, o options) *runInfo {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	id[6] = id[6]&0x0f | 0x70
+	id[8] = id[8]&0x3f | 0x80
+	h := hex.EncodeToString(id[:])
+	uuid := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	str := func(v string) []byte { return appendString(nil, []byte(v)) }
+	return &runInfo{
+		headers: []kgo.RecordHeader{
+			{Key: "__debezium.context.connectorLogicalName", Value: str(prefix)},
+			{Key: "__debezium.context.taskId", Value: str("0")},
+			{Key: "__debezium.context.connectorName", Value: str("postgresql")},
+			{Key: "__debezium.context.runId", Value: str(uuid)},
+		},
+		conv: newConverter(o),
 	}
 }
 
