@@ -207,7 +207,9 @@ func (c *converter) placeholder(oid uint32, cv *conv) []byte {
 	p := []byte(cdc.Unavailable)
 	name := c.types[oid].name
 	switch {
-	case cv.kind == kBytea:
+	case cv.kind == kBytea && c.o.binary == "base64-url-safe":
+		return []byte("null") // Debezium cannot convert its own placeholder
+	case cv.kind == kBytea && c.o.binary != "hex":
 		return c.appendBinary(nil, p)
 	case cv.kind == kHstore:
 		if c.o.hstore == "map" {
@@ -378,6 +380,14 @@ func (c *converter) appendNumeric(b []byte, s string, typmod int32) ([]byte, boo
 	special := s == "NaN" || s == "Infinity" || s == "-Infinity"
 	switch c.o.decimal {
 	case "string":
+		switch s {
+		case "NaN":
+			s = "NAN" // the names of Debezium's SpecialValue
+		case "Infinity":
+			s = "POSITIVE_INFINITY"
+		case "-Infinity":
+			s = "NEGATIVE_INFINITY"
+		}
 		return appendString(b, []byte(s)), true
 	case "double":
 		f, err := strconv.ParseFloat(s, 64)
@@ -1045,7 +1055,7 @@ func (c *converter) appendArray(b []byte, cv *conv, s string) ([]byte, bool) {
 	if !ok {
 		return b, false
 	}
-	if cv.elem.kind == kNumeric && c.o.decimal == "precise" {
+	if cv.elem.kind == kNumeric {
 		for _, e := range elems {
 			if e.text == "NaN" || e.text == "Infinity" || e.text == "-Infinity" {
 				return append(b, "null"...), true // Debezium cannot convert the array

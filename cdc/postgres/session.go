@@ -408,8 +408,8 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		st.skipping = m.FinalLSN < st.skipBelow
 	case *pglogrepl.CommitMessage:
 		st.acks.commit(st.txn, m.TransactionEndLSN)
-		st.inTxn, st.txn, st.skipping = false, nil, false
 		st.prevEnd = m.TransactionEndLSN
+		st.inTxn, st.txn, st.skipping = false, nil, false
 	case *pglogrepl.InsertMessage:
 		t, err := st.table(m.RelationID)
 		if t == nil || err != nil {
@@ -438,11 +438,11 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 				}
 			}
 			del := st.event('d', t, x.WALStart, before, nil)
-			del.keyFrom, del.newKey, del.cause = before, after, 'u'
+			del.keyFrom, del.newKey = before, after
 			st.emit(ctx, del)
-			st.emit(ctx, event{tombstone: true, cause: 'u', t: t, keyFrom: before, newKey: after, ts: st.ts})
+			st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, newKey: after, ts: st.ts})
 			create := st.event('c', t, x.WALStart, nil, after)
-			create.oldKey, create.cause = before, 'u'
+			create.oldKey = before
 			st.emit(ctx, create)
 			return nil
 		}
@@ -465,7 +465,7 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		}
 		before := st.cells(&st.oldBuf, m.OldTuple)
 		st.emit(ctx, st.event('d', t, x.WALStart, before, nil))
-		st.emit(ctx, event{tombstone: true, cause: 'd', t: t, keyFrom: before, ts: st.ts})
+		st.emit(ctx, event{tombstone: true, t: t, keyFrom: before, ts: st.ts})
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			t, err := st.table(id)
@@ -553,7 +553,6 @@ func (st *streamState) emit(ctx context.Context, ev event) {
 // event is a change to write as a Debezium change event.
 type event struct {
 	op            byte // c, u, d, r, t
-	cause         byte // the operation it comes of, if not op: u for a primary-key change's, d for a delete's tombstone
 	tombstone     bool
 	t             *table
 	before, after []cell

@@ -207,8 +207,14 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) (map[tab
 	for _, t := range s.tables {
 		idents = append(idents, t.ident())
 	}
+	// Operations skipped by choice are not published, as Debezium has it:
+	// the server does not send them (nor a transaction of nothing else).
+	with := ""
+	if publish := s.opts.publish(s.cfg.SkippedOperations); publish != "" {
+		with = " WITH (publish = " + quoteLiteral(publish) + ")"
+	}
 	if n == 0 {
-		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+strings.Join(idents, ", ")); err != nil {
+		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+strings.Join(idents, ", ")+with); err != nil {
 			return nil, fmt.Errorf("creating the publication %s: %w", s.cfg.Publication, err)
 		}
 		s.log.Info("cdc/postgres: created the publication", "publication", s.cfg.Publication, "tables", s.tables)
@@ -231,6 +237,11 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) (map[tab
 			if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+t.ident()); err != nil {
 				return nil, fmt.Errorf("adding %s to the publication %s: %w", t, s.cfg.Publication, err)
 			}
+		}
+	}
+	if with != "" {
+		if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" SET"+strings.TrimPrefix(with, " WITH")); err != nil {
+			return nil, fmt.Errorf("setting what the publication %s publishes: %w", s.cfg.Publication, err)
 		}
 	}
 	return keys, nil

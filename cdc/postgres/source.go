@@ -327,18 +327,33 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
+// publish is a publication's publish option for the skipped operations,
+// when they were set explicitly ("" otherwise: everything is published).
+func (o options) publish(explicit string) string {
+	if explicit == "" || len(o.skip) == 0 {
+		return ""
+	}
+	var ops []string
+	for _, op := range []struct {
+		c    byte
+		name string
+	}{{'c', "insert"}, {'u', "update"}, {'d', "delete"}, {'t', "truncate"}} {
+		if !o.skip[op.c] {
+			ops = append(ops, op.name)
+		}
+	}
+	return strings.Join(ops, ",")
+}
+
 // skips reports whether an event is left out by the options: an operation
-// in SkippedOperations (a primary-key change goes with u, a delete's
-// tombstone with d), or a tombstone with NoTombstones.
+// in SkippedOperations (the delete and the create of a primary-key change
+// each by its own, a tombstone with its delete), or a tombstone with
+// NoTombstones.
 func (s *Source) skips(ev event) bool {
-	op := ev.op
-	if ev.cause != 0 {
-		op = ev.cause
+	if ev.tombstone {
+		return s.cfg.NoTombstones || s.opts.skip['d']
 	}
-	if ev.tombstone && s.cfg.NoTombstones {
-		return true
-	}
-	return s.opts.skip[op]
+	return s.opts.skip[ev.op]
 }
 
 // runInfo is what the events of one Run share: the headers Debezium puts
