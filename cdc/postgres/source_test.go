@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/cdc"
@@ -327,5 +328,45 @@ func TestSourceSchemaChange(t *testing.T) {
 	want := []string{`map[id:1 v:2]`, `map[id:2 note:"added" v:1]`, `map[id:1 note:"x"]`}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("rows %v, want %v", rows, want)
+	}
+}
+
+// A truncate of a table whose topic is compacted: the broker refuses a
+// record without a key there, so the truncate has the key {} (which no
+// row has), and the capture goes on. Decoded, it is a truncate.
+func TestSourceTruncateCompactedTopic(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY, v int)`, `INSERT INTO t VALUES (1, 1)`)
+	cfg := config(t, dsn, env, "t")
+	cfg.SkippedOperations = "none"
+	topic := cfg.TopicPrefix + ".public.t"
+	adm, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	compact := "compact"
+	if _, err := kadm.NewClient(adm).CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cfg)
+	changes(t, env.Brokers, topic, 1) // the snapshot
+	pgtest.Exec(t, dsn, `TRUNCATE t`, `INSERT INTO t VALUES (2, 2)`)
+	got := changes(t, env.Brokers, topic, 3)
+	if string(got[1].Key) != `{}` {
+		t.Errorf("the truncate's key is %q, want {}", got[1].Key)
+	}
+	evs := decodeAll(t, got)
+	if evs[1].ev.Op != cdc.Truncate || evs[1].ev.Key != nil {
+		t.Errorf("event 1 decoded as %s with key %v, want a truncate without a key", evs[1].ev.Op, evs[1].ev.Key)
+	}
+	if evs[2].ev.Op != cdc.Create || evs[2].key != `{"id":2}` {
+		t.Errorf("after the truncate: %s %s, want the insert", evs[2].ev.Op, evs[2].key)
+	}
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned after the truncate: %v", err)
+	default:
 	}
 }
