@@ -6,6 +6,11 @@
 //	oxbow-pgcdc -dsn postgres://cdc@db/shop -tables public.customers,public.orders \
 //	    -slot shop_cdc -topic-prefix shop -brokers kafka:9092
 //
+// Debezium's options that change the events are flags by their Debezium
+// names, with Debezium's values and defaults: -decimal.handling.mode,
+// -time.precision.mode, -interval.handling.mode, -binary.handling.mode,
+// -hstore.handling.mode, -skipped.operations and -tombstones.on.delete.
+//
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
 // does not cure, and 2 on bad flags.
@@ -47,6 +52,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		partitions  = fs.Int("partitions", 1, "partitions of the topics it creates")
 		status      = fs.Duration("status-interval", 10*time.Second, "how often to report the acknowledged position to the server")
 		verbose     = fs.Bool("v", false, "log at debug level")
+
+		decimal    = fs.String("decimal.handling.mode", "precise", "numeric and money: precise, double or string")
+		timePrec   = fs.String("time.precision.mode", "adaptive", "time and timestamp: adaptive, adaptive_time_microseconds or connect")
+		interval   = fs.String("interval.handling.mode", "numeric", "interval: numeric (microseconds) or string (ISO 8601)")
+		binary     = fs.String("binary.handling.mode", "bytes", "bytea: bytes, base64, base64-url-safe or hex")
+		hstore     = fs.String("hstore.handling.mode", "json", "hstore: json (a string) or map")
+		skipped    = fs.String("skipped.operations", "", "operations not written: c, u, d and t, comma-separated, or none (default t)")
+		tombstones = fs.Bool("tombstones.on.delete", true, "follow each delete with a tombstone")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -59,6 +72,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	src, err := postgres.New(postgres.Config{
 		DSN: *dsn, Tables: split(*tables), Slot: *slot, Publication: *publication, TopicPrefix: *prefix,
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,
+		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
+		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)

@@ -23,6 +23,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "Bad-Slot", "-topic-prefix", "p", "-brokers", "b:9092"}, "Config.Slot"},
 		{[]string{"-dsn", "postgres://x/y", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092"}, "Config.Tables is empty"},
+		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092", "-decimal.handling.mode", "exact"}, "Config.DecimalHandlingMode \"exact\": want one of precise, double, string"},
+		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092", "-skipped.operations", "x"}, "Config.SkippedOperations"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(context.Background(), c.args, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
@@ -35,14 +37,14 @@ func TestBadFlags(t *testing.T) {
 func TestCaptures(t *testing.T) {
 	env := kafkaenv.Real(t)
 	dsn := pgtest.Database(t)
-	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `INSERT INTO t VALUES (1, 'a')`)
+	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY, v text, n numeric(4,2))`, `INSERT INTO t VALUES (1, 'a', 1.5)`)
 	prefix := fmt.Sprintf("cmd%d", time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"-dsn", dsn, "-tables", "t", "-slot", "cmd_" + prefix[len(prefix)-9:], "-topic-prefix", prefix,
-			"-brokers", strings.Join(env.Brokers, ","), "-status-interval", "100ms"}, &stderr)
+			"-brokers", strings.Join(env.Brokers, ","), "-status-interval", "100ms", "-decimal.handling.mode", "double"}, &stderr)
 	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(prefix+".public.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -51,14 +53,14 @@ func TestCaptures(t *testing.T) {
 	defer cl.Close()
 	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer pcancel()
-	var got []string
+	var got, values []string
 	inserted := false
 	for len(got) < 2 {
 		if pctx.Err() != nil {
 			cancel()
 			t.Fatalf("records %v after a minute\n%s", got, stderr.String())
 		}
-		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Key)) })
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got, values = append(got, string(r.Key)), append(values, string(r.Value)) })
 		if len(got) == 1 && !inserted {
 			pgtest.Exec(t, dsn, `INSERT INTO t VALUES (2, 'b')`)
 			inserted = true
@@ -70,5 +72,8 @@ func TestCaptures(t *testing.T) {
 	}
 	if got[0] != `{"id":1}` || got[1] != `{"id":2}` {
 		t.Errorf("keys %v", got)
+	}
+	if !strings.Contains(values[0], `"n":1.5`) {
+		t.Errorf("with -decimal.handling.mode double, the snapshot's row is %s, want n as 1.5", values[0])
 	}
 }
