@@ -52,6 +52,9 @@ func TestDebeziumDifferential(t *testing.T) {
 			c.DecimalHandlingMode, c.IntervalHandlingMode, c.HstoreHandlingMode = "string", "string", "map"
 			c.BinaryHandlingMode, c.TimePrecisionMode, c.SkippedOperations, c.NoTombstones = "hex", "connect", "none", true
 		}},
+		{"transactions", map[string]string{"provide.transaction.metadata": "true"}, func(c *postgres.Config) {
+			c.ProvideTransactionMetadata = true
+		}},
 		{"more-modes", map[string]string{
 			"decimal.handling.mode": "double", "time.precision.mode": "adaptive_time_microseconds",
 			"binary.handling.mode": "base64-url-safe", "skipped.operations": "c,d,t",
@@ -135,6 +138,9 @@ func differential(t *testing.T, opts map[string]string, configure func(*postgres
 	topics := map[string]bool{}
 	for _, tbl := range tables {
 		topics[src.src.Topic(tbl)] = true
+	}
+	if cfg.ProvideTransactionMetadata {
+		topics[prefix+".transaction"] = true
 	}
 	for _, e := range theirs {
 		if !topics[e.Topic] {
@@ -427,6 +433,7 @@ type dbzEvent struct {
 	Value   []byte      `json:"value"`
 	Headers []dbzHeader `json:"headers"`
 	Ready   bool        `json:"ready"`
+	Acked   *int64      `json:"acked"` // in the producing mode, instead of events
 }
 
 type dbzHeader struct {
@@ -447,6 +454,8 @@ type debezium struct {
 
 	mu     sync.Mutex
 	events []dbzEvent
+	ready  bool
+	acked  int64 // records Kafka acknowledged, in the producing mode
 	err    error
 	more   chan struct{}
 }
@@ -460,7 +469,7 @@ var (
 // startDebezium builds ./debezium with Maven (into the repository's
 // .cache/m2, like the other Java modules). Without java and mvn the test is
 // skipped, or fails when CI=true.
-func startDebezium(t *testing.T) *debezium {
+func startDebezium(t testing.TB) *debezium {
 	t.Helper()
 	for _, tool := range []string{"java", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -500,7 +509,7 @@ func startDebezium(t *testing.T) *debezium {
 }
 
 // run starts the engine on the database with the connector's options.
-func (d *debezium) run(t *testing.T, dsn string, opts map[string]string) {
+func (d *debezium) run(t testing.TB, dsn string, opts map[string]string) {
 	t.Helper()
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -560,8 +569,15 @@ func (d *debezium) read(r io.Reader) {
 		d.mu.Lock()
 		if err != nil && d.err == nil {
 			d.err = fmt.Errorf("a line from Debezium's side that is not an event: %v: %.200s", err, sc.Bytes())
-		} else if err == nil && !e.Ready {
-			d.events = append(d.events, e)
+		} else if err == nil {
+			switch {
+			case e.Ready:
+				d.ready = true
+			case e.Acked != nil:
+				d.acked = *e.Acked
+			default:
+				d.events = append(d.events, e)
+			}
 		}
 		d.mu.Unlock()
 		select {
@@ -575,12 +591,18 @@ func (d *debezium) read(r io.Reader) {
 }
 
 // waitFor waits until the events so far satisfy cond.
-func (d *debezium) waitFor(t *testing.T, what string, cond func([]dbzEvent) bool) {
+func (d *debezium) waitFor(t testing.TB, what string, cond func([]dbzEvent) bool) {
+	t.Helper()
+	d.await(t, what, func(*debezium) bool { return cond(d.events) })
+}
+
+// await waits until cond, called with d.mu held, holds.
+func (d *debezium) await(t testing.TB, what string, cond func(*debezium) bool) {
 	t.Helper()
 	timeout := time.After(3 * time.Minute)
 	for {
 		d.mu.Lock()
-		ok, err := cond(d.events), d.err
+		ok, err := cond(d), d.err
 		d.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)
@@ -602,7 +624,7 @@ func (d *debezium) waitFor(t *testing.T, what string, cond func([]dbzEvent) bool
 
 // stop ends the engine (it stops at the end of its input) and returns
 // every event it wrote.
-func (d *debezium) stop(t *testing.T) []dbzEvent {
+func (d *debezium) stop(t testing.TB) []dbzEvent {
 	t.Helper()
 	d.stdin.Close()
 	d.stdin = nil

@@ -361,6 +361,11 @@ type streamState struct {
 	xid       uint32
 	commit    pglogrepl.LSN // the transaction's commit
 	prevEnd   pglogrepl.LSN // where the transaction before it ended
+	// With transaction metadata: the transaction's events so far, in all
+	// and by table, and its tables in the order of their first events.
+	txTotal   int64
+	txByTable map[string]int64
+	txTables  []string
 	ts        time.Time
 	skipBelow pglogrepl.LSN // transactions committed before it are in Kafka
 	skipping  bool
@@ -406,7 +411,16 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		st.xid, st.commit, st.ts = m.Xid, m.FinalLSN, m.CommitTime
 		// A transaction that committed before what Kafka is known to have.
 		st.skipping = m.FinalLSN < st.skipBelow
+		if s.cfg.ProvideTransactionMetadata && !st.skipping {
+			st.txTotal, st.txByTable = 0, map[string]int64{}
+			st.txTables = st.txTables[:0]
+			s.produce(ctx, st.acks, st.txn, st.txRecord("BEGIN", strconv.FormatUint(uint64(m.Xid), 10)+":"+strconv.FormatUint(uint64(x.WALStart), 10)))
+		}
 	case *pglogrepl.CommitMessage:
+		if s.cfg.ProvideTransactionMetadata && !st.skipping && st.txByTable != nil {
+			s.produce(ctx, st.acks, st.txn, st.txRecord("END", strconv.FormatUint(uint64(st.xid), 10)+":"+strconv.FormatUint(uint64(x.WALStart), 10)))
+		}
+		st.txByTable = nil
 		st.acks.commit(st.txn, m.TransactionEndLSN)
 		st.prevEnd = m.TransactionEndLSN
 		st.inTxn, st.txn, st.skipping = false, nil, false
@@ -544,10 +558,60 @@ func (st *streamState) emit(ctx context.Context, ev event) {
 	if st.txn == nil { // a change outside a transaction: pgoutput sends none
 		st.txn = st.acks.begin()
 	}
+	if st.txByTable != nil && !ev.tombstone {
+		name := ev.t.name.String()
+		if _, ok := st.txByTable[name]; !ok {
+			st.txTables = append(st.txTables, name)
+		}
+		st.txTotal++
+		st.txByTable[name]++
+		ev.txTotal, ev.txColl = st.txTotal, st.txByTable[name]
+	}
 	st.s.produce(ctx, st.acks, st.txn, ev.record(st.s.cfg.TopicPrefix, st.s.run))
 	if !ev.tombstone {
 		st.s.changes.Add(1)
 	}
+}
+
+// txRecord is the record of a transaction's BEGIN or END on the
+// transaction topic, as Debezium's TransactionMonitor writes it: keyed by
+// the id ("<xid>:<LSN>", the LSN of the message, so that the END's is not
+// the BEGIN's, as the events' transaction blocks have their own),
+// the END with the count of the transaction's events in all and by table
+// (in the order of the Java HashMap Debezium counts them in).
+func (st *streamState) txRecord(status, id string) *kgo.Record {
+	key := append(append([]byte(`{"id":"`), id...), `"}`...)
+	b := make([]byte, 0, 128)
+	b = append(b, `{"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","id":"`...)
+	b = append(b, id...)
+	if status == "BEGIN" {
+		b = append(b, `","event_count":null,"data_collections":null`...)
+	} else {
+		b = append(b, `","event_count":`...)
+		b = strconv.AppendInt(b, st.txTotal, 10)
+		b = append(b, `,"data_collections":[`...)
+		pairs := make([]hstorePair, len(st.txTables))
+		for i, t := range st.txTables {
+			pairs[i] = hstorePair{key: t}
+		}
+		for i, p := range javaHashMapOrder(pairs) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"data_collection":`...)
+			b = appendString(b, []byte(p.key))
+			b = append(b, `,"event_count":`...)
+			b = strconv.AppendInt(b, st.txByTable[p.key], 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"ts_ms":`...)
+	b = strconv.AppendInt(b, st.ts.UnixMilli(), 10)
+	b = append(b, '}')
+	return &kgo.Record{Topic: st.s.txTopic(), Key: key, Value: b, Timestamp: st.ts}
 }
 
 // event is a change to write as a Debezium change event.
@@ -568,6 +632,9 @@ type event struct {
 	// Set on the events of a primary-key change: the new key on the
 	// delete and its tombstone, the old one on the create.
 	newKey, oldKey []cell
+	// With transaction metadata, the event's place in its transaction, in
+	// all and among its table's events (from 1; 0: no metadata).
+	txTotal, txColl int64
 }
 
 // record makes the Kafka record: the key is the primary key's columns
@@ -648,7 +715,20 @@ func (ev event) record(prefix string, run *runInfo) *kgo.Record {
 	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
 	b = append(b, `,"xmin":null,"origin":null,"origin_lsn":null,"commit_lsn":`...)
 	b = strconv.AppendUint(b, uint64(ev.commit), 10)
-	b = append(b, `},"transaction":null,"op":"`...)
+	if ev.txTotal > 0 {
+		// The id of the transaction at the event's position.
+		b = append(b, `},"transaction":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(ev.xid), 10)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(ev.lsn), 10)
+		b = append(b, `","total_order":`...)
+		b = strconv.AppendInt(b, ev.txTotal, 10)
+		b = append(b, `,"data_collection_order":`...)
+		b = strconv.AppendInt(b, ev.txColl, 10)
+		b = append(b, `},"op":"`...)
+	} else {
+		b = append(b, `},"transaction":null,"op":"`...)
+	}
 	b = append(b, ev.op)
 	now := time.Now().UnixMicro()
 	b = append(b, `","ts_ms":`...)

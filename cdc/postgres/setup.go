@@ -24,6 +24,9 @@ func (s *Source) ensureTopics(ctx context.Context) error {
 	for _, t := range s.tables {
 		topics = append(topics, s.Topic(t.String()))
 	}
+	if s.cfg.ProvideTransactionMetadata {
+		topics = append(topics, s.txTopic())
+	}
 	create := func(partitions int32, configs map[string]*string, topics ...string) error {
 		res, err := adm.CreateTopics(ctx, partitions, -1, configs, topics...)
 		if err != nil {

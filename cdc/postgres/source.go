@@ -91,6 +91,12 @@ type Config struct {
 	// NoTombstones is tombstones.on.delete=false: a delete is not
 	// followed by its tombstone (a topic that is not compacted needs none).
 	NoTombstones bool
+	// ProvideTransactionMetadata is provide.transaction.metadata: each
+	// transaction's BEGIN and END (with its events' counts) are written to
+	// the topic "<TopicPrefix>.transaction", and each event has a
+	// "transaction" block: the transaction's id and the event's order in
+	// it, in all and within its table.
+	ProvideTransactionMetadata bool
 }
 
 // options are a Config's Debezium options, checked.
@@ -387,6 +393,9 @@ func newRunInfo(prefix string, o options) *runInfo {
 		conv: newConverter(o),
 	}
 }
+
+// txTopic is the transaction metadata's topic.
+func (s *Source) txTopic() string { return s.cfg.TopicPrefix + ".transaction" }
 
 // Close closes the Kafka client. Call it after Run has returned.
 func (s *Source) Close() { s.kc.Close() }

@@ -9,7 +9,8 @@
 // Debezium's options that change the events are flags by their Debezium
 // names, with Debezium's values and defaults: -decimal.handling.mode,
 // -time.precision.mode, -interval.handling.mode, -binary.handling.mode,
-// -hstore.handling.mode, -skipped.operations and -tombstones.on.delete.
+// -hstore.handling.mode, -skipped.operations, -tombstones.on.delete and
+// -provide.transaction.metadata.
 //
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		hstore     = fs.String("hstore.handling.mode", "json", "hstore: json (a string) or map")
 		skipped    = fs.String("skipped.operations", "", "operations not written: c, u, d and t, comma-separated, or none (default t)")
 		tombstones = fs.Bool("tombstones.on.delete", true, "follow each delete with a tombstone")
+		txMeta     = fs.Bool("provide.transaction.metadata", false, "write each transaction's BEGIN and END to <prefix>.transaction, and a transaction block in each event")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -74,6 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,
 		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
 		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,
+		ProvideTransactionMetadata: *txMeta,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)

@@ -11,6 +11,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Base64;
 import java.util.List;
 import java.util.Properties;
@@ -20,6 +21,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -30,6 +33,10 @@ import io.debezium.engine.DebeziumEngine;
 import io.debezium.engine.Header;
 import io.debezium.engine.format.JsonByteArray;
 import io.debezium.engine.format.KeyValueHeaderChangeEventFormat;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * The Debezium side of Oxbow's CDC differential test: Debezium's PostgreSQL connector run
@@ -79,6 +86,14 @@ import io.debezium.engine.format.KeyValueHeaderChangeEventFormat;
  * the batch's lines are written and stdout is flushed, then every record is marked processed
  * and the batch finished, so offsets advance only past what was written.
  *
+ * <p><b>Producing.</b> With properties {@code cdcdiff.produce.<name>} in the file (at least
+ * {@code cdcdiff.produce.bootstrap.servers}), Main writes each event to Kafka instead, with a
+ * {@code KafkaProducer} configured by those properties (prefix stripped): topic, key, value and
+ * headers as the engine gives them, asynchronously, as Kafka Connect's worker does. Then stdout
+ * carries {@code {"acked":N}} lines instead of events: the count of records Kafka has
+ * acknowledged, written whenever it has grown (checked every 2 ms). A record Kafka refuses fails
+ * the engine. This is the benchmark's mode (cdc/postgres's BenchmarkSource).
+ *
  * <p><b>Lifetime.</b> It runs until its stdin is closed (EOF). Then it waits for the engine to
  * have reached its polling phase (if it has not already; at most 60 s), closes the engine,
  * waits for the engine's completion callback and exits 0. If the engine fails (the completion
@@ -100,8 +115,13 @@ public final class Main {
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final Base64.Encoder BASE64 = Base64.getEncoder();
 
+    private static final String PRODUCE_PREFIX = "cdcdiff.produce.";
+
     private final OutputStream out;
     private final Object outLock = new Object();
+    private KafkaProducer<byte[], byte[]> producer;
+    private final AtomicLong acked = new AtomicLong();
+    private final AtomicReference<Exception> produceError = new AtomicReference<>();
 
     private Main(OutputStream out) {
         this.out = out;
@@ -125,7 +145,23 @@ public final class Main {
             System.exit(2);
         }
         defaultConverters(props);
-        System.exit(new Main(stdout).run(props));
+        final Properties producerProps = new Properties();
+        for (String name : props.stringPropertyNames()) {
+            if (name.startsWith(PRODUCE_PREFIX)) {
+                producerProps.setProperty(name.substring(PRODUCE_PREFIX.length()), props.getProperty(name));
+                props.remove(name);
+            }
+        }
+        final Main main = new Main(stdout);
+        if (!producerProps.isEmpty()) {
+            main.producer = new KafkaProducer<>(producerProps, new ByteArraySerializer(), new ByteArraySerializer());
+            main.startReporter();
+        }
+        final int code = main.run(props);
+        if (main.producer != null) {
+            main.producer.close(Duration.ofSeconds(30));
+        }
+        System.exit(code);
     }
 
     /**
@@ -288,10 +324,65 @@ public final class Main {
         }
     }
 
+    /** Writes {"acked":N} whenever the count of acknowledged records has grown. */
+    private void startReporter() {
+        final Thread t = new Thread(() -> {
+            long reported = -1;
+            while (true) {
+                final long n = acked.get();
+                if (n != reported) {
+                    ObjectNode line = MAPPER.createObjectNode();
+                    line.put("acked", n);
+                    writeLines(List.of(line));
+                    reported = n;
+                }
+                try {
+                    Thread.sleep(2);
+                }
+                catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "acked-reporter");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Sends the batch's records to Kafka, counting the acknowledged ones. */
+    private void produceBatch(List<ChangeEvent<byte[], byte[]>> records) {
+        final Exception failed = produceError.get();
+        if (failed != null) {
+            throw new IllegalStateException("cdcdiff: Kafka refused a record", failed);
+        }
+        for (ChangeEvent<byte[], byte[]> event : records) {
+            final ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(event.destination(), event.key(), event.value());
+            final List<Header<byte[]>> eventHeaders = event.headers();
+            for (Header<byte[]> h : eventHeaders) {
+                record.headers().add(h.getKey(), h.getValue());
+            }
+            producer.send(record, (metadata, error) -> {
+                if (error != null) {
+                    produceError.compareAndSet(null, error);
+                }
+                else {
+                    acked.incrementAndGet();
+                }
+            });
+        }
+    }
+
     /** The ChangeConsumer: one line per event, flush, then mark the batch processed. */
     private void handleBatch(List<ChangeEvent<byte[], byte[]>> records,
                              DebeziumEngine.RecordCommitter<ChangeEvent<byte[], byte[]>> committer)
             throws InterruptedException {
+        if (producer != null) {
+            produceBatch(records);
+            for (ChangeEvent<byte[], byte[]> event : records) {
+                committer.markProcessed(event);
+            }
+            committer.markBatchFinished();
+            return;
+        }
         final List<ObjectNode> lines = new java.util.ArrayList<>(records.size());
         for (ChangeEvent<byte[], byte[]> event : records) {
             lines.add(eventLine(event));
