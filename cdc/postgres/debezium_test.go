@@ -55,6 +55,9 @@ func TestDebeziumDifferential(t *testing.T) {
 		{"transactions", map[string]string{"provide.transaction.metadata": "true"}, func(c *postgres.Config) {
 			c.ProvideTransactionMetadata = true
 		}},
+		{"heartbeats", map[string]string{"heartbeat.interval.ms": "100"}, func(c *postgres.Config) {
+			c.HeartbeatInterval = 100 * time.Millisecond
+		}},
 		{"more-modes", map[string]string{
 			"decimal.handling.mode": "double", "time.precision.mode": "adaptive_time_microseconds",
 			"binary.handling.mode": "base64-url-safe", "skipped.operations": "c,d,t",
@@ -132,6 +135,9 @@ func differential(t *testing.T, opts map[string]string, configure func(*postgres
 		return false
 	})
 	theirs := dbz.stop(t)
+	if cfg.HeartbeatInterval > 0 {
+		theirs = compareHeartbeats(t, theirs, env.Brokers, "__debezium-heartbeat."+prefix)
+	}
 
 	// The source's records, up to its end marker.
 	ours := map[string][]dbzEvent{}
@@ -207,6 +213,57 @@ func differential(t *testing.T, opts map[string]string, configure func(*postgres
 		t.Error("no update of the toast table with placeholders to check")
 	}
 	t.Logf("%d events compared (%d snapshot rows), %d statements streamed", compared, snapshotRows, len(workloadStream))
+}
+
+// compareHeartbeats compares the first heartbeat of each side (how many
+// there are depends on when each side beat): key bytes, the value's
+// fields and the headers' names. It returns Debezium's other events.
+func compareHeartbeats(t *testing.T, theirs []dbzEvent, brokers []string, topic string) []dbzEvent {
+	t.Helper()
+	var beats, rest []dbzEvent
+	for _, e := range theirs {
+		if e.Topic == topic {
+			beats = append(beats, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	if len(beats) == 0 {
+		t.Fatalf("Debezium wrote no heartbeat to %s", topic)
+	}
+	r := readTopic(t, brokers, topic, 1)[0]
+	d := beats[0]
+	if !bytes.Equal(r.Key, d.Key) {
+		t.Errorf("heartbeat key %s, Debezium's %s", r.Key, d.Key)
+	}
+	shape := func(b []byte) string {
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return "not an object: " + string(b)
+		}
+		var fields []string
+		for k, x := range v {
+			fields = append(fields, fmt.Sprintf("%s:%T", k, x))
+		}
+		sort.Strings(fields)
+		return strings.Join(fields, ",")
+	}
+	if a, b := shape(r.Value), shape(d.Value); a != b {
+		t.Errorf("heartbeat value %s (%s), Debezium's %s (%s)", r.Value, a, d.Value, b)
+	}
+	var ours, their []string
+	for _, h := range r.Headers {
+		ours = append(ours, h.Key)
+	}
+	for _, h := range d.Headers {
+		their = append(their, h.Key)
+	}
+	sort.Strings(ours)
+	sort.Strings(their)
+	if fmt.Sprint(ours) != fmt.Sprint(their) {
+		t.Errorf("heartbeat headers %v, Debezium's %v", ours, their)
+	}
+	return rest
 }
 
 func connect(t *testing.T, dsn string) *pgx.Conn {

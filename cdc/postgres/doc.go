@@ -51,7 +51,8 @@
 // Config for the options that change them (decimal.handling.mode,
 // time.precision.mode, interval.handling.mode, binary.handling.mode,
 // hstore.handling.mode, skipped.operations, tombstones.on.delete,
-// provide.transaction.metadata) and their defaults, which are Debezium's. With those defaults, numeric and
+// provide.transaction.metadata, heartbeat.interval.ms,
+// heartbeat.action.query) and their defaults, which are Debezium's. With those defaults, numeric and
 // money are the unscaled value's bytes in base64 (and a numeric without a
 // scale an object of scale and value): a service that wants JSON numbers
 // sets DecimalHandlingMode "double" or "string", as a Debezium user does.

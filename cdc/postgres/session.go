@@ -271,9 +271,19 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 		}
 	}()
 	next := time.Now().Add(s.cfg.StatusInterval)
+	var beat time.Time // the next heartbeat
+	if s.cfg.HeartbeatInterval > 0 {
+		beat = time.Now().Add(s.cfg.HeartbeatInterval)
+	}
 	for {
 		if err := acks.failed(); err != nil {
 			return &fatal{fmt.Errorf("writing a change to Kafka: %w", err)}
+		}
+		if !beat.IsZero() && !time.Now().Before(beat) {
+			if err := s.heartbeat(ctx, conn, acks); err != nil {
+				return err
+			}
+			beat = time.Now().Add(s.cfg.HeartbeatInterval)
 		}
 		if !time.Now().Before(next) {
 			if err := s.status(ctx, repl, acks); err != nil {
@@ -285,7 +295,11 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 			}
 			next = time.Now().Add(s.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
+		wake := next
+		if !beat.IsZero() && beat.Before(wake) {
+			wake = beat
+		}
+		rctx, cancel := context.WithDeadline(ctx, wake)
 		msg, err := repl.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -340,12 +354,36 @@ func (s *Source) recordState(ctx context.Context, st state, a *acks) {
 	})
 }
 
-// status tells the server how far Kafka has acknowledged.
+// status tells the server how far Kafka has acknowledged. When nothing is
+// waiting for Kafka, that is as far as the server's last keepalive said it
+// had sent the slot's WAL (see acks.idle), however little of it was
+// captured.
 func (s *Source) status(ctx context.Context, repl *pgconn.PgConn, a *acks) error {
 	lsn := a.position()
 	s.acked.Store(uint64(lsn))
 	s.log.Debug("cdc/postgres: acknowledged", "lsn", lsn)
 	return pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn})
+}
+
+// heartbeat runs the heartbeat's action query, if any, and writes the
+// heartbeat record, as Debezium's Heartbeat does.
+func (s *Source) heartbeat(ctx context.Context, conn *pgx.Conn, a *acks) error {
+	if q := s.cfg.HeartbeatActionQuery; q != "" {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("the heartbeat's action query: %w", err)
+		}
+	}
+	key := appendString([]byte(`{"serverName":`), []byte(s.cfg.TopicPrefix))
+	key = append(key, '}')
+	now := time.Now()
+	value := strconv.AppendInt([]byte(`{"ts_ms":`), now.UnixMilli(), 10)
+	value = append(value, '}')
+	s.kc.Produce(ctx, &kgo.Record{Topic: s.heartbeatTopic(), Key: key, Value: value, Timestamp: now}, func(_ *kgo.Record, err error) {
+		if err != nil && ctx.Err() == nil {
+			a.fail(fmt.Errorf("writing a heartbeat to %s: %w", s.heartbeatTopic(), err))
+		}
+	})
+	return nil
 }
 
 // streamState is a stream's decoding state.

@@ -27,6 +27,9 @@ func (s *Source) ensureTopics(ctx context.Context) error {
 	if s.cfg.ProvideTransactionMetadata {
 		topics = append(topics, s.txTopic())
 	}
+	if s.cfg.HeartbeatInterval > 0 {
+		topics = append(topics, s.heartbeatTopic())
+	}
 	create := func(partitions int32, configs map[string]*string, topics ...string) error {
 		res, err := adm.CreateTopics(ctx, partitions, -1, configs, topics...)
 		if err != nil {

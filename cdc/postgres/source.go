@@ -97,6 +97,19 @@ type Config struct {
 	// "transaction" block: the transaction's id and the event's order in
 	// it, in all and within its table.
 	ProvideTransactionMetadata bool
+	// HeartbeatInterval is heartbeat.interval.ms: how often a heartbeat is
+	// written to the topic "__debezium-heartbeat.<TopicPrefix>" (keyed by
+	// the prefix as Debezium's serverName, with the time in ts_ms); 0, the
+	// default, writes none. Whether or not there are heartbeats, when
+	// nothing is waiting for Kafka the source acknowledges the position
+	// the server says it has sent, so that a slot whose tables are idle,
+	// or whose database's other tables are busy, does not hold back the
+	// server's WAL.
+	HeartbeatInterval time.Duration
+	// HeartbeatActionQuery is heartbeat.action.query: a statement run on
+	// the database at each heartbeat (say, an update of a captured table
+	// kept for it), for a database whose own WAL is otherwise idle.
+	HeartbeatActionQuery string
 }
 
 // options are a Config's Debezium options, checked.
@@ -210,6 +223,12 @@ func New(cfg Config) (*Source, error) {
 	}
 	if cfg.StateTopic == "" {
 		cfg.StateTopic = cfg.TopicPrefix + ".oxbow-cdc-state"
+	}
+	if cfg.HeartbeatInterval < 0 {
+		return nil, fmt.Errorf("cdc/postgres: Config.HeartbeatInterval %v", cfg.HeartbeatInterval)
+	}
+	if cfg.HeartbeatActionQuery != "" && cfg.HeartbeatInterval == 0 {
+		return nil, errors.New("cdc/postgres: Config.HeartbeatActionQuery without a HeartbeatInterval")
 	}
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = 10 * time.Second
@@ -393,6 +412,10 @@ func newRunInfo(prefix string, o options) *runInfo {
 		conv: newConverter(o),
 	}
 }
+
+// heartbeatTopic is the heartbeats' topic (Debezium's
+// heartbeat.topics.prefix, "__debezium-heartbeat", and the prefix).
+func (s *Source) heartbeatTopic() string { return "__debezium-heartbeat." + s.cfg.TopicPrefix }
 
 // txTopic is the transaction metadata's topic.
 func (s *Source) txTopic() string { return s.cfg.TopicPrefix + ".transaction" }

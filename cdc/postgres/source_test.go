@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -368,5 +370,87 @@ func TestSourceTruncateCompactedTopic(t *testing.T) {
 	case err := <-r.done:
 		t.Fatalf("Run returned after the truncate: %v", err)
 	default:
+	}
+}
+
+// A slot whose tables are idle while the database's other tables are
+// busy: with the default settings, the source reports the server's
+// position as acknowledged, so the slot does not hold back the WAL.
+func TestSourceIdleSlotAdvances(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	pgtest.Exec(t, dsn, `CREATE TABLE t (id int PRIMARY KEY)`, `CREATE TABLE other (id serial PRIMARY KEY, v text)`)
+	cfg := config(t, dsn, env, "t")
+	cfg.StatusInterval = 0 // the default
+	r := start(t, cfg)
+	conn := connect(t, dsn)
+	ctx := context.Background()
+	confirmed := func() pglogrepl.LSN {
+		var s *string
+		if err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			return 0
+		}
+		lsn, err := pglogrepl.ParseLSN(*s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	deadline := time.Now().Add(time.Minute)
+	for r.src.Stats().Acknowledged == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 200 {
+		if _, err := conn.Exec(ctx, `INSERT INTO other (v) VALUES ($1)`, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var s string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := pglogrepl.ParseLSN(s)
+	for confirmed() < after {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot's confirmed position is %s a minute on, not past the other table's writes at %s", confirmed(), after)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := r.src.Stats(); st.Changes != 0 {
+		t.Errorf("%d changes written, want none: nothing captured changed", st.Changes)
+	}
+}
+
+// Heartbeats, as Debezium's: a record on __debezium-heartbeat.<prefix>
+// keyed by the prefix, at each interval, and the action query run each
+// time.
+func TestSourceHeartbeats(t *testing.T) {
+	env := kafkaenv.Real(t)
+	dsn := pgtest.Database(t)
+	pgtest.Exec(t, dsn, `CREATE TABLE beats (id serial PRIMARY KEY, at timestamptz DEFAULT now())`)
+	cfg := config(t, dsn, env, "beats")
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	cfg.HeartbeatActionQuery = `INSERT INTO beats DEFAULT VALUES`
+	start(t, cfg)
+	beats := changes(t, env.Brokers, "__debezium-heartbeat."+cfg.TopicPrefix, 3)
+	for _, b := range beats[:3] {
+		var v struct {
+			TsMs int64 `json:"ts_ms"`
+		}
+		if string(b.Key) != `{"serverName":"`+cfg.TopicPrefix+`"}` || json.Unmarshal(b.Value, &v) != nil || v.TsMs == 0 {
+			t.Errorf("heartbeat key %s value %s", b.Key, b.Value)
+		}
+	}
+	// The action query's rows, captured.
+	evs := decodeAll(t, changes(t, env.Brokers, cfg.TopicPrefix+".public.beats", 2))
+	if evs[0].ev.Op != cdc.Create || evs[1].ev.Op != cdc.Create {
+		t.Errorf("the action query's rows: %s, %s", evs[0].ev.Op, evs[1].ev.Op)
+	}
+	if _, err := postgres.New(postgres.Config{DSN: dsn, Tables: []string{"beats"}, Slot: "s", TopicPrefix: "p", Brokers: env.Brokers,
+		HeartbeatActionQuery: "SELECT 1"}); err == nil {
+		t.Error("New took an action query without a heartbeat interval")
 	}
 }

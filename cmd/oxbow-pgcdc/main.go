@@ -9,8 +9,10 @@
 // Debezium's options that change the events are flags by their Debezium
 // names, with Debezium's values and defaults: -decimal.handling.mode,
 // -time.precision.mode, -interval.handling.mode, -binary.handling.mode,
-// -hstore.handling.mode, -skipped.operations, -tombstones.on.delete and
-// -provide.transaction.metadata.
+// -hstore.handling.mode, -skipped.operations, -tombstones.on.delete,
+// -provide.transaction.metadata, -heartbeat.interval (a duration, where
+// Debezium's heartbeat.interval.ms is milliseconds) and
+// -heartbeat.action.query.
 //
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		skipped    = fs.String("skipped.operations", "", "operations not written: c, u, d and t, comma-separated, or none (default t)")
 		tombstones = fs.Bool("tombstones.on.delete", true, "follow each delete with a tombstone")
 		txMeta     = fs.Bool("provide.transaction.metadata", false, "write each transaction's BEGIN and END to <prefix>.transaction, and a transaction block in each event")
+		beat       = fs.Duration("heartbeat.interval", 0, "how often to write a heartbeat to __debezium-heartbeat.<prefix> (Debezium's heartbeat.interval.ms; 0: none)")
+		beatQuery  = fs.String("heartbeat.action.query", "", "a statement run on the database at each heartbeat")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -76,7 +80,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,
 		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
 		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,
-		ProvideTransactionMetadata: *txMeta,
+		ProvideTransactionMetadata: *txMeta, HeartbeatInterval: *beat, HeartbeatActionQuery: *beatQuery,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
