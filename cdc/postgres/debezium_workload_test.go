@@ -32,6 +32,7 @@ var workloadSchema = []string{
 	`CREATE TABLE evolving (id int PRIMARY KEY, v text)`,
 	`CREATE TABLE trunc (id int PRIMARY KEY, v text)`,
 	`CREATE TABLE zz_end (id int PRIMARY KEY, v int)`,
+	`CREATE TABLE dbz_signal (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))`,
 }
 
 // big is a value PostgreSQL stores out of line (TOASTed): long and not

@@ -35,8 +35,19 @@
 // it restarts, at the slot's position, and replays the changes since over
 // it. A slot that disappears after its snapshot (dropped by hand, or lost
 // with the server) is an error: changes may be lost, and capturing again
-// needs a new slot. Tables added to Config.Tables later are an error too:
-// their rows were never snapshotted.
+// needs a new slot.
+//
+// With a signal table (Config.SignalDataCollection), tables are also
+// snapshotted incrementally, as Debezium's incremental snapshots do: a
+// table added to Config.Tables after the initial snapshot, or named by an
+// execute-snapshot signal row, is read in chunks of its primary key's
+// order while streaming goes on, each chunk between two rows the source
+// writes into the signal table (a window); a streamed change in the window
+// of a key the chunk has wins over the chunk's row. The chunks' rows are
+// read events with "snapshot":"incremental". Progress is kept in the state
+// topic once Kafka has each chunk, so that a restarted source goes on from
+// the last chunk it has. Without a signal table, tables added later are an
+// error: their rows were never snapshotted.
 //
 // The events are Debezium's PostgreSQL connector's (3.x, pgoutput, Kafka
 // Connect's JSON converter without schemas), byte for byte where they can
@@ -52,7 +63,9 @@
 // time.precision.mode, interval.handling.mode, binary.handling.mode,
 // hstore.handling.mode, skipped.operations, tombstones.on.delete,
 // provide.transaction.metadata, heartbeat.interval.ms,
-// heartbeat.action.query) and their defaults, which are Debezium's. With those defaults, numeric and
+// heartbeat.action.query, signal.data.collection,
+// incremental.snapshot.chunk.size) and their defaults, which are
+// Debezium's. With those defaults, numeric and
 // money are the unscaled value's bytes in base64 (and a numeric without a
 // scale an object of scale and value): a service that wants JSON numbers
 // sets DecimalHandlingMode "double" or "string", as a Debezium user does.

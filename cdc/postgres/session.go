@@ -45,10 +45,25 @@ func (s *Source) session(ctx context.Context) error {
 		return err
 	}
 	if done && st.Snapshot == "done" {
+		var added []string
 		for _, t := range s.tables {
-			if !containsString(st.Tables, t.String()) {
-				return fatalf("the table %s was not in the slot %s's initial snapshot (it has %v): capture it with a new slot", t, s.cfg.Slot, st.Tables)
+			if !containsString(st.Tables, t.String()) && (st.Incremental == nil || !containsString(st.Incremental.Tables, t.String())) {
+				added = append(added, t.String())
 			}
+		}
+		if len(added) > 0 && s.cfg.SignalDataCollection == "" {
+			return fatalf("the tables %v were not in the slot %s's initial snapshot (it has %v): capture them with a new slot, or set Config.SignalDataCollection to take incremental snapshots", added, s.cfg.Slot, st.Tables)
+		}
+		if len(added) > 0 {
+			// Tables added later: an incremental snapshot of each.
+			if st.Incremental == nil {
+				st.Incremental = &incState{}
+			}
+			st.Incremental.Tables = append(st.Incremental.Tables, added...)
+			if err := s.writeState(ctx, st); err != nil {
+				return err
+			}
+			s.log.Info("cdc/postgres: tables added since the initial snapshot; taking incremental snapshots of them", "tables", added)
 		}
 	}
 	sl, err := s.slotInfo(ctx, conn)
@@ -260,7 +275,14 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	acks := newAcks()
 	acks.flushed = start
 	s.log.Info("cdc/postgres: streaming", "from", start)
-	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, prevEnd: prevEnd, skipBelow: start}
+	st := &streamState{s: s, conn: conn, keys: keys, db: db, acks: acks, relations: map[uint32]*table{}, prevEnd: prevEnd, skipBelow: start,
+		inc: rec.Incremental.copy()}
+	s.incTables.Store(int64(st.incTableCount()))
+	if st.inc != nil && len(st.inc.Tables) > 0 {
+		if err := st.nextChunk(ctx); err != nil {
+			return err
+		}
+	}
 	recorded := start
 	// However the session ends, what Kafka has acknowledged is reported.
 	defer func() {
@@ -289,7 +311,8 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 			if err := s.status(ctx, repl, acks); err != nil {
 				return err
 			}
-			if lsn := acks.position(); lsn > recorded {
+			lsn := acks.position()
+			if st.committed(&rec, lsn) || lsn > recorded {
 				recorded, rec.Acked = lsn, lsn.String()
 				s.recordState(ctx, rec, acks)
 			}
@@ -403,6 +426,14 @@ type streamState struct {
 	// and by table, and its tables in the order of their first events.
 	txTotal   int64
 	txByTable map[string]int64
+	// The incremental snapshot: its progress, the chunk in flight, chunks
+	// written that Kafka does not have all of yet, a table just completed,
+	// and whether to read the next chunk at the next commit.
+	inc       *incState
+	chunk     *chunk
+	pending   []progress
+	doneTable string
+	incNext   bool
 	txTables  []string
 	ts        time.Time
 	skipBelow pglogrepl.LSN // transactions committed before it are in Kafka
@@ -420,7 +451,7 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
 		tn := tableName{m.Namespace, m.RelationName}
-		if !s.captures(tn) {
+		if sig, ok := s.signalTable(); !s.captures(tn) && !(ok && sig == tn) {
 			st.relations[m.RelationID] = nil
 			return nil
 		}
@@ -462,12 +493,24 @@ func (st *streamState) handle(ctx context.Context, x pglogrepl.XLogData) error {
 		st.acks.commit(st.txn, m.TransactionEndLSN)
 		st.prevEnd = m.TransactionEndLSN
 		st.inTxn, st.txn, st.skipping = false, nil, false
+		for i := range st.pending {
+			if st.pending[i].end == 0 {
+				st.pending[i].end = m.TransactionEndLSN // the chunk's, in this transaction
+			}
+		}
+		if st.incNext {
+			return st.nextChunk(ctx)
+		}
 	case *pglogrepl.InsertMessage:
 		t, err := st.table(m.RelationID)
 		if t == nil || err != nil {
 			return err
 		}
-		st.emit(ctx, st.event('c', t, x.WALStart, nil, st.cells(&st.buf, m.Tuple)))
+		cells := st.cells(&st.buf, m.Tuple)
+		if t.signal && !st.skipping {
+			st.signal(ctx, t, cells)
+		}
+		st.emit(ctx, st.event('c', t, x.WALStart, nil, cells))
 	case *pglogrepl.UpdateMessage:
 		t, err := st.table(m.RelationID)
 		if t == nil || err != nil {
@@ -590,13 +633,16 @@ func (st *streamState) event(op byte, t *table, lsn pglogrepl.LSN, before, after
 }
 
 func (st *streamState) emit(ctx context.Context, ev event) {
-	if st.skipping || st.s.skips(ev) {
+	if !ev.incremental {
+		st.streamed(ev)
+	}
+	if st.skipping || !ev.t.captured || st.s.skips(ev) {
 		return
 	}
 	if st.txn == nil { // a change outside a transaction: pgoutput sends none
 		st.txn = st.acks.begin()
 	}
-	if st.txByTable != nil && !ev.tombstone {
+	if st.txByTable != nil && !ev.tombstone && !ev.incremental {
 		name := ev.t.name.String()
 		if _, ok := st.txByTable[name]; !ok {
 			st.txTables = append(st.txTables, name)
@@ -670,6 +716,7 @@ type event struct {
 	// Set on the events of a primary-key change: the new key on the
 	// delete and its tombstone, the old one on the create.
 	newKey, oldKey []cell
+	incremental    bool // a row of an incremental snapshot
 	// With transaction metadata, the event's place in its transaction, in
 	// all and among its table's events (from 1; 0: no metadata).
 	txTotal, txColl int64
@@ -747,10 +794,15 @@ func (ev event) record(prefix string, run *runInfo) *kgo.Record {
 	b = appendString(b, []byte(ev.t.name.schema))
 	b = append(b, `,"table":`...)
 	b = appendString(b, []byte(ev.t.name.name))
-	b = append(b, `,"txId":`...)
-	b = strconv.AppendUint(b, uint64(ev.xid), 10)
-	b = append(b, `,"lsn":`...)
-	b = strconv.AppendUint(b, uint64(ev.lsn), 10)
+	if ev.incremental {
+		// Debezium writes neither for an incremental snapshot's rows.
+		b = append(b, `,"txId":null,"lsn":null`...)
+	} else {
+		b = append(b, `,"txId":`...)
+		b = strconv.AppendUint(b, uint64(ev.xid), 10)
+		b = append(b, `,"lsn":`...)
+		b = strconv.AppendUint(b, uint64(ev.lsn), 10)
+	}
 	b = append(b, `,"xmin":null,"origin":null,"origin_lsn":null,"commit_lsn":`...)
 	b = strconv.AppendUint(b, uint64(ev.commit), 10)
 	if ev.txTotal > 0 {

@@ -46,9 +46,26 @@ func (s *Source) ensureTopics(ctx context.Context) error {
 		return err
 	}
 	// A truncate goes to a compacted topic with a key (see event.record).
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("cdc/postgres: reading the topics' configurations: %w", err)
+	// A topic just made may not be known to every broker yet.
+	var rcs kadm.ResourceConfigs
+	deadline := time.Now().Add(30 * time.Second)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		var err error
+		if rcs, err = adm.DescribeTopicConfigs(ctx, topics...); err != nil {
+			return fmt.Errorf("cdc/postgres: reading the topics' configurations: %w", err)
+		}
+		unknown := false
+		for _, rc := range rcs {
+			unknown = unknown || errors.Is(rc.Err, kerr.UnknownTopicOrPartition)
+		}
+		if !unknown || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
 	}
 	s.compacted = map[string]bool{}
 	for _, rc := range rcs {
@@ -76,6 +93,8 @@ type state struct {
 	// Acked is how far in the WAL Kafka had acknowledged everything when
 	// the record was written.
 	Acked string `json:"acked,omitempty"`
+	// Incremental is the incremental snapshot under way, if any.
+	Incremental *incState `json:"incremental,omitempty"`
 }
 
 // readState reads the slot's last state record, if any.
@@ -158,11 +177,14 @@ type table struct {
 	cols      []column
 	keys      []string // the primary key's columns, in the key's order
 	compacted bool     // the topic's cleanup.policy compacts
+	captured  bool     // its changes are written (not so the signal table, unless captured too)
+	signal    bool     // the signal table
 }
 
 func (s *Source) newTable(tn tableName, keys []string) *table {
 	topic := s.Topic(tn.String())
-	return &table{name: tn, topic: topic, keys: keys, compacted: s.compacted[topic]}
+	sig, ok := s.signalTable()
+	return &table{name: tn, topic: topic, keys: keys, compacted: s.compacted[topic], captured: s.captures(tn), signal: ok && sig == tn}
 }
 
 // primaryKey reads a table's primary key columns.
@@ -210,7 +232,19 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) (map[tab
 	}
 	pub := pgx.Identifier{s.cfg.Publication}.Sanitize()
 	var idents []string
-	for _, t := range s.tables {
+	published := s.tables
+	if sig, ok := s.signalTable(); ok && !s.captures(sig) {
+		// The signal table's rows come through the stream too.
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, sig.ident()).Scan(&exists); err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, fatalf("the signal table %s does not exist: create it as (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))", sig)
+		}
+		published = append(append([]tableName(nil), s.tables...), sig)
+	}
+	for _, t := range published {
 		idents = append(idents, t.ident())
 	}
 	// Operations skipped by choice are not published, as Debezium has it:
@@ -238,7 +272,7 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) (map[tab
 	}); err != nil {
 		return nil, err
 	}
-	for _, t := range s.tables {
+	for _, t := range published {
 		if !have[t] {
 			if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+t.ident()); err != nil {
 				return nil, fmt.Errorf("adding %s to the publication %s: %w", t, s.cfg.Publication, err)

@@ -11,8 +11,8 @@
 // -time.precision.mode, -interval.handling.mode, -binary.handling.mode,
 // -hstore.handling.mode, -skipped.operations, -tombstones.on.delete,
 // -provide.transaction.metadata, -heartbeat.interval (a duration, where
-// Debezium's heartbeat.interval.ms is milliseconds) and
-// -heartbeat.action.query.
+// Debezium's heartbeat.interval.ms is milliseconds), -heartbeat.action.query,
+// -signal.data.collection and -incremental.snapshot.chunk.size.
 //
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
@@ -66,6 +66,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		txMeta     = fs.Bool("provide.transaction.metadata", false, "write each transaction's BEGIN and END to <prefix>.transaction, and a transaction block in each event")
 		beat       = fs.Duration("heartbeat.interval", 0, "how often to write a heartbeat to __debezium-heartbeat.<prefix> (Debezium's heartbeat.interval.ms; 0: none)")
 		beatQuery  = fs.String("heartbeat.action.query", "", "a statement run on the database at each heartbeat")
+		signal     = fs.String("signal.data.collection", "", "the signal table, schema.table, for incremental snapshots")
+		chunk      = fs.Int("incremental.snapshot.chunk.size", 1024, "rows per chunk of an incremental snapshot")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -81,6 +83,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
 		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,
 		ProvideTransactionMetadata: *txMeta, HeartbeatInterval: *beat, HeartbeatActionQuery: *beatQuery,
+		SignalDataCollection: *signal, IncrementalSnapshotChunkSize: *chunk,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
