@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -39,15 +40,22 @@ func TestCDCSourceChild(t *testing.T) {
 	if os.Getenv(cdcChildEnv) == "" {
 		t.Skip("the CDC crash test's child process; run by TestCDCSourceCrash")
 	}
+	tables := []string{"items"}
+	if ts := os.Getenv("OXBOW_CDC_TABLES"); ts != "" {
+		tables = strings.Split(ts, ",")
+	}
+	chunk, _ := strconv.Atoi(os.Getenv("OXBOW_CDC_CHUNK"))
 	src, err := postgres.New(postgres.Config{
-		DSN:            os.Getenv("OXBOW_CDC_DSN"),
-		Tables:         []string{"items"},
-		Slot:           os.Getenv("OXBOW_CDC_SLOT"),
-		TopicPrefix:    os.Getenv("OXBOW_CDC_PREFIX"),
-		Brokers:        strings.Split(os.Getenv("OXBOW_CDC_BROKERS"), ","),
-		Partitions:     3,
-		StatusInterval: 200 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		DSN:                          os.Getenv("OXBOW_CDC_DSN"),
+		Tables:                       tables,
+		SignalDataCollection:         os.Getenv("OXBOW_CDC_SIGNAL"),
+		IncrementalSnapshotChunkSize: chunk,
+		Slot:                         os.Getenv("OXBOW_CDC_SLOT"),
+		TopicPrefix:                  os.Getenv("OXBOW_CDC_PREFIX"),
+		Brokers:                      strings.Split(os.Getenv("OXBOW_CDC_BROKERS"), ","),
+		Partitions:                   3,
+		StatusInterval:               200 * time.Millisecond,
+		Logger:                       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -388,36 +396,15 @@ type cdcEvent struct {
 // the slot's latest record of what Kafka acknowledged (0 if none).
 func lastAcked(t *testing.T, env *kafkaenv.Env, topic, slot string) int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
+	st := lastState(t, env, topic, slot)
+	if st.Acked == "" {
+		return 0
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	end := endOffsets(t, kadm.NewClient(cl), topic)[0]
-	var acked int64
-	for next := int64(0); next < end; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %v", topic, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			next = r.Offset + 1
-			var st struct {
-				Acked string `json:"acked"`
-			}
-			if string(r.Key) != slot || json.Unmarshal(r.Value, &st) != nil || st.Acked == "" {
-				return
-			}
-			var hi, lo uint64
-			if _, err := fmt.Sscanf(st.Acked, "%X/%X", &hi, &lo); err != nil {
-				t.Fatalf("state %s: acked %q: %v", r.Value, st.Acked, err)
-			}
-			acked = int64(hi<<32 | lo)
-		})
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(st.Acked, "%X/%X", &hi, &lo); err != nil {
+		t.Fatalf("state: acked %q: %v", st.Acked, err)
 	}
-	return acked
+	return int64(hi<<32 | lo)
 }
 
 func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {

@@ -956,6 +956,28 @@ func (c *converter) appendHstore(b []byte, s string) ([]byte, bool) {
 	return appendString(b, obj), true
 }
 
+// scanQuoted reads the double-quoted string at s[i] (backslash escapes
+// the next character), as hstore and arrays write them: its text and the
+// index after it.
+func scanQuoted(s string, i int) (string, int, bool) {
+	if i >= len(s) || s[i] != '"' {
+		return "", i, false
+	}
+	i++
+	var sb strings.Builder
+	for i < len(s) && s[i] != '"' {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		sb.WriteByte(s[i])
+		i++
+	}
+	if i >= len(s) {
+		return "", i, false
+	}
+	return sb.String(), i + 1, true
+}
+
 type hstorePair struct {
 	key, value string
 	null       bool
@@ -971,23 +993,9 @@ func parseHstore(s string) ([]hstorePair, bool) {
 		}
 	}
 	quoted := func() (string, bool) {
-		if i >= len(s) || s[i] != '"' {
-			return "", false
-		}
-		i++
-		var sb strings.Builder
-		for i < len(s) && s[i] != '"' {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-			}
-			sb.WriteByte(s[i])
-			i++
-		}
-		if i >= len(s) {
-			return "", false
-		}
-		i++
-		return sb.String(), true
+		v, next, ok := scanQuoted(s, i)
+		i = next
+		return v, ok
 	}
 	for skip(); i < len(s); skip() {
 		k, ok := quoted()
@@ -1098,20 +1106,10 @@ func parseArray(s string) ([]arrayElem, bool) {
 		var e arrayElem
 		switch {
 		case i < len(s) && s[i] == '"':
-			i++
-			var sb strings.Builder
-			for i < len(s) && s[i] != '"' {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-				}
-				sb.WriteByte(s[i])
-				i++
-			}
-			if i >= len(s) {
+			var ok bool
+			if e.text, i, ok = scanQuoted(s, i); !ok {
 				return nil, false
 			}
-			i++
-			e.text = sb.String()
 		case i < len(s) && s[i] == '{':
 			depth, quoted := 0, false
 			start := i
@@ -1181,6 +1179,20 @@ func appendString(b []byte, s []byte) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// rowCells are a row's cells from the text values of a query (nil is
+// NULL); the values are copied, as the connection reuses its buffer.
+func rowCells(values [][]byte) []cell {
+	cells := make([]cell, len(values))
+	for i, v := range values {
+		if v == nil {
+			cells[i] = cell{kind: 'n'}
+		} else {
+			cells[i] = cell{kind: 't', text: append([]byte(nil), v...)}
+		}
+	}
+	return cells
 }
 
 // column is a captured table's column.

@@ -259,14 +259,7 @@ func (st *streamState) nextChunk(ctx context.Context) error {
 		}
 		var lastCells []cell
 		for rr.NextRow() {
-			cells := make([]cell, len(fds))
-			for i, v := range rr.Values() {
-				if v == nil {
-					cells[i] = cell{kind: 'n'}
-				} else {
-					cells[i] = cell{kind: 't', text: append([]byte(nil), v...)}
-				}
-			}
+			cells := rowCells(rr.Values())
 			k := keyOf(c.t, cells)
 			c.rows[k] = cells
 			c.order = append(c.order, k)

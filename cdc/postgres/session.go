@@ -207,14 +207,7 @@ func (s *Source) snapshot(ctx context.Context, conn *pgx.Conn, keys map[tableNam
 		}
 		rows := n
 		for rr.NextRow() {
-			cells := make([]cell, len(fds))
-			for i, v := range rr.Values() {
-				if v == nil {
-					cells[i] = cell{kind: 'n'}
-				} else {
-					cells[i] = cell{kind: 't', text: append([]byte(nil), v...)}
-				}
-			}
+			cells := rowCells(rr.Values())
 			flush(pending != nil && pending.t != t, false)
 			pending = &event{op: 'r', t: t, after: cells, db: db, snapshot: true, lsn: at, xid: uint32(xid), ts: now}
 			pendingFirst, pendingFirstInTable = n == 0, n == rows

@@ -122,7 +122,10 @@ type Config struct {
 	// written only if it is one of Tables.
 	SignalDataCollection string
 	// IncrementalSnapshotChunkSize is incremental.snapshot.chunk.size, the
-	// rows of an incremental snapshot's chunk; default 1024.
+	// rows of an incremental snapshot's chunk; default 1024. A chunk is
+	// written when its window's close comes through the stream, which is
+	// once the server has flushed it (with synchronous_commit=off, up to
+	// wal_writer_delay later): chunks go at most that fast.
 	IncrementalSnapshotChunkSize int
 }
 
