@@ -45,6 +45,9 @@ const (
 	kHstore
 	kPoint
 	kArray
+	kUnknown  // a type Debezium does not know: left out (include.unknown.datatypes=false) or its text as bytes
+	kGeometry // a geometric type but point: as kUnknown, its numbers as Java writes them (PgJDBC's PGbox, ...)
+	kNever    // an array Debezium cannot convert: always left out
 )
 
 // conv is a column's conversion: its kind, the type modifier it applies
@@ -176,9 +179,24 @@ func (c *converter) resolve(oid uint32, typmod int32, snapshot bool) *conv {
 	return cv
 }
 
+// Built-in types Debezium's connector has no converter for, and arrays it
+// cannot convert (PostgresValueConverter's TODO DBZ-459).
+var unknownBuiltins = map[uint32]kind{
+	601: kGeometry, 602: kGeometry, 603: kGeometry, 604: kGeometry, 628: kGeometry, 718: kGeometry, // lseg, path, box, polygon, line, circle
+	3615: kUnknown, 3220: kUnknown, 2970: kUnknown, 5038: kUnknown, // tsquery, pg_lsn, txid_snapshot, pg_snapshot
+	791: kNever, 1187: kNever, 143: kNever, 1003: kNever, 1017: kNever, 1563: kNever, // arrays of money, interval, xml, name, point, varbit
+}
+
+// The types of extensions that Debezium knows.
+var knownExtensionTypes = map[string]bool{"hstore": true, "citext": true, "ltree": true, "isbn": true,
+	"geometry": true, "geography": true, "vector": true, "halfvec": true, "sparsevec": true}
+
 func (c *converter) resolve1(oid uint32, typmod int32, depth int) *conv {
 	if k := builtin(oid); k != kString {
 		return &conv{kind: k, typmod: typmod}
+	}
+	if k, ok := unknownBuiltins[oid]; ok {
+		return &conv{kind: k}
 	}
 	t, ok := c.types[oid]
 	switch {
@@ -193,10 +211,15 @@ func (c *converter) resolve1(oid uint32, typmod int32, depth int) *conv {
 	case t.array && t.elem != 0:
 		// An array's modifier is its elements'.
 		elem := c.resolve1(t.elem, typmod, depth+1)
+		if elem.kind == kUnknown || elem.kind == kGeometry || (c.types[t.elem].typtype == "d") {
+			return &conv{kind: kNever} // nor arrays of a domain
+		}
 		elem.jdbc = true
 		return &conv{kind: kArray, typmod: typmod, elem: elem}
 	case t.name == "hstore":
 		return &conv{kind: kHstore}
+	case t.typtype == "c" || (oid >= 16384 && t.typtype == "b" && !knownExtensionTypes[t.name]):
+		return &conv{kind: kUnknown} // a composite, or a type of an extension Debezium does not know
 	}
 	return &conv{kind: kString}
 }
@@ -310,6 +333,10 @@ func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
 		return appendPoint(b, s)
 	case kArray:
 		return c.appendArray(b, cv, s)
+	case kUnknown:
+		return c.appendBinary(b, []byte(s)), true // include.unknown.datatypes: the text's bytes
+	case kGeometry:
+		return c.appendBinary(b, javaNumbers(s)), true
 	case kString:
 		return appendString(b, []byte(s)), true
 	}
@@ -861,6 +888,31 @@ func javaLong(f float64) int64 {
 	return int64(f)
 }
 
+// javaNumbers rewrites the numbers of a geometric value's text as Java
+// writes doubles ("(3,4),(1,2)" as "(3.0,4.0),(1.0,2.0)"), as PgJDBC's
+// geometric objects print themselves.
+func javaNumbers(s string) []byte {
+	var out []byte
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && strings.IndexByte("0123456789.eE+-", s[j]) >= 0 {
+			j++
+		}
+		if j == i {
+			out = append(out, s[i])
+			i++
+			continue
+		}
+		if f, err := strconv.ParseFloat(s[i:j], 64); err == nil {
+			out = appendJavaFloat(out, f, 64)
+		} else {
+			out = append(out, s[i:j]...)
+		}
+		i = j
+	}
+	return out
+}
+
 // appendBinary writes bytes by binary.handling.mode.
 func (c *converter) appendBinary(b []byte, raw []byte) []byte {
 	b = append(b, '"')
@@ -1220,6 +1272,13 @@ func appendRow(b []byte, cols []column, cells []cell, keyOnly bool, c *converter
 		if keyOnly && !col.key {
 			continue
 		}
+		cv := col.conv
+		if cv == nil {
+			cv = c.resolve(col.oid, col.typmod, false)
+		}
+		if cv.kind == kNever || ((cv.kind == kUnknown || cv.kind == kGeometry) && !c.o.unknown) {
+			continue // as Debezium leaves out a column of a type it does not know
+		}
 		if !first {
 			b = append(b, ',')
 		}
@@ -1229,10 +1288,6 @@ func appendRow(b []byte, cols []column, cells []cell, keyOnly bool, c *converter
 		var v cell
 		if i < len(cells) {
 			v = cells[i]
-		}
-		cv := col.conv
-		if cv == nil {
-			cv = c.resolve(col.oid, col.typmod, false)
 		}
 		switch v.kind {
 		case 't':

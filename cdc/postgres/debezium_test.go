@@ -61,6 +61,9 @@ func TestDebeziumDifferential(t *testing.T) {
 		{"incremental-snapshot", map[string]string{"signal.data.collection": "public.dbz_signal"}, func(c *postgres.Config) {
 			c.SignalDataCollection = "public.dbz_signal"
 		}},
+		{"unknown-types", map[string]string{"include.unknown.datatypes": "true"}, func(c *postgres.Config) {
+			c.IncludeUnknownDatatypes = true
+		}},
 		{"more-modes", map[string]string{
 			"decimal.handling.mode": "double", "time.precision.mode": "adaptive_time_microseconds",
 			"binary.handling.mode": "base64-url-safe", "skipped.operations": "c,d,t",

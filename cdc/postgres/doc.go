@@ -64,8 +64,8 @@
 // hstore.handling.mode, skipped.operations, tombstones.on.delete,
 // provide.transaction.metadata, heartbeat.interval.ms,
 // heartbeat.action.query, signal.data.collection,
-// incremental.snapshot.chunk.size) and their defaults, which are
-// Debezium's. With those defaults, numeric and
+// incremental.snapshot.chunk.size, include.unknown.datatypes) and their
+// defaults, which are Debezium's. With those defaults, numeric and
 // money are the unscaled value's bytes in base64 (and a numeric without a
 // scale an object of scale and value): a service that wants JSON numbers
 // sets DecimalHandlingMode "double" or "string", as a Debezium user does.
@@ -85,12 +85,19 @@
 //     is null for the first transaction after the initial snapshot, as with
 //     Debezium; after a restart it is the position the stream resumed from.
 //
-// And what is not yet as Debezium writes it: the geometric types other
-// than point (box, lseg, path, polygon, circle, line), PostGIS, pgvector
-// and isbn, and arrays of money, interval, varbit, xml, point and name,
-// are written as strings of their text; Debezium's options other than
-// those of Config (column filters and masks, message.key.columns,
-// snapshot modes other than initial, ...) do not exist here.
+// Columns of the types Debezium's connector has no conversion for (the
+// geometric types but point, tsquery, pg_lsn, txid_snapshot, composites,
+// arrays of money, interval, xml, name, point and varbit, other
+// extensions' types) are left out of the events, as Debezium leaves them
+// (Config.IncludeUnknownDatatypes: as their text's bytes, as its
+// include.unknown.datatypes=true writes them).
+//
+// And what is not yet as Debezium writes it: PostGIS's geometry and
+// geography and pgvector's vectors are written as strings of their text;
+// Debezium's options other than those of Config (column filters and masks,
+// message.key.columns, snapshot modes other than initial, signals other
+// than execute-snapshot) do not exist here, nor does its topic of logical
+// decoding messages.
 //
 // The source runs inside a service (New, then Run in a goroutine the
 // service owns) or as a command, cmd/oxbow-pgcdc.

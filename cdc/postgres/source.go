@@ -121,6 +121,14 @@ type Config struct {
 	// watermarks); it is added to the publication, and its own changes are
 	// written only if it is one of Tables.
 	SignalDataCollection string
+	// IncludeUnknownDatatypes is include.unknown.datatypes: columns of the
+	// types Debezium's connector has no conversion for (geometric types
+	// but point, tsquery, pg_lsn, txid_snapshot, composites, arrays of
+	// money, interval, xml, name, point and varbit, extensions' types but
+	// hstore, citext, ltree, isbn and PostGIS's and pgvector's) are written
+	// as their text's bytes, by BinaryHandlingMode; by default they are
+	// left out of the events, as Debezium leaves them.
+	IncludeUnknownDatatypes bool
 	// IncrementalSnapshotChunkSize is incremental.snapshot.chunk.size, the
 	// rows of an incremental snapshot's chunk; default 1024. A chunk is
 	// written when its window's close comes through the stream, which is
@@ -133,10 +141,11 @@ type Config struct {
 type options struct {
 	decimal, time, interval, binary, hstore string
 	skip                                    map[byte]bool
+	unknown                                 bool // include.unknown.datatypes
 }
 
 func (c Config) options() (options, error) {
-	o := options{skip: map[byte]bool{}}
+	o := options{skip: map[byte]bool{}, unknown: c.IncludeUnknownDatatypes}
 	pick := func(name, v string, values ...string) (string, error) {
 		if v == "" {
 			return values[0], nil

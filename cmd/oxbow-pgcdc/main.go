@@ -12,7 +12,8 @@
 // -hstore.handling.mode, -skipped.operations, -tombstones.on.delete,
 // -provide.transaction.metadata, -heartbeat.interval (a duration, where
 // Debezium's heartbeat.interval.ms is milliseconds), -heartbeat.action.query,
-// -signal.data.collection and -incremental.snapshot.chunk.size.
+// -signal.data.collection, -incremental.snapshot.chunk.size and
+// -include.unknown.datatypes.
 //
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		beatQuery  = fs.String("heartbeat.action.query", "", "a statement run on the database at each heartbeat")
 		signal     = fs.String("signal.data.collection", "", "the signal table, schema.table, for incremental snapshots")
 		chunk      = fs.Int("incremental.snapshot.chunk.size", 1024, "rows per chunk of an incremental snapshot")
+		unknown    = fs.Bool("include.unknown.datatypes", false, "write columns of types Debezium cannot convert, as their text's bytes")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
 		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,
 		ProvideTransactionMetadata: *txMeta, HeartbeatInterval: *beat, HeartbeatActionQuery: *beatQuery,
-		SignalDataCollection: *signal, IncrementalSnapshotChunkSize: *chunk,
+		SignalDataCollection: *signal, IncrementalSnapshotChunkSize: *chunk, IncludeUnknownDatatypes: *unknown,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
