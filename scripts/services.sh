@@ -423,6 +423,30 @@ pg_install() {
 	pg_find_bin || die "postgres: installed, but no server binaries under /usr/lib/postgresql/*/bin"
 }
 
+# PostGIS, for the CDC differential test's geometry columns (Debian's
+# postgresql-<major>-postgis-3), installed when the server's version lacks it.
+pg_ensure_postgis() {
+	local major
+	major="$(basename "$(dirname "$PG_BIN")")"
+	if ! [[ "$major" =~ ^[0-9]+$ ]]; then
+		warn "postgres: not a Debian server (${PG_BIN}): PostGIS is not installed by this script"
+		return 0
+	fi
+	[ -e "/usr/share/postgresql/${major}/extension/postgis.control" ] && return 0
+	command -v apt-get >/dev/null 2>&1 || die "postgres: PostGIS is missing for PostgreSQL ${major} and there is no apt-get to install it"
+	[ "$(id -u)" = 0 ] || die "postgres: installing PostGIS needs root (apt-get install postgresql-${major}-postgis-3)"
+	info "postgres: installing Debian's postgresql-${major}-postgis-3"
+	export DEBIAN_FRONTEND=noninteractive
+	local -a apt_opts=(-y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+	if ! apt-get install "${apt_opts[@]}" "postgresql-${major}-postgis-3" >>"${RUN_DIR}/apt.log" 2>&1; then
+		apt-get update -q >>"${RUN_DIR}/apt.log" 2>&1 || true
+		apt-get install "${apt_opts[@]}" "postgresql-${major}-postgis-3" >>"${RUN_DIR}/apt.log" 2>&1 || {
+			tail -n 30 "${RUN_DIR}/apt.log" >&2
+			die "postgres: apt-get install postgresql-${major}-postgis-3 failed (see ${RUN_DIR}/apt.log)"
+		}
+	fi
+}
+
 pg_run_dir() {
 	if [ -s "$PG_RUN_POINTER" ]; then
 		cat "$PG_RUN_POINTER"
@@ -473,6 +497,7 @@ pg_start() {
 		return 0
 	fi
 	pg_find_bin || pg_install
+	pg_ensure_postgis
 	if [ "$(id -u)" = 0 ]; then
 		id postgres >/dev/null 2>&1 || die "postgres: no 'postgres' user (is the postgresql package installed?)"
 	fi

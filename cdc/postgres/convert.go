@@ -48,6 +48,7 @@ const (
 	kUnknown  // a type Debezium does not know: left out (include.unknown.datatypes=false) or its text as bytes
 	kGeometry // a geometric type but point: as kUnknown, its numbers as Java writes them (PgJDBC's PGbox, ...)
 	kNever    // an array Debezium cannot convert: always left out
+	kPostGIS  // PostGIS's geometry and geography: Debezium's Geometry, the EWKB and its SRID
 )
 
 // conv is a column's conversion: its kind, the type modifier it applies
@@ -60,6 +61,8 @@ type conv struct {
 	// toast is the placeholder for an unchanged TOASTed value of the
 	// column, as JSON.
 	toast []byte
+	// delim separates an array's elements.
+	delim byte
 	// jdbc: values are converted as Debezium converts those it reads
 	// through PgJDBC (a snapshot's dates, and the elements of arrays):
 	// the infinite dates as PgJDBC gives them, and the era of a date or
@@ -75,6 +78,7 @@ type pgType struct {
 	array   bool
 	base    uint32 // a domain's base type
 	basemod int32
+	delim   byte // the separator of its arrays' elements (',', but ':' for PostGIS's)
 }
 
 // converter converts the values of one session: the options, and the
@@ -88,7 +92,7 @@ func newConverter(o options) *converter { return &converter{o: o, types: map[uin
 
 // loadTypes reads the database's types.
 func (c *converter) loadTypes(ctx context.Context, conn *pgx.Conn) error {
-	rows, err := conn.Query(ctx, `SELECT oid, typname, typtype::text, typelem, typcategory = 'A', typbasetype, typtypmod FROM pg_type`)
+	rows, err := conn.Query(ctx, `SELECT oid, typname, typtype::text, typelem, typcategory = 'A', typbasetype, typtypmod, typdelim::text FROM pg_type`)
 	if err != nil {
 		return fmt.Errorf("reading the database's types: %w", err)
 	}
@@ -96,8 +100,12 @@ func (c *converter) loadTypes(ctx context.Context, conn *pgx.Conn) error {
 	for rows.Next() {
 		var oid uint32
 		var t pgType
-		if err := rows.Scan(&oid, &t.name, &t.typtype, &t.elem, &t.array, &t.base, &t.basemod); err != nil {
+		var delim string
+		if err := rows.Scan(&oid, &t.name, &t.typtype, &t.elem, &t.array, &t.base, &t.basemod, &delim); err != nil {
 			return err
+		}
+		if len(delim) == 1 {
+			t.delim = delim[0]
 		}
 		c.types[oid] = t
 	}
@@ -215,9 +223,15 @@ func (c *converter) resolve1(oid uint32, typmod int32, depth int) *conv {
 			return &conv{kind: kNever} // nor arrays of a domain
 		}
 		elem.jdbc = true
-		return &conv{kind: kArray, typmod: typmod, elem: elem}
+		delim := byte(',')
+		if d := c.types[t.elem].delim; d != 0 {
+			delim = d
+		}
+		return &conv{kind: kArray, typmod: typmod, elem: elem, delim: delim}
 	case t.name == "hstore":
 		return &conv{kind: kHstore}
+	case t.name == "geometry" || t.name == "geography":
+		return &conv{kind: kPostGIS}
 	case t.typtype == "c" || (oid >= 16384 && t.typtype == "b" && !knownExtensionTypes[t.name]):
 		return &conv{kind: kUnknown} // a composite, or a type of an extension Debezium does not know
 	}
@@ -337,6 +351,8 @@ func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
 		return c.appendBinary(b, []byte(s)), true // include.unknown.datatypes: the text's bytes
 	case kGeometry:
 		return c.appendBinary(b, javaNumbers(s)), true
+	case kPostGIS:
+		return appendPostGIS(b, s)
 	case kString:
 		return appendString(b, []byte(s)), true
 	}
@@ -955,6 +971,29 @@ func appendBits(b []byte, s string, length int32) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
+// appendPostGIS writes a PostGIS value (its text is the hex EWKB) as
+// Debezium's Geometry or Geography: the EWKB itself, and the SRID its type
+// word's flag says it has (null without).
+func appendPostGIS(b []byte, s string) ([]byte, bool) {
+	ewkb, err := hex.DecodeString(s)
+	if err != nil || len(ewkb) < 9 {
+		return b, false
+	}
+	var order binary.ByteOrder = binary.BigEndian
+	if ewkb[0] != 0 {
+		order = binary.LittleEndian
+	}
+	b = append(b, `{"wkb":"`...)
+	b = base64.StdEncoding.AppendEncode(b, ewkb)
+	b = append(b, `","srid":`...)
+	if order.Uint32(ewkb[1:5])&0x20000000 != 0 {
+		b = strconv.AppendInt(b, int64(int32(order.Uint32(ewkb[5:9]))), 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}'), true
+}
+
 // appendPoint writes a point as Debezium's Point: x, y, its WKB and a null
 // SRID.
 func appendPoint(b []byte, s string) ([]byte, bool) {
@@ -1111,7 +1150,7 @@ func (c *converter) appendArray(b []byte, cv *conv, s string) ([]byte, bool) {
 	if i := strings.IndexByte(s, '='); i >= 0 && strings.HasPrefix(s, "[") {
 		s = s[i+1:] // bounds, as [0:1]={...}
 	}
-	elems, ok := parseArray(s)
+	elems, ok := parseArray(s, cv.delim)
 	if !ok {
 		return b, false
 	}
@@ -1144,7 +1183,7 @@ type arrayElem struct {
 }
 
 // parseArray reads the top level of an array's text: {a,"b c",NULL,{1,2}}.
-func parseArray(s string) ([]arrayElem, bool) {
+func parseArray(s string, delim byte) ([]arrayElem, bool) {
 	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
 		return nil, false
 	}
@@ -1183,7 +1222,7 @@ func parseArray(s string) ([]arrayElem, bool) {
 			}
 			e.text, e.nested = s[start:i], true
 		default:
-			j := strings.IndexByte(s[i:], ',')
+			j := strings.IndexByte(s[i:], delim)
 			if j < 0 {
 				j = len(s) - i
 			}
@@ -1195,7 +1234,7 @@ func parseArray(s string) ([]arrayElem, bool) {
 		if i >= len(s) {
 			return out, true
 		}
-		if s[i] != ',' {
+		if s[i] != delim {
 			return nil, false
 		}
 		i++

@@ -6,13 +6,14 @@ package postgres_test
 
 // workloadTables are the captured tables; the last is the end marker,
 // written to after everything else.
-var workloadTables = []string{"num", "chars", "times", "misc", "geo", "arrays", "toast", "toast_full", "pk", "evolving", "trunc", "zz_end"}
+var workloadTables = []string{"num", "chars", "times", "misc", "geo", "gis", "arrays", "toast", "toast_full", "pk", "evolving", "trunc", "zz_end"}
 
 var workloadSchema = []string{
 	`CREATE EXTENSION IF NOT EXISTS hstore`,
 	`CREATE EXTENSION IF NOT EXISTS ltree`,
 	`CREATE EXTENSION IF NOT EXISTS citext`,
 	`CREATE EXTENSION IF NOT EXISTS isn`,
+	`CREATE EXTENSION IF NOT EXISTS postgis`,
 	`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`,
 	`CREATE DOMAIN posint AS int CHECK (VALUE > 0)`,
 	`CREATE TABLE num (id serial PRIMARY KEY, b boolean, i2 smallint, i4 integer, i8 bigint, f4 real, f8 double precision,
@@ -26,6 +27,7 @@ var workloadSchema = []string{
 		rn numrange, rts tsrange, rtstz tstzrange, rd daterange, raw bytea, tv tsvector, pt point)`,
 	`CREATE TABLE geo (id int PRIMARY KEY, bx box, ls lseg, po path, pc path, pg polygon, ci circle, li line, isbn_ isbn13, isbn10 isbn,
 		tq tsquery, lsn pg_lsn, snap txid_snapshot, am money[], ai interval[], ax xml[], an name[], ap point[], av varbit[], ao oid[], ac cidr[])`,
+	`CREATE TABLE gis (id int PRIMARY KEY, g geometry, gp geometry(Point, 4326), gg geography(Point, 4326), gl geometry(LineString), ga geometry[])`,
 	`CREATE TABLE arrays (id int PRIMARY KEY, ai int[], ai8 bigint[], at text[], avc varchar[], ab boolean[], an numeric[],
 		af float8[], ad date[], au uuid[], ats timestamptz[], ajb jsonb[], aby bytea[], a2 int[][])`,
 	`CREATE TABLE toast (id int PRIMARY KEY, note text, big text, raw bytea, ai int[], at text[], h hstore, j jsonb)`,
@@ -81,6 +83,11 @@ var workloadSnapshot = []string{
 		(1, '((1,2),(3,4))', '[(0,0),(1.5,2.5)]', '[(0,0),(1,1),(2,0)]', '((0,0),(1,1),(2,0))', '((0,0),(0,1),(1,1),(1,0))', '<(1,2),3.5>', '{1,-1,0}', '978-0-306-40615-7', '0-306-40615-2',
 			'fat & rat', '16/B374D848', '10:20:10,14,15', '{$1.50}', '{"1 day"}', '{<a/>}', '{x}', '{"(1,2)"}', '{101}', '{1,2}', '{10.0.0.0/8}'),
 		(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
+	`INSERT INTO gis VALUES
+		(1, 'POLYGON((0 0,0 1,1 1,1 0,0 0))', 'SRID=4326;POINT(13.4 52.5)', 'SRID=4326;POINT(-122.4 37.8)', 'LINESTRING(0 0,1 1,2 0)',
+			ARRAY['POINT(1 2)'::geometry, 'SRID=3857;POINT(3 4)'::geometry]),
+		(2, 'GEOMETRYCOLLECTION EMPTY', NULL, NULL, NULL, '{}'),
+		(3, NULL, NULL, NULL, NULL, NULL)`,
 	`INSERT INTO arrays VALUES
 		(1, '{10,20,NULL}', '{-9223372036854775808}', '{"a","b,c","d\"e",NULL,"NULL",""}', '{x}', '{t,f,NULL}', '{1.5,NaN,-0.01}',
 			'{1.5,NaN,Infinity}', '{2024-02-29,infinity}', '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', '{"2024-01-02 03:04:05+00"}',
@@ -106,6 +113,7 @@ var workloadStream = []string{
 	`INSERT INTO times SELECT id + 100, d, t0, t3, t6, tz, tz3, ts0, ts1, ts3, ts4, ts6, tstz, tstz0, iv, iv3 FROM times ORDER BY id`,
 	`INSERT INTO misc SELECT id + 100, inet_, cidr_, mac, mac8, r4, r8, rn, rts, rtstz, rd, raw, tv, pt FROM misc ORDER BY id`,
 	`INSERT INTO geo SELECT id + 100, bx, ls, po, pc, pg, ci, li, isbn_, isbn10, tq, lsn, snap, am, ai, ax, an, ap, av, ao, ac FROM geo ORDER BY id`,
+	`INSERT INTO gis SELECT id + 100, g, gp, gg, gl, ga FROM gis ORDER BY id`,
 	`INSERT INTO arrays SELECT id + 100, ai, ai8, at, avc, ab, an, af, ad, au, ats, ajb, aby, a2 FROM arrays ORDER BY id`,
 	// Updates and deletes under REPLICA IDENTITY DEFAULT.
 	`UPDATE num SET i4 = i4 / 2, n10_2 = 1.23 WHERE id = 1`,

@@ -92,8 +92,9 @@
 // (Config.IncludeUnknownDatatypes: as their text's bytes, as its
 // include.unknown.datatypes=true writes them).
 //
-// And what is not yet as Debezium writes it: PostGIS's geometry and
-// geography and pgvector's vectors are written as strings of their text;
+// And what is not yet as Debezium writes it: pgvector's vectors are
+// written as strings of their text (the differential test has no pgvector
+// to check them on);
 // Debezium's options other than those of Config (column filters and masks,
 // message.key.columns, snapshot modes other than initial, signals other
 // than execute-snapshot) do not exist here, nor does its topic of logical
