@@ -277,11 +277,13 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 		}
 	}
 	recorded := start
-	// However the session ends, what Kafka has acknowledged is reported.
+	// However the session ends, what Kafka has acknowledged is reported,
+	// unless the connection is gone: pgconn closes a broken one in a
+	// goroutine of its own, which a write now would race with.
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if s.kc.Flush(fctx) == nil {
+		if s.kc.Flush(fctx) == nil && !repl.IsClosed() {
 			s.status(fctx, repl, acks)
 		}
 	}()
