@@ -46,11 +46,7 @@ func BenchmarkSource(b *testing.B) {
 			}
 			b.StartTimer()
 			begin := time.Now()
-			for i := 0; i < rows; i += 1000 {
-				if _, err := conn.Exec(context.Background(), fmt.Sprintf(benchInsert, i+1, min(i+1000, rows))); err != nil {
-					b.Fatal(err)
-				}
-			}
+			insertOrders(b, conn, rows)
 			for r.src.Stats().Changes < int64(rows) {
 				time.Sleep(time.Millisecond)
 			}
@@ -97,11 +93,7 @@ func BenchmarkSource(b *testing.B) {
 			}
 			b.StartTimer()
 			begin := time.Now()
-			for i := 0; i < rows; i += 1000 {
-				if _, err := conn.Exec(context.Background(), fmt.Sprintf(benchInsert, i+1, min(i+1000, rows))); err != nil {
-					b.Fatal(err)
-				}
-			}
+			insertOrders(b, conn, rows)
 			d.await(b, "the changes acknowledged", func(d *debezium) bool { return d.acked >= int64(rows)+1 })
 			el := time.Since(begin)
 			b.StopTimer()
@@ -165,6 +157,16 @@ const (
 	benchTable  = `CREATE TABLE orders (id bigint PRIMARY KEY, customer bigint NOT NULL, sku text NOT NULL, amount numeric(10,2) NOT NULL, placed timestamptz NOT NULL DEFAULT now())`
 	benchInsert = `INSERT INTO orders (id, customer, sku, amount) SELECT i, i %% 1000, 'sku-' || (i %% 500), (i %% 10000) / 100.0 FROM generate_series(%d, %d) i`
 )
+
+// insertOrders commits rows orders, 1,000 to a transaction.
+func insertOrders(b *testing.B, conn *pgx.Conn, rows int) {
+	b.Helper()
+	for i := 0; i < rows; i += 1000 {
+		if _, err := conn.Exec(context.Background(), fmt.Sprintf(benchInsert, i+1, min(i+1000, rows))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
 
 // waitStreaming waits for the source to be past its snapshot.
 func waitStreaming(b *testing.B, r *running) {

@@ -1292,7 +1292,7 @@ type column struct {
 	oid    uint32
 	typmod int32 // the type modifier (a time's precision), -1 if none
 	key    bool  // part of the primary key
-	conv   *conv
+	conv   *conv // its conversion (converter.resolve)
 }
 
 // cell is a column's value in a change: null, unchanged TOAST (not
@@ -1312,9 +1312,6 @@ func appendRow(b []byte, cols []column, cells []cell, keyOnly bool, c *converter
 			continue
 		}
 		cv := col.conv
-		if cv == nil {
-			cv = c.resolve(col.oid, col.typmod, false)
-		}
 		if cv.kind == kNever || ((cv.kind == kUnknown || cv.kind == kGeometry) && !c.o.unknown) {
 			continue // as Debezium leaves out a column of a type it does not know
 		}

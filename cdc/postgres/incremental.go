@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,10 +194,7 @@ func (st *streamState) nextChunk(ctx context.Context) error {
 	st.incNext = false
 	for st.inc != nil && len(st.inc.Tables) > 0 && st.chunk == nil {
 		tn := parseTableName(st.inc.Tables[0])
-		keys, err := primaryKey(ctx, st.conn, tn)
-		if err != nil {
-			return fmt.Errorf("the primary key of %s: %w", tn, err)
-		}
+		keys := st.keys[tn] // the session's, as the stream's events have it
 		if len(keys) == 0 {
 			return fatalf("the table %s has no primary key: it cannot be snapshotted in chunks", tn)
 		}
@@ -231,25 +229,21 @@ func (st *streamState) nextChunk(ctx context.Context) error {
 			window+"-open", `{"openWindowTimestamp": "`+opened+`"}`); err != nil {
 			return fmt.Errorf("opening a window in the signal table %s: %w", sig, err)
 		}
-		where, args := "", []any{}
 		var conds []string
+		var params [][]byte
 		if st.inc.Last != nil {
 			conds = append(conds, "("+cols+") > ("+placeholders(1, len(keys))+")")
 			for _, v := range st.inc.Last {
-				args = append(args, v)
+				params = append(params, []byte(v))
 			}
 		}
-		conds = append(conds, "("+cols+") <= ("+placeholders(len(args)+1, len(keys))+")")
+		conds = append(conds, "("+cols+") <= ("+placeholders(len(params)+1, len(keys))+")")
 		for _, v := range st.inc.Max {
-			args = append(args, v)
+			params = append(params, []byte(v))
 		}
-		where = " WHERE " + strings.Join(conds, " AND ")
+		where := " WHERE " + strings.Join(conds, " AND ")
 		size := st.s.cfg.IncrementalSnapshotChunkSize
 		c := &chunk{window: window, rows: map[string][]cell{}}
-		params := make([][]byte, len(args))
-		for i, a := range args {
-			params[i] = []byte(a.(string))
-		}
 		rr := st.conn.PgConn().ExecParams(ctx, "SELECT * FROM "+tn.ident()+where+" ORDER BY "+cols+" LIMIT "+strconv.Itoa(size), params, nil, nil, []int16{0})
 		fds := rr.FieldDescriptions()
 		c.t = st.s.newTable(tn, keys)
@@ -275,7 +269,7 @@ func (st *streamState) nextChunk(ctx context.Context) error {
 				}
 			}
 		}
-		c.done = len(c.order) < size || strings.Join(c.last, "\x00") == strings.Join(st.inc.Max, "\x00")
+		c.done = len(c.order) < size || slices.Equal(c.last, st.inc.Max)
 		if afterChunkRead != nil {
 			afterChunkRead()
 		}
