@@ -87,7 +87,24 @@ type Config struct {
 	// with ExactlyOnce it names the instance's transactions. Default: the id
 	// kept in StateDir (file oxbow-instance-id, created with a random id the
 	// first time) when StateDir is set, else a random id.
+	//
+	// A stable id (given, or kept in StateDir) makes the instance a static
+	// member of its group (KIP-345, Kafka's group.instance.id): restarted
+	// after a crash within SessionTimeout, it takes its tasks back at once,
+	// with no rebalance, and a rolling restart moves nothing. The price is
+	// Kafka's: an instance that dies and stays dead keeps its tasks for
+	// SessionTimeout before they move. Two instances of a group must never
+	// share an id; the later one takes the place of the earlier, which
+	// stops with an error naming the id. A random id joins as a dynamic
+	// member, as every restart is a new instance anyway.
 	InstanceID string
+	// LeaveGroupOnClose: a clean Close of a static member (see InstanceID)
+	// leaves the group, so that its tasks move to the other instances at
+	// once (scaling down for good). Default false: it keeps its tasks for a
+	// restart within SessionTimeout, as Kafka Streams' static members do,
+	// and they move only if it does not come back by then. A dynamic member
+	// always leaves.
+	LeaveGroupOnClose bool
 	// Guarantee: default AtLeastOnce.
 	Guarantee Guarantee
 	// CommitInterval is how often the instance commits. Default: 30s with
@@ -149,9 +166,18 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	// KafkaOptions are passed to every Kafka client (TLS, SASL, …).
 	KafkaOptions []kgo.Opt
-	// SessionTimeout of the consumer group: how long before a crashed
-	// instance's tasks move. Default: franz-go's (45s).
+	// SessionTimeout of the consumer group: how long before the tasks of a
+	// crashed instance that has not come back move. Default: franz-go's
+	// and Kafka Streams' (45s).
 	SessionTimeout time.Duration
+	// TaskTimeout is how long the instance rides out a Kafka that does not
+	// answer (a broker restarting or hung, a coordinator moving: a commit,
+	// produce or fetch that fails for want of a broker) before it stops
+	// with an error naming what was unreachable; meanwhile it retries,
+	// under ExactlyOnce aborting the open transaction and processing the
+	// interval again, and its state is Degraded. Kafka Streams'
+	// task.timeout.ms. Default: 5m.
+	TaskTimeout time.Duration
 
 	// OnDeserializationError, OnProcessingError and OnProductionError:
 	// default Fail. OnProductionError cannot be DeadLetter.
@@ -234,8 +260,12 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		}
 		cfg.InstanceID = id
 	}
+	static := cfg.InstanceID != ""
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = randomID()
+	}
+	if cfg.TaskTimeout == 0 {
+		cfg.TaskTimeout = 5 * time.Minute
 	}
 	if cfg.StateDir == "" && group != "" {
 		cfg.StateDir = NamesOf(cfg).StateDir(cfg.InstanceID)
@@ -291,6 +321,9 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Tracing:            cfg.TracerProvider != nil,
 		KafkaOpts:          cfg.KafkaOptions,
 		SessionTimeout:     cfg.SessionTimeout,
+		StaticMember:       static,
+		LeaveOnClose:       cfg.LeaveGroupOnClose,
+		TaskTimeout:        cfg.TaskTimeout,
 		Standbys:           cfg.StandbyReplicas,
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
 		TransactionalID:    group + "-" + cfg.InstanceID,

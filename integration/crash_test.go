@@ -81,6 +81,10 @@ type crashConfig struct {
 	// this name (aggregateTopology) instead.
 	aggregate string
 	rack      string // Config.Rack; default none
+	// defaults: the engine's own SessionTimeout and CommitInterval rather
+	// than the campaigns' short ones (commit is then ignored).
+	defaults bool
+	leave    bool // Config.LeaveGroupOnClose
 }
 
 func (c crashConfig) env() []string {
@@ -98,6 +102,8 @@ func (c crashConfig) env() []string {
 		"OXBOW_CRASH_COMMIT="+c.commit.String(),
 		"OXBOW_CRASH_AGGREGATE="+c.aggregate,
 		"OXBOW_CRASH_RACK="+c.rack,
+		"OXBOW_CRASH_DEFAULTS="+strconv.FormatBool(c.defaults),
+		"OXBOW_CRASH_LEAVE="+strconv.FormatBool(c.leave),
 	)
 }
 
@@ -107,15 +113,19 @@ func (c crashConfig) engineConfig() engine.Config {
 		g = engine.ExactlyOnce
 	}
 	cfg := engine.Config{
-		AppID:           c.appID,
-		Brokers:         c.brokers,
-		StateDir:        c.stateDir,
-		InstanceID:      cmp.Or(c.id, "crash-0"),
-		StandbyReplicas: c.standbys,
-		Guarantee:       g,
-		CommitInterval:  cmp.Or(c.commit, 100*time.Millisecond),
-		SessionTimeout:  2 * time.Second,
-		Rack:            c.rack,
+		AppID:             c.appID,
+		Brokers:           c.brokers,
+		StateDir:          c.stateDir,
+		InstanceID:        cmp.Or(c.id, "crash-0"),
+		StandbyReplicas:   c.standbys,
+		Guarantee:         g,
+		CommitInterval:    cmp.Or(c.commit, 100*time.Millisecond),
+		SessionTimeout:    2 * time.Second,
+		Rack:              c.rack,
+		LeaveGroupOnClose: c.leave,
+	}
+	if c.defaults {
+		cfg.SessionTimeout, cfg.CommitInterval = 0, 0
 	}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -140,6 +150,8 @@ func TestCrashChild(t *testing.T) {
 		id:        os.Getenv("OXBOW_CRASH_ID"),
 		aggregate: os.Getenv("OXBOW_CRASH_AGGREGATE"),
 		rack:      os.Getenv("OXBOW_CRASH_RACK"),
+		defaults:  os.Getenv("OXBOW_CRASH_DEFAULTS") == "true",
+		leave:     os.Getenv("OXBOW_CRASH_LEAVE") == "true",
 	}
 	c.standbys, _ = strconv.Atoi(os.Getenv("OXBOW_CRASH_STANDBYS"))
 	c.commit, _ = time.ParseDuration(os.Getenv("OXBOW_CRASH_COMMIT"))
@@ -258,6 +270,13 @@ func (ch *crashChild) output() string {
 		s = "…" + s[len(s)-4000:]
 	}
 	return s
+}
+
+// fullOutput is everything the child wrote.
+func (ch *crashChild) fullOutput() string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.log.String()
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

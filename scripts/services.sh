@@ -10,6 +10,9 @@
 #   scripts/services.sh status [kafka|postgres|all]   # exit 1 if one is not running
 #   scripts/services.sh env                            # export lines, for eval
 #   scripts/services.sh kafka-class CLASS [ARGS...]    # run a Kafka tool class
+#   scripts/services.sh start|stop|status kafka-cluster|kafka-solo
+#       three nodes (or one) apart from the default broker, for fault campaigns
+#   scripts/services.sh node kafka-cluster|kafka-solo N kill|stop|start|pause|resume|pid
 #
 # Everything it downloads or creates lives under .cache/ in the repository
 # (OXBOW_CACHE_DIR overrides). See scripts/README.md for the variables.
@@ -371,6 +374,276 @@ kafka_status() {
 }
 
 # ---------------------------------------------------------------------------
+# Kafka clusters for the fault campaigns: NAME is "cluster" (three nodes) or
+# "solo" (one), each node a combined broker+controller in its own process,
+# with its own ports and log dir under run/kafka-NAME/<node>. They are apart
+# from the default broker, which other tests keep using while a campaign
+# kills, pauses and restarts these nodes.
+
+# kc_size NAME, kc_base NAME: the cluster's node count and first port (node i
+# listens on base+2(i-1), its controller on the port after).
+kc_size() {
+	case "$1" in
+	cluster) echo 3 ;;
+	solo) echo 1 ;;
+	*) die "no Kafka cluster named '$1' (cluster or solo)" ;;
+	esac
+}
+
+kc_base() {
+	case "$1" in
+	cluster) echo "${OXBOW_KAFKA_CLUSTER_PORT:-19092}" ;;
+	solo) echo "${OXBOW_KAFKA_SOLO_PORT:-19192}" ;;
+	esac
+}
+
+kc_dir() { echo "${RUN_DIR}/kafka-$1/$2"; }
+kc_port() { echo $(($(kc_base "$1") + 2 * ($2 - 1))); }
+
+kc_address() {
+	local name="$1" n i out=""
+	n="$(kc_size "$name")"
+	for i in $(seq 1 "$n"); do
+		out="${out:+${out},}127.0.0.1:$(kc_port "$name" "$i")"
+	done
+	echo "$out"
+}
+
+kc_pid() {
+	local dir pid
+	dir="$(kc_dir "$1" "$2")"
+	pid="$(cat "${dir}/kafka.pid" 2>/dev/null)" || return 1
+	proc_matches "$pid" kafka.Kafka "${dir}/server.properties" || return 1
+	echo "$pid"
+}
+
+kc_write_config() {
+	local name="$1" i="$2" n dir port voters="" j rf isr
+	n="$(kc_size "$name")"
+	dir="$(kc_dir "$name" "$i")"
+	port="$(kc_port "$name" "$i")"
+	for j in $(seq 1 "$n"); do
+		voters="${voters:+${voters},}${j}@127.0.0.1:$(($(kc_port "$name" "$j") + 1))"
+	done
+	rf="$n"
+	isr=$((n > 1 ? 2 : 1))
+	mkdir -p "${dir}/data" "${dir}/logs"
+	cat >"${dir}/server.properties" <<EOF
+# Written by scripts/services.sh: node ${i} of the ${n}-node KRaft cluster "${name}" for fault campaigns.
+process.roles=broker,controller
+node.id=${i}
+controller.quorum.voters=${voters}
+listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:$((port + 1))
+advertised.listeners=PLAINTEXT://127.0.0.1:${port}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=${dir}/data
+
+# Every topic (internal ones included) on every node, and a write needs
+# ${isr} of them: a node may fail without losing an acknowledged record.
+num.partitions=1
+default.replication.factor=${rf}
+min.insync.replicas=${isr}
+offsets.topic.replication.factor=${rf}
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=${rf}
+transaction.state.log.min.isr=${isr}
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=${rf}
+share.coordinator.state.topic.min.isr=${isr}
+unclean.leader.election.enable=false
+
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+log.retention.ms=-1
+log.cleaner.enable=true
+log.cleaner.backoff.ms=1000
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=16777216
+
+num.network.threads=2
+num.io.threads=2
+num.recovery.threads.per.data.dir=1
+EOF
+	cat >"${dir}/log4j2.properties" <<EOF
+status = warn
+dest = err
+name = oxbow-kafka-${name}-${i}
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${dir}/logs/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
+kc_fail() {
+	local name="$1" i="$2" dir
+	shift 2
+	dir="$(kc_dir "$name" "$i")"
+	echo "services: error: kafka-${name} node ${i}: $*" >&2
+	echo "---- last 30 lines of ${dir}/logs/server.log ----" >&2
+	tail -n 30 "${dir}/logs/server.log" >&2 2>/dev/null || true
+	tail -n 30 "${dir}/logs/kafka.out" >&2 2>/dev/null || true
+	exit 1
+}
+
+# kc_node_launch NAME I: start node I on its (formatted) data; returns once
+# the process runs.
+kc_node_launch() {
+	local name="$1" i="$2" dir
+	dir="$(kc_dir "$name" "$i")"
+	local -a jvm_opts
+	read -r -a jvm_opts <<<"${OXBOW_KAFKA_CLUSTER_HEAP:--Xms128m -Xmx384m}"
+	jvm_opts+=(
+		-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+		-Dlog4j2.configurationFile="${dir}/log4j2.properties" -Dkafka.logs.dir="${dir}/logs"
+	)
+	rm -f "${dir}/kafka.pid"
+	(
+		cd "$dir"
+		# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+		setsid bash -c 'echo $$ >"$0/kafka.pid"; exec "$@"' "$dir" \
+			"$JAVA" "${jvm_opts[@]}" -cp "${KAFKA_LIBS}/*" kafka.Kafka "${dir}/server.properties" \
+			</dev/null >>"${dir}/logs/kafka.out" 2>&1 9>&- &
+	)
+	local deadline=$((SECONDS + 30))
+	until [ -s "${dir}/kafka.pid" ]; do
+		[ "$SECONDS" -lt "$deadline" ] || kc_fail "$name" "$i" "no pid after 30s"
+		sleep 0.1
+	done
+}
+
+# kc_node_wait NAME I: wait until node I answers ApiVersions as itself.
+kc_node_wait() {
+	local name="$1" i="$2" port out="" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	port="$(kc_port "$name" "$i")"
+	while :; do
+		kc_pid "$name" "$i" >/dev/null || kc_fail "$name" "$i" "the broker exited during startup"
+		if port_open "$port" && out="$(timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
+			--bootstrap-server "127.0.0.1:${port}" 2>&1)" && grep -q "127.0.0.1:${port} (id: ${i} " <<<"$out"; then
+			return 0
+		fi
+		[ "$SECONDS" -lt "$deadline" ] || kc_fail "$name" "$i" "no answer on 127.0.0.1:${port} after ${KAFKA_START_TIMEOUT}s"
+		sleep 0.5
+	done
+}
+
+kc_start() {
+	local name="$1" n i port dir started=$SECONDS
+	n="$(kc_size "$name")"
+	if kc_pid "$name" 1 >/dev/null; then
+		info "kafka-${name}: already running at $(kc_address "$name")"
+		return 0
+	fi
+	find_java
+	kafka_fetch
+	for i in $(seq 1 "$n"); do
+		port="$(kc_port "$name" "$i")"
+		if port_open "$port" || port_open $((port + 1)); then
+			die "kafka-${name}: port 127.0.0.1:${port} or the next is in use (set OXBOW_KAFKA_$(tr '[:lower:]' '[:upper:]' <<<"$name")_PORT)"
+		fi
+	done
+	rm -rf "${RUN_DIR}/kafka-${name}"
+	local cluster_id="-"
+	while [[ "$cluster_id" == -* ]]; do
+		cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+	done
+	for i in $(seq 1 "$n"); do
+		kc_write_config "$name" "$i"
+		dir="$(kc_dir "$name" "$i")"
+		if ! kafka_class kafka.tools.StorageTool format -t "$cluster_id" \
+			-c "${dir}/server.properties" >"${dir}/logs/format.log" 2>&1; then
+			cat "${dir}/logs/format.log" >&2
+			die "kafka-${name}: formatting node ${i} failed"
+		fi
+	done
+	info "kafka-${name}: starting ${n} node(s) at $(kc_address "$name")"
+	for i in $(seq 1 "$n"); do
+		kc_node_launch "$name" "$i"
+	done
+	for i in $(seq 1 "$n"); do
+		kc_node_wait "$name" "$i"
+	done
+	info "kafka-${name}: ready in $((SECONDS - started))s at $(kc_address "$name")"
+}
+
+kc_stop() {
+	local name="$1" n i pid
+	n="$(kc_size "$name")"
+	for i in $(seq 1 "$n"); do
+		if pid="$(kc_pid "$name" "$i")"; then
+			kill -CONT "$pid" 2>/dev/null || true
+			kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+			wait_gone "$pid" 10 || die "kafka-${name}: node ${i} (pid ${pid}) survived SIGKILL"
+		fi
+	done
+	rm -rf "${RUN_DIR}/kafka-${name}"
+	info "kafka-${name}: stopped"
+}
+
+kc_status() {
+	local name="$1" n i rc=0 pid
+	n="$(kc_size "$name")"
+	for i in $(seq 1 "$n"); do
+		if pid="$(kc_pid "$name" "$i")"; then
+			info "kafka-${name}: node ${i} running (pid ${pid}) at 127.0.0.1:$(kc_port "$name" "$i")"
+		else
+			info "kafka-${name}: node ${i} not running"
+			rc=1
+		fi
+	done
+	return "$rc"
+}
+
+# kc_node NAME I ACTION: what a fault campaign does to one node.
+kc_node() {
+	local name="$1" i="$2" action="$3" pid n
+	n="$(kc_size "$name")"
+	[[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "kafka-${name} has nodes 1 to ${n}, not '${i}'"
+	[ -f "$(kc_dir "$name" "$i")/server.properties" ] || die "kafka-${name} was not started ('$0 start kafka-${name}')"
+	case "$action" in
+	pid)
+		kc_pid "$name" "$i" || die "kafka-${name}: node ${i} is not running"
+		;;
+	kill)
+		pid="$(kc_pid "$name" "$i")" || die "kafka-${name}: node ${i} is not running"
+		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid"
+		wait_gone "$pid" 10 || die "kafka-${name}: node ${i} (pid ${pid}) survived SIGKILL"
+		info "kafka-${name}: node ${i} killed"
+		;;
+	stop)
+		pid="$(kc_pid "$name" "$i")" || die "kafka-${name}: node ${i} is not running"
+		kill -TERM "$pid"
+		wait_gone "$pid" "$STOP_TIMEOUT" || die "kafka-${name}: node ${i} did not stop in ${STOP_TIMEOUT}s"
+		info "kafka-${name}: node ${i} stopped"
+		;;
+	pause | resume)
+		pid="$(kc_pid "$name" "$i")" || die "kafka-${name}: node ${i} is not running"
+		if [ "$action" = pause ]; then kill -STOP "$pid"; else kill -CONT "$pid"; fi
+		info "kafka-${name}: node ${i} ${action}d"
+		;;
+	start)
+		if pid="$(kc_pid "$name" "$i")"; then
+			info "kafka-${name}: node ${i} already running (pid ${pid})"
+			return 0
+		fi
+		find_java
+		kc_node_launch "$name" "$i"
+		kc_node_wait "$name" "$i"
+		info "kafka-${name}: node ${i} started on its data"
+		;;
+	*) usage ;;
+	esac
+}
+
+# ---------------------------------------------------------------------------
 # PostgreSQL
 
 pg_find_bin() {
@@ -633,14 +906,14 @@ pg_status() {
 # ---------------------------------------------------------------------------
 
 usage() {
-	sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
 targets() {
 	case "${1:-all}" in
 	all) echo "kafka postgres" ;;
-	kafka | postgres) echo "$1" ;;
+	kafka | postgres | kafka-cluster | kafka-solo) echo "$1" ;;
 	*) usage ;;
 	esac
 }
@@ -656,6 +929,7 @@ main() {
 			case "$t" in
 			kafka) kafka_start ;;
 			postgres) pg_start ;;
+			kafka-cluster | kafka-solo) kc_start "${t#kafka-}" ;;
 			esac
 		done
 		;;
@@ -666,6 +940,7 @@ main() {
 			case "$t" in
 			kafka) kafka_stop || rc=1 ;;
 			postgres) pg_stop || rc=1 ;;
+			kafka-cluster | kafka-solo) kc_stop "${t#kafka-}" || rc=1 ;;
 			esac
 		done
 		return "$rc"
@@ -680,6 +955,7 @@ main() {
 			case "$t" in
 			kafka) kafka_status || rc=1 ;;
 			postgres) pg_status || rc=1 ;;
+			kafka-cluster | kafka-solo) kc_status "${t#kafka-}" || rc=1 ;;
 			esac
 		done
 		return "$rc"
@@ -691,6 +967,19 @@ main() {
 		if pg_pid >/dev/null; then
 			echo "export OXBOW_PG_DSN='$(pg_dsn)'"
 		fi
+		if kc_pid cluster 1 >/dev/null; then
+			echo "export OXBOW_KAFKA_CLUSTER=$(kc_address cluster)"
+		fi
+		if kc_pid solo 1 >/dev/null; then
+			echo "export OXBOW_KAFKA_SOLO=$(kc_address solo)"
+		fi
+		;;
+	node)
+		[ $# -eq 3 ] || usage
+		case "$1" in
+		kafka-cluster | kafka-solo) kc_node "${1#kafka-}" "$2" "$3" ;;
+		*) usage ;;
+		esac
 		;;
 	kafka-class)
 		[ $# -ge 1 ] || usage

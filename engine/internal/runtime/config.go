@@ -109,6 +109,14 @@ type Config struct {
 	Tracing        bool // a tracer provider was configured: trace every record
 	KafkaOpts      []kgo.Opt
 	SessionTimeout time.Duration
+	// StaticMember: the instance joins its group with ProcessID as its
+	// group.instance.id (KIP-345); LeaveOnClose says whether a clean stop
+	// leaves the group anyway (a dynamic member always does).
+	StaticMember bool
+	LeaveOnClose bool
+	// TaskTimeout: how long the instance retries against a Kafka that does
+	// not answer before it fails (Kafka Streams' task.timeout.ms).
+	TaskTimeout time.Duration
 	// ExactlyOnce: outputs, changelogs and input offsets commit in one
 	// Kafka transaction, with this transactional id (stable across restarts
 	// of the instance, so that a restart fences its predecessor at once).
@@ -161,6 +169,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("engine: an error policy is DeadLetter but DeadLetterTopic is empty"))
 			break
 		}
+	}
+	if c.TaskTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("engine: TaskTimeout is %v; it must be positive", c.TaskTimeout))
 	}
 	if c.Standbys < 0 {
 		errs = append(errs, fmt.Errorf("engine: StandbyReplicas is %d; it cannot be negative", c.Standbys))

@@ -203,6 +203,11 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		return nil // nothing was processed since the last commit
 	}
 	fail := func(err error) error {
+		if isFenced(err) {
+			r.inTxn = false // not ours to abort any more (see teardown)
+			r.closeDirtyLocked()
+			return r.fenced(err)
+		}
 		if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
 			r.log.Warn("abort after a failed commit", "err", aerr)
 		}
@@ -384,6 +389,8 @@ func (r *Runtime) Positions() map[string]map[int32]int64 {
 // instance's transactional id took over.
 func (r *Runtime) fenced(err error) error {
 	switch {
+	case errors.Is(err, kerr.FencedInstanceID):
+		return r.fencedInstance(err)
 	case errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced):
 		return fmt.Errorf("engine: fenced: another instance with InstanceID %q (transactional id %s) started and took over this one's transactions; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, err)
 	case errors.Is(err, kerr.InvalidTxnState):
@@ -395,4 +402,16 @@ func (r *Runtime) fenced(err error) error {
 		return fmt.Errorf("engine: the broker aborted this instance's transaction: another instance with InstanceID %q (transactional id %s) started and took over its transactions, or the transaction outlived TransactionTimeout (%v); give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, r.cfg.TransactionTimeout, err)
 	}
 	return err
+}
+
+// fencedInstance explains FENCED_INSTANCE_ID: another static member with
+// this instance's id joined the group and took its place.
+func (r *Runtime) fencedInstance(err error) error {
+	return fmt.Errorf("engine: fenced: another instance with InstanceID %q joined group %s and took this one's place; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.AppID, err)
+}
+
+// isFenced: err says that another instance took this one's place in the
+// group or its transactional id.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.FencedInstanceID) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
@@ -213,7 +214,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	} else {
 		r.setState(Stopped)
 	}
-	r.teardown()
+	r.teardown(err)
 	r.runErr = err
 	return err
 }
@@ -316,6 +317,9 @@ func (r *Runtime) setup(ctx context.Context) error {
 		kgo.MaxBufferedRecords(1<<20),
 		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
 	)
+	if r.cfg.StaticMember {
+		opts = append(opts, kgo.InstanceID(r.cfg.ProcessID))
+	}
 	if r.cfg.SessionTimeout > 0 {
 		// Heartbeats a third of the session apart, as Kafka advises
 		// (franz-go's default, 3s, is only right for its default session).
@@ -648,15 +652,40 @@ func (r *Runtime) shutdown() error {
 		err = r.fatal // a processor's Close that panicked
 	}
 	r.mu.Unlock()
+	// A static member's client stops its membership here without a word
+	// to the coordinator: the group keeps its tasks for it until
+	// SessionTimeout, for a restart.
 	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && err == nil {
 		r.log.Warn("leave group", "err", lerr)
+	}
+	if r.cfg.StaticMember && r.cfg.LeaveOnClose {
+		r.leaveStatic(ctx)
 	}
 	return err
 }
 
-func (r *Runtime) teardown() {
+// leaveStatic removes this static member from its group (a LeaveGroup
+// naming its group.instance.id), so that the group rebalances at once and
+// its tasks move.
+func (r *Runtime) leaveStatic(ctx context.Context) {
+	resp, err := r.adm.LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.AppID).InstanceIDs(r.cfg.ProcessID).Reason("the instance closed and leaves its tasks to the others"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		r.log.Warn("leave group", "err", err)
+		return
+	}
+	r.log.Info("left the group", "instance", r.cfg.ProcessID)
+}
+
+func (r *Runtime) teardown(err error) {
 	defer r.m.close()
-	if r.inTxn {
+	// A fenced instance leaves its transaction alone: another instance
+	// with its id owns the transactional id now, and an abort would try
+	// to take it back (franz-go bumps the producer epoch when an abort is
+	// refused), fencing that one in turn.
+	if r.inTxn && !isFenced(err) {
 		// A failed instance: abort what it began, rather than leave the
 		// broker to time the transaction out.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -752,6 +781,10 @@ func (r *Runtime) fetchErrors(fetches kgo.Fetches, what string) error {
 			}
 		}
 		r.log.Warn(what, "topic", topic, "partition", p, "err", err)
+		if errors.Is(err, kerr.FencedInstanceID) {
+			errs = errors.Join(errs, r.fencedInstance(err))
+			return
+		}
 		if !kgoRetriable(err) {
 			errs = errors.Join(errs, fmt.Errorf("engine: %s %s[%d]: %w", what, topic, p, err))
 		}

@@ -1,0 +1,410 @@
+package integration
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+)
+
+// Availability at the engine's default configuration: a crashed instance
+// restarted at once serves again in seconds (it is a static member of its
+// group, so it takes its tasks back without waiting out its predecessor's
+// session), and a rolling restart moves no task and never pauses the
+// other instances.
+
+var availKills = flag.Int("oxbow.avail.kills", 10, "SIGKILLs of the single instance in TestAvailabilityCrashRestart")
+
+// feeder writes a campaign's input continuously (crashInput.feed's pace)
+// from its own goroutine until stopped.
+type feeder struct {
+	in     *crashInput
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startFeeder(t *testing.T, in *crashInput) *feeder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &feeder{in: in, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		for ctx.Err() == nil {
+			if err := in.batch(ctx, 100); err != nil && ctx.Err() == nil {
+				f.done <- err
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		f.done <- nil
+	}()
+	t.Cleanup(cancel)
+	return f
+}
+
+// stop ends the input and returns the expected counts of everything
+// written. A batch cut short by the stop may or may not have reached
+// Kafka: the feeder then writes the same records again, to know.
+func (f *feeder) stop(t *testing.T) map[string]int64 {
+	t.Helper()
+	f.cancel()
+	if err := <-f.done; err != nil {
+		t.Fatalf("writing the input: %v", err)
+	}
+	return f.in.want
+}
+
+// awaitReady waits for a started child to say it is ready.
+func awaitReady(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	select {
+	case <-ch.ready:
+	case <-ch.exited:
+		t.Fatalf("%s exited before it was ready:\n%s", what, ch.output())
+	case <-time.After(2 * time.Minute):
+		ch.kill(t)
+		t.Fatalf("%s was not ready after 2m:\n%s", what, ch.output())
+	}
+}
+
+// alive fails the test if the child has exited.
+func alive(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	select {
+	case <-ch.exited:
+		t.Fatalf("%s exited by itself:\n%s", what, ch.output())
+	default:
+	}
+}
+
+// stopChild sends SIGTERM and requires a clean exit.
+func stopChild(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	_ = ch.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-ch.exited:
+	case <-time.After(time.Minute):
+		ch.kill(t)
+		t.Fatalf("%s did not stop within a minute of SIGTERM:\n%s", what, ch.output())
+	}
+	if code := ch.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s exited with %d after SIGTERM:\n%s", what, code, ch.output())
+	}
+}
+
+// median of durations (sorted in place).
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// A single exactly-once instance at the default configuration, SIGKILLed
+// ten times under load and restarted at once on its state directory:
+// after each restart it is ready, and has committed new input, within
+// seconds (median < 5s, max < 10s), and the output and store are exact.
+func TestAvailabilityCrashRestart(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("ten SIGKILLs and restarts; not with -short")
+	}
+	seed := campaignSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 31))
+	c := newCrashTopicsN(t, env, "avail-crash", 3)
+	c.eos, c.defaults = true, true
+	input := newCrashInput(t, env, c.in, seed, 32)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(input.cl)
+	ch := startCrashChild(t, c)
+	awaitReady(t, ch, "the first instance")
+	feed := startFeeder(t, input)
+	var ready, serving []time.Duration
+	for i := range *availKills {
+		// Kill at a random moment under load: with a commit every 100ms
+		// a transaction is nearly always open.
+		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+		alive(t, ch, fmt.Sprintf("run %d", i))
+		ch.kill(t)
+		committed := committedInput(ctx, t, adm, c)
+		start := time.Now()
+		ch = startCrashChild(t, c)
+		awaitReady(t, ch, fmt.Sprintf("restart %d", i))
+		ready = append(ready, time.Since(start))
+		for committedInput(ctx, t, adm, c) <= committed {
+			alive(t, ch, fmt.Sprintf("restart %d", i))
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("restart %d: no input committed within 2m:\n%s", i, ch.output())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		serving = append(serving, time.Since(start))
+		t.Logf("restart %d: ready after %v, committing new input after %v", i, ready[i].Round(time.Millisecond), serving[i].Round(time.Millisecond))
+	}
+	want := feed.stop(t)
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	readyMax, servingMax := slices.Max(ready), slices.Max(serving)
+	readyMed, servingMed := median(ready), median(serving)
+	t.Logf("restart to ready: median %v, max %v; to committing new input: median %v, max %v",
+		readyMed.Round(time.Millisecond), readyMax.Round(time.Millisecond), servingMed.Round(time.Millisecond), servingMax.Round(time.Millisecond))
+	if servingMed >= 5*time.Second || servingMax >= 10*time.Second {
+		t.Errorf("restart to serving: median %v, max %v; want below 5s and 10s", servingMed, servingMax)
+	}
+	stopChild(t, ch, "the last instance")
+	exact := func(m map[string]int64) bool { return maps.Equal(m, want) }
+	seqs, store := finishCampaign(t, env, c, want, true, exact)
+	checkGrowing(t, seqs)
+	if !maps.Equal(store, want) {
+		t.Errorf("store differs from the input's counts: %s", diffCounts(store, want))
+	}
+}
+
+// groupState is what the coordinator says about a group: each static
+// member's assigned partitions.
+type groupState struct {
+	members map[string]map[string][]int32 // instance id → topic → partitions
+}
+
+func describeGroup(ctx context.Context, t *testing.T, adm *kadm.Client, group string) (groupState, string) {
+	t.Helper()
+	ds, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatalf("describe group %s: %v", group, err)
+	}
+	d := ds[group]
+	if d.Err != nil {
+		t.Fatalf("describe group %s: %v", group, d.Err)
+	}
+	st := groupState{members: map[string]map[string][]int32{}}
+	for _, m := range d.Members {
+		if m.InstanceID == nil {
+			t.Fatalf("group %s: member %s is not a static member", group, m.MemberID)
+		}
+		parts := map[string][]int32{}
+		if ca, ok := m.Assigned.AsConsumer(); ok {
+			for _, at := range ca.Topics {
+				parts[at.Topic] = slices.Sorted(slices.Values(at.Partitions))
+			}
+		}
+		st.members[*m.InstanceID] = parts
+	}
+	return st, d.State
+}
+
+func (g groupState) equal(o groupState) bool {
+	return maps.EqualFunc(g.members, o.members, func(a, b map[string][]int32) bool {
+		return maps.EqualFunc(a, b, slices.Equal)
+	})
+}
+
+// generationRE finds the generations an instance's log says it was
+// assigned tasks in.
+var generationRE = regexp.MustCompile(`msg=assigned .*?generation=(\d+)`)
+
+// Three exactly-once instances at the default configuration, each restarted
+// in turn five times (SIGTERM, then started again at once): the group never
+// rebalances (its generation and every member's partitions stay as they
+// were), and the output of the tasks of the instances not restarting never
+// pauses longer than 1s (measured by the broker's append times); the output
+// is exact.
+func TestAvailabilityRollingRestart(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("five restarts under load; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopicsN(t, env, "avail-roll", 6)
+	c.eos, c.defaults = true, true
+	input := newCrashInput(t, env, c.in, seed, 42)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(input.cl)
+	// The broker's append time on the output: when each count was written.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "message.timestamp.type", Value: kadm.StringPtr("LogAppendTime")}}, c.out); err != nil {
+		t.Fatal(err)
+	}
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	type slot struct {
+		c     crashConfig
+		child *crashChild
+	}
+	slots := make([]*slot, 3)
+	for i := range slots {
+		sc := c
+		sc.id, sc.stateDir = fmt.Sprintf("roll-%d", i), t.TempDir()
+		slots[i] = &slot{c: sc, child: startCrashChild(t, sc)}
+	}
+	t.Cleanup(func() {
+		for _, s := range slots {
+			select {
+			case <-s.child.exited:
+			default:
+				s.child.kill(t)
+			}
+		}
+	})
+	for _, s := range slots {
+		awaitReady(t, s.child, s.c.id)
+	}
+	// Every member in one stable generation with every task placed.
+	var before groupState
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		st, state := describeGroup(ctx, t, adm, c.appID)
+		n := 0
+		for _, m := range st.members {
+			n += len(m[c.in])
+		}
+		if state == "Stable" && len(st.members) == 3 && n == 6 {
+			before = st
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not settle with three members in 2m: %s, %v", state, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The generation they settled in, and where their logs stand.
+	settled, mark := "", map[string]int{}
+	for _, s := range slots {
+		l := s.child.fullOutput()
+		mark[s.c.id] = len(l)
+		for _, m := range generationRE.FindAllStringSubmatch(l, -1) {
+			if len(m[1]) > len(settled) || len(m[1]) == len(settled) && m[1] > settled {
+				settled = m[1]
+			}
+		}
+	}
+	feed := startFeeder(t, input)
+	time.Sleep(2 * time.Second)
+	type window struct {
+		id       string
+		from, to time.Time
+	}
+	var windows []window
+	var logs []string
+	for i := range 5 {
+		s := slots[i%len(slots)]
+		for _, o := range slots {
+			alive(t, o.child, o.c.id)
+		}
+		from := time.Now()
+		stopChild(t, s.child, s.c.id)
+		logs = append(logs, s.child.fullOutput()[mark[s.c.id]:])
+		mark[s.c.id] = 0
+		s.child = startCrashChild(t, s.c)
+		awaitReady(t, s.child, s.c.id)
+		windows = append(windows, window{s.c.id, from, time.Now()})
+		t.Logf("restart %d: %s down and back in %v", i, s.c.id, time.Since(from).Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+	}
+	want := feed.stop(t)
+	after, _ := describeGroup(ctx, t, adm, c.appID)
+	if !after.equal(before) {
+		t.Errorf("the assignment changed over the restarts: before %v, after %v", before.members, after.members)
+	}
+	// Every assignment since is of the settled generation: a rebalance
+	// would have made a new one.
+	for _, s := range slots {
+		logs = append(logs, s.child.fullOutput()[mark[s.c.id]:])
+	}
+	restarted := 0
+	for _, l := range logs {
+		for _, m := range generationRE.FindAllStringSubmatch(l, -1) {
+			if m[1] != settled {
+				t.Errorf("an instance was assigned tasks in generation %s; the group had settled in %s and should not have rebalanced", m[1], settled)
+			}
+			restarted++
+		}
+	}
+	if restarted < 5 {
+		t.Errorf("%d assignments logged since the group settled; want at least one per restart (5)", restarted)
+	}
+	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
+	checkGrowing(t, seqs)
+
+	// The count task of partition p writes output partition p (the output
+	// is keyed and partitioned as the repartition topic): its owner is the
+	// member assigned repartition partition p.
+	owner := map[int32]string{}
+	repartition := c.appID + "-by-word-repartition"
+	for id, parts := range before.members {
+		for _, p := range parts[repartition] {
+			owner[p] = id
+		}
+	}
+	if len(owner) != 6 {
+		t.Fatalf("owners of the count tasks: %v (assignment %v)", owner, before.members)
+	}
+	times := appendTimes(t, env, c.out, 6)
+	var worst time.Duration
+	for p, ts := range times {
+		for i := 1; i < len(ts); i++ {
+			gap := ts[i].Sub(ts[i-1])
+			excused := false
+			for _, w := range windows {
+				if w.id == owner[p] && ts[i-1].Before(w.to.Add(time.Second)) && ts[i].After(w.from.Add(-time.Second)) {
+					excused = true
+				}
+			}
+			if !excused && gap > worst {
+				worst = gap
+			}
+			if !excused && gap > time.Second {
+				t.Errorf("output partition %d (task of %s, not restarting) paused %v at %v", p, owner[p], gap, ts[i-1].Format(time.StampMilli))
+			}
+		}
+	}
+	t.Logf("longest pause of an instance not restarting: %v", worst)
+	for _, s := range slots {
+		stopChild(t, s.child, s.c.id)
+	}
+}
+
+// appendTimes reads a topic that no longer grows and returns each
+// partition's record timestamps in offset order. Read committed, its end
+// offsets count transaction markers the reader never sees, so it reads
+// until every partition had records and a poll of 3s finds no more.
+func appendTimes(t *testing.T, env *kafkaenv.Env, topic string, partitions int) map[int32][]time.Time {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[int32][]time.Time{}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], r.Timestamp)
+			n++
+		})
+		if n == 0 && len(out) == partitions {
+			return out
+		}
+	}
+	t.Fatalf("reading %s: records in %d of %d partitions after 2m", topic, len(out), partitions)
+	return nil
+}
