@@ -77,7 +77,8 @@ type Config struct {
 	// group has committed them all, and the records they caused in the
 	// internal repartition topics are processed too. Records that arrive
 	// meanwhile may be processed as well. Every instance of the group
-	// stops; a later Run goes on from there (a periodic job).
+	// stops and leaves the group (see LeaveGroupOnClose); a later Run goes
+	// on from there (a periodic job).
 	Batch bool
 	// StateDir is where the instance keeps its local state. Every instance
 	// needs its own. Default: <os.TempDir()>/oxbow/<group>/<InstanceID>.
@@ -205,6 +206,10 @@ const (
 	AppStopping  = runtime.Stopping
 	AppStopped   = runtime.Stopped
 	AppFailed    = runtime.Failed
+	// AppDegraded: Kafka does not answer (a broker restarting, hung or
+	// moving its leaders); the instance retries until Config.TaskTimeout
+	// and App.Trouble says why.
+	AppDegraded = runtime.Degraded
 )
 
 // Instance is one instance of an application as its group knows it.
@@ -322,7 +327,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		KafkaOpts:          cfg.KafkaOptions,
 		SessionTimeout:     cfg.SessionTimeout,
 		StaticMember:       static,
-		LeaveOnClose:       cfg.LeaveGroupOnClose,
+		LeaveOnClose:       cfg.LeaveGroupOnClose || cfg.Batch, // a job done leaves
 		TaskTimeout:        cfg.TaskTimeout,
 		Standbys:           cfg.StandbyReplicas,
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
@@ -363,6 +368,10 @@ func (a *App) Close() error { return a.rt.Close() }
 
 // State is the instance's state.
 func (a *App) State() AppState { return a.rt.State() }
+
+// Trouble is why a Degraded instance is not processing: the last error
+// Kafka gave it while it retries. Nil otherwise.
+func (a *App) Trouble() error { return a.rt.Trouble() }
 
 // Ready is closed the first time the instance runs with all its assigned
 // state restored. (Readiness for traffic later is State() == AppRunning.)

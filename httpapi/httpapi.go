@@ -364,6 +364,15 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 // state, rebalances or stops).
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	st := a.cfg.Instance.State()
+	if st == engine.AppDegraded {
+		w.Header().Set("Retry-After", "1")
+		detail := "Kafka does not answer; the instance retries"
+		if tr, ok := a.cfg.Instance.(interface{ Trouble() error }); ok && tr.Trouble() != nil {
+			detail += ": " + tr.Trouble().Error()
+		}
+		a.problem(w, r, http.StatusServiceUnavailable, "degraded", detail)
+		return
+	}
 	if st != engine.AppRunning {
 		w.Header().Set("Retry-After", "1")
 		a.problem(w, r, http.StatusServiceUnavailable, "not ready", fmt.Sprintf("the instance is %s", st))

@@ -246,7 +246,7 @@ func (c *Control) stopped(ctx context.Context, group string) error {
 		return fmt.Errorf("versions: describing %s: %w", group, err)
 	}
 	if g, ok := d[group]; ok && len(g.Members) > 0 {
-		return fmt.Errorf("versions: %s still has %d running instance(s) (group state %s); stop them first", group, len(g.Members), g.State)
+		return fmt.Errorf("versions: %s still has %d running instance(s) (group state %s); stop them first (an instance with a stable InstanceID that stopped without leaving, engine.Config.LeaveGroupOnClose, stays a member for its session timeout)", group, len(g.Members), g.State)
 	}
 	return nil
 }

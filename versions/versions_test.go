@@ -156,7 +156,7 @@ func TestReprocessing(t *testing.T) {
 		for _, in := range instances {
 			a := enginetest.StartApp(t, top, engine.Config{AppID: app, Version: version, Brokers: env.Brokers, InstanceID: in.id,
 				StateDir: filepath.Join(root, versions.Group(app, version), in.id), AdvertisedAddr: in.ln.Addr().String(),
-				Guarantee: engine.ExactlyOnce, SessionTimeout: 6 * time.Second})
+				Guarantee: engine.ExactlyOnce, SessionTimeout: 6 * time.Second, LeaveGroupOnClose: true})
 			if err := ctl.RegisterApp(ctx, a, top); err != nil {
 				t.Fatal(err)
 			}
@@ -477,7 +477,7 @@ func equal(a, b map[string]int64) bool {
 // has it (restored from the changelog where the directory lacks it).
 func storeSums(t *testing.T, top *engine.Topology, app string, env *kafkaenv.Env, stateDir string) map[string]int64 {
 	t.Helper()
-	a := enginetest.StartApp(t, top, engine.Config{AppID: app, Version: "v2", Brokers: env.Brokers, StateDir: stateDir, Guarantee: engine.ExactlyOnce})
+	a := enginetest.StartApp(t, top, engine.Config{AppID: app, Version: "v2", Brokers: env.Brokers, StateDir: stateDir, Guarantee: engine.ExactlyOnce, LeaveGroupOnClose: true})
 	defer a.Close()
 	st, err := engine.QueryKeyValueStore(a, "totals", serde.String, serde.Int64)
 	if err != nil {

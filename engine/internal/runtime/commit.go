@@ -58,15 +58,9 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 		if round == 1 || len(r.hookedTasks()) == 0 {
 			r.sendMarkersLocked()
 		}
-		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-		err := r.cl.Flush(fctx)
-		cancel()
-		if err != nil {
+		if err := r.flushProduced(ctx); err != nil {
 			r.discardAll()
-			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("engine: Kafka did not acknowledge the produced records within %v", flushTimeout)
-			}
-			return fmt.Errorf("engine: flush produced records: %w", err)
+			return err
 		}
 		for _, t := range r.tasks {
 			t.out.inflight.Wait()
@@ -128,6 +122,7 @@ func (r *Runtime) commitLocked(ctx context.Context) error {
 		}
 		r.times.set(times)
 		r.committedLocked()
+		r.recovered()
 	}
 	if err := r.applyStateLocked(); err != nil {
 		return err

@@ -124,6 +124,7 @@ func (r *Runtime) reconcileEOS(ctx context.Context) (rewound bool, err error) {
 		}
 	}
 	r.noteAssignEnds(ctx, ids)
+	r.reassigned = true
 	r.log.Info("assigned", "generation", r.balancer.Current().Generation, "tasks", taskList(ids))
 	return rewound, nil
 }
@@ -203,8 +204,11 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		return nil // nothing was processed since the last commit
 	}
 	fail := func(err error) error {
-		if isFenced(err) {
-			r.inTxn = false // not ours to abort any more (see teardown)
+		if isFenced(err) || brokerTrouble(err) {
+			// Not ours to abort any more (see teardown), or Kafka is
+			// away: the loop replaces the client, whose new producer id
+			// aborts the transaction (trouble.go).
+			r.inTxn = false
 			r.closeDirtyLocked()
 			return r.fenced(err)
 		}
@@ -243,11 +247,8 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		if round == 1 || len(r.hookedTasks()) == 0 {
 			r.sendMarkersLocked()
 		}
-		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-		err := r.cl.Flush(fctx)
-		cancel()
-		if err != nil {
-			return fail(fmt.Errorf("engine: flush produced records: %w", err))
+		if err := r.flushProduced(ctx); err != nil {
+			return fail(err)
 		}
 		for _, t := range r.tasks {
 			t.out.inflight.Wait()
@@ -309,6 +310,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 	}
 	r.times.set(times)
 	r.committedLocked()
+	r.recovered()
 	for _, t := range r.tasks {
 		t.out.sent = 0
 	}
@@ -386,8 +388,14 @@ func (r *Runtime) Positions() map[string]map[int32]int64 {
 }
 
 // fenced explains an error that means another producer with this
-// instance's transactional id took over.
+// instance's transactional id took over. One the loop rides out (the
+// coordinator bumped the epoch of a transaction that timed out while
+// Kafka was away, most likely) is left as it is, until the loop gives up
+// (gaveUp).
 func (r *Runtime) fenced(err error) error {
+	if brokerTrouble(err) {
+		return err
+	}
 	switch {
 	case errors.Is(err, kerr.FencedInstanceID):
 		return r.fencedInstance(err)

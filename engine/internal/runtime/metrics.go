@@ -28,6 +28,7 @@ type metrics struct {
 	droppedRecords   metric.Int64Counter
 	restoredRecords  metric.Int64Counter
 	panics           metric.Int64Counter
+	reconnects       metric.Int64Counter
 
 	restoreRemaining atomic.Int64
 	lag              atomic.Pointer[[]partitionLag]
@@ -66,7 +67,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("oxbow")
 	}
-	var errs [10]error
+	var errs [11]error
 	x.recordsProcessed, errs[0] = m.Int64Counter("oxbow.records.processed", metric.WithDescription("Records processed, by input topic."))
 	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."),
 		metric.WithExplicitBucketBoundaries(processBuckets...))
@@ -81,6 +82,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	hitRatio, e8 := m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."))
 	workers, e9 := m.Int64ObservableGauge("oxbow.workers", metric.WithDescription("Goroutines processing the instance's tasks (Config.Workers, or as App.SetWorkers set it)."))
 	x.panics, errs[8] = m.Int64Counter("oxbow.panics", metric.WithDescription("Panics in user code recovered by the engine (each also counts as a processing error)."))
+	x.reconnects, errs[10] = m.Int64Counter("oxbow.kafka.reconnects", metric.WithDescription("Rounds Kafka failed (a broker away, a transaction its coordinator aborted) after which the instance closed its tasks and reconnected."))
 	errs[6] = errors.Join(e6, e7, e8, e9)
 	// One callback, unregistered when the instance stops, so that a process
 	// running many instances one after another does not keep them alive.
@@ -106,6 +108,8 @@ func (m *metrics) processed(ctx context.Context, topic metric.MeasurementOption,
 }
 
 func (m *metrics) panicked(ctx context.Context) { m.panics.Add(ctx, 1) }
+
+func (m *metrics) recovery(ctx context.Context) { m.reconnects.Add(ctx, 1) }
 
 func (m *metrics) commit(ctx context.Context, d time.Duration) {
 	m.commitLatency.Record(ctx, d.Seconds())

@@ -33,10 +33,13 @@ const (
 	Stopping
 	Stopped
 	Failed
+	// Degraded: Kafka does not answer (a broker restarting or hung); the
+	// instance retries until TaskTimeout (see trouble.go). Not ready.
+	Degraded
 )
 
 func (s State) String() string {
-	return [...]string{"created", "starting", "restoring", "running", "stopping", "stopped", "failed"}[s]
+	return [...]string{"created", "starting", "restoring", "running", "stopping", "stopped", "failed", "degraded"}[s]
 }
 
 // Runtime is one running instance of an application.
@@ -97,6 +100,17 @@ type Runtime struct {
 	// unknownTopicSince: since when joining the group fails for a topic
 	// missing from the metadata (loop only; zero: it does not).
 	unknownTopicSince time.Time
+	// troubleSince: since when Kafka has failed the rounds (loop only;
+	// zero: it does not); trouble: the last such error (trouble.go).
+	troubleSince time.Time
+	troubleLast  time.Time // the latest failure of the spell
+	// reassigned: the group assigned tasks since the last reconnect (the
+	// instance runs again, though Kafka has yet to take a commit).
+	reassigned bool
+	trouble    atomic.Pointer[error]
+	acks       acks // of the group client's records (flushProduced)
+	// leaveAtTeardown: a clean stop of a static member that leaves.
+	leaveAtTeardown bool
 
 	// Exactly-once: the session, whether a transaction is open (loop only),
 	// and what the rebalance callbacks recorded for the loop (eos.go).
@@ -256,7 +270,12 @@ func (r *Runtime) run(ctx context.Context) (err error) {
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return r.shutdown()
 			}
-			return err
+			if err := r.rideOut(ctx, err); err != nil {
+				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+					return r.shutdown()
+				}
+				return err
+			}
 		}
 	}
 }
@@ -302,12 +321,21 @@ func (r *Runtime) setup(ctx context.Context) error {
 	}
 	r.shared.Store(&shared{plan: plan, db: r.db})
 
-	groups := assign.GroupsOf(r.topo, plan.name)
+	return r.newGroupClient(ctx)
+}
+
+// newGroupClient creates the group client (the transactional session
+// under exactly-once) and, under exactly-once, initializes its producer
+// id. Setup calls it, and the loop again when it replaces a client that
+// lost its broker (trouble.go).
+func (r *Runtime) newGroupClient(ctx context.Context) error {
+	var err error
+	groups := assign.GroupsOf(r.topo, r.plan.name)
 	var topics []string
 	for _, g := range groups {
 		topics = append(topics, g.Topics...)
 	}
-	opts := append(slices.Clone(base),
+	opts := append(r.baseOpts(),
 		kgo.ConsumerGroup(r.cfg.AppID),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(r.balancer),
@@ -316,6 +344,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(1<<20),
 		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
+		kgo.WithHooks(&r.acks),
 	)
 	if r.cfg.StaticMember {
 		opts = append(opts, kgo.InstanceID(r.cfg.ProcessID))
@@ -526,6 +555,9 @@ func (r *Runtime) updateState() {
 	if r.State() == Stopping || r.balancer.Current().Generation < 0 {
 		return // not in the group yet
 	}
+	if !r.troubleSince.IsZero() && !r.reassigned {
+		return // Degraded until the group assigns the tasks again
+	}
 	for _, t := range r.tasks {
 		if t.restoring {
 			r.setState(Restoring)
@@ -658,9 +690,9 @@ func (r *Runtime) shutdown() error {
 	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && err == nil {
 		r.log.Warn("leave group", "err", lerr)
 	}
-	if r.cfg.StaticMember && r.cfg.LeaveOnClose {
-		r.leaveStatic(ctx)
-	}
+	// Leaving as a static member (LeaveOnClose) waits for teardown, after
+	// the client is closed: one still running would join again.
+	r.leaveAtTeardown = r.cfg.StaticMember && r.cfg.LeaveOnClose
 	return err
 }
 
@@ -697,6 +729,11 @@ func (r *Runtime) teardown(err error) {
 	}
 	if r.cl != nil {
 		r.cl.CloseAllowingRebalance()
+	}
+	if r.leaveAtTeardown {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r.leaveStatic(ctx)
+		cancel()
 	}
 	if r.restorer != nil {
 		r.restorer.close()

@@ -422,6 +422,7 @@ func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[st
 		}
 	}
 	r.noteAssignEnds(ctx, ids)
+	r.reassigned = true
 	r.log.Info("assigned", "generation", cur.Generation, "tasks", taskList(ids))
 }
 
