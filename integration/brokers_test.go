@@ -1,0 +1,482 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// Broker faults: the brokers under an exactly-once instance are killed,
+// restarted on their data and hung, and the instance rides it out (it never
+// exits), goes on within seconds of the brokers answering again, and its
+// output stays exact. They run on clusters of their own (scripts/services.sh
+// start kafka-solo, kafka-cluster), never on the broker other tests share.
+
+// faultCluster is one of services.sh's clusters for fault campaigns.
+type faultCluster struct {
+	name   string // "solo" or "cluster"
+	nodes  int
+	env    *kafkaenv.Env
+	script string
+}
+
+// faultKafka returns the cluster, started if it is not running (under CI
+// it must be: .ci/run starts it).
+func faultKafka(t *testing.T, name string, nodes int) *faultCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("broker fault campaigns; not with -short")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultCluster{name: name, nodes: nodes, script: filepath.Join(root, "scripts", "services.sh")}
+	variable := "OXBOW_KAFKA_" + strings.ToUpper(name)
+	addrs := os.Getenv(variable)
+	if addrs == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set: .ci/run starts the cluster with scripts/services.sh start kafka-%s", variable, name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := runScript(ctx, f.script, "start", "kafka-"+name); err != nil {
+			t.Skipf("cannot start kafka-%s: %v\n%s", name, err, out)
+		}
+		out, err := runScript(ctx, f.script, "env")
+		if err != nil {
+			t.Fatalf("services.sh env: %v\n%s", err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export "+variable+"="); ok {
+				addrs = v
+			}
+		}
+		if addrs == "" {
+			t.Fatalf("services.sh env names no %s after starting it:\n%s", variable, out)
+		}
+	}
+	f.env = kafkaenv.NewEnv(Local, strings.Split(addrs, ","), nil)
+	// A campaign that failed may have left a node down or paused.
+	for i := 1; i <= nodes; i++ {
+		f.node(t, i, "resume")
+	}
+	return f
+}
+
+// node does action (kill, start, pause, resume) to node i and returns
+// when it is done (start: when the node answers).
+func (f *faultCluster) node(t *testing.T, i int, action string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if action == "resume" {
+		// Resume what may be paused, start what may be down.
+		if out, err := runScript(ctx, f.script, "node", "kafka-"+f.name, fmt.Sprint(i), "pid"); err != nil {
+			action = "start"
+		} else {
+			_ = out
+		}
+	}
+	if out, err := runScript(ctx, f.script, "node", "kafka-"+f.name, fmt.Sprint(i), action); err != nil {
+		t.Fatalf("kafka-%s node %d %s: %v\n%s", f.name, i, action, err, out)
+	}
+}
+
+// progress waits until the instance's committed input passes from and
+// returns how long that took; it fails the test if the child exits or
+// nothing is committed within limit.
+func progress(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, ch *crashChild, from int64, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		alive(t, ch, what)
+		if committedInputErr(ctx, adm, c) > from {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s: no input committed within %v:\n%s", what, limit, ch.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// written waits until the instance writes to topic and returns how long
+// that took; it fails the test if the child exits or nothing is written
+// within limit.
+func written(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, ch *crashChild, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	end := func() int64 {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(lctx, topic)
+		if err != nil {
+			return -1
+		}
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				sum = -1 << 62
+			}
+			sum += o.Offset
+		})
+		return sum
+	}
+	from := end()
+	for from < 0 {
+		from = end()
+	}
+	for {
+		alive(t, ch, what)
+		if end() > from {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s: nothing written to %s within %v:\n%s", what, topic, limit, ch.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// committedInputErr is committedInput that reads an unreachable broker as
+// no progress (-1) rather than failing.
+func committedInputErr(ctx context.Context, adm *kadm.Client, c crashConfig) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsets(ctx, c.appID)
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == c.in && o.Err == nil {
+			sum += o.At
+		}
+	})
+	return sum
+}
+
+// The single broker under an exactly-once instance at the default
+// configuration is SIGKILLed and restarted on its data three times: the
+// instance never exits, commits new input within 10s of the broker
+// answering again each time, and its output and store are exact.
+func TestBrokerRestartSingle(t *testing.T) {
+	brokerRestartSingle(t, true)
+}
+
+// The same at least once: the instance never exits, and nothing is lost.
+func TestBrokerRestartSingleAtLeastOnce(t *testing.T) {
+	brokerRestartSingle(t, false)
+}
+
+func brokerRestartSingle(t *testing.T, eos bool) {
+	f := faultKafka(t, "solo", 1)
+	seed := campaignSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 51))
+	c := newCrashTopicsN(t, f.env, "broker-solo", 3)
+	c.eos, c.defaults = eos, true
+	input := newCrashInput(t, f.env, c.in, seed, 52)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(input.cl)
+	ch := startCrashChild(t, c)
+	awaitReady(t, ch, "the instance")
+	feed := startFeeder(t, input)
+	var recovery []time.Duration
+	for i := range 3 {
+		time.Sleep(time.Duration(2000+rng.IntN(2000)) * time.Millisecond)
+		alive(t, ch, fmt.Sprintf("before fault %d", i))
+		f.node(t, 1, "kill")
+		down := time.Duration(1000+rng.IntN(4000)) * time.Millisecond
+		time.Sleep(down)
+		f.node(t, 1, "start")
+		var d time.Duration
+		if eos {
+			d = progress(ctx, t, adm, c, ch, committedInputErr(ctx, adm, c), time.Minute, fmt.Sprintf("fault %d", i))
+		} else {
+			// At least once commits every 30s: processing shows first in
+			// the re-keyed records it writes.
+			d = written(ctx, t, adm, c.appID+"-by-word-repartition", ch, time.Minute, fmt.Sprintf("fault %d", i))
+		}
+		recovery = append(recovery, d)
+		t.Logf("fault %d: broker down %v; the instance went on %v after it answered", i, down.Round(time.Millisecond), d.Round(time.Millisecond))
+	}
+	want := feed.stop(t)
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recovery after the broker answered: %v", recovery)
+	if m := slices.Max(recovery); m >= 10*time.Second {
+		t.Errorf("the instance took %v after the broker answered to commit new input; want below 10s", m)
+	}
+	stopChild(t, ch, "the instance")
+	if !eos {
+		complete := atLeast(want)
+		if _, store := finishCampaign(t, f.env, c, want, false, complete); !complete(store) {
+			t.Errorf("store lost updates: %s", diffCounts(store, want))
+		}
+		return
+	}
+	exact := func(m map[string]int64) bool { return maps.Equal(m, want) }
+	seqs, store := finishCampaign(t, f.env, c, want, true, exact)
+	checkGrowing(t, seqs)
+	if !maps.Equal(store, want) {
+		t.Errorf("store differs from the input's counts: %s", diffCounts(store, want))
+	}
+}
+
+// coordinator returns the node of the coordinator of key (a group, or a
+// transactional id with txn), asking until a node answers.
+func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string, txn bool) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var rs kadm.FindCoordinatorResponses
+		if txn {
+			rs = adm.FindTxnCoordinators(cctx, key)
+		} else {
+			rs = adm.FindGroupCoordinators(cctx, key)
+		}
+		cancel()
+		if r, ok := rs[key]; ok && r.Err == nil {
+			return int(r.NodeID)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no coordinator for %s within a minute: %v", key, rs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Two exactly-once instances at the default configuration on a cluster of
+// three brokers (every topic, internal ones included, replicated on all
+// three with min.insync.replicas 2, as the cluster's defaults say) while
+// brokers fail: the group coordinator's broker and each instance's
+// transaction coordinator's are SIGKILLed and restarted, another broker is
+// hung (SIGSTOP) for longer than a request's timeout, and the group
+// coordinator's again. The instances never exit, processing goes on
+// after each fault (recovery times logged), and the output is exact.
+func TestBrokerFaultsCluster(t *testing.T) {
+	f := faultKafka(t, "cluster", 3)
+	seed := campaignSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 61))
+	c := newCrashTopicsN(t, f.env, "broker-cluster", 6)
+	c.eos, c.defaults = true, true
+	input := newCrashInput(t, f.env, c.in, seed, 62)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(input.cl)
+	ids := []string{"cluster-0", "cluster-1"}
+	children := make([]*crashChild, len(ids))
+	for i, id := range ids {
+		cc := c
+		cc.id, cc.stateDir = id, t.TempDir()
+		children[i] = startCrashChild(t, cc)
+		t.Cleanup(func() {
+			select {
+			case <-children[i].exited:
+			default:
+				children[i].kill(t)
+			}
+		})
+	}
+	for i, ch := range children {
+		awaitReady(t, ch, ids[i])
+	}
+	// The internal topics got the cluster's replication.
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := 0
+	for _, td := range topics.Sorted() {
+		if !strings.HasPrefix(td.Topic, c.appID+"-") || td.Topic == c.in || td.Topic == c.out {
+			continue
+		}
+		internal++
+		for _, p := range td.Partitions {
+			if len(p.Replicas) != 3 {
+				t.Errorf("internal topic %s[%d] has %d replicas; the cluster's default is 3", td.Topic, p.Partition, len(p.Replicas))
+			}
+		}
+	}
+	if internal < 2 {
+		t.Errorf("%d internal topics found; want the repartition topic and the changelog", internal)
+	}
+	feed := startFeeder(t, input)
+	time.Sleep(3 * time.Second)
+	checkAlive := func(what string) {
+		for i, ch := range children {
+			alive(t, ch, ids[i]+" "+what)
+		}
+	}
+	type fault struct {
+		name string
+		node func() int
+		kind string // kill or pause
+		down time.Duration
+	}
+	txnID := func(i int) string { return c.appID + "-" + ids[i] }
+	faults := []fault{
+		{"the group coordinator's broker", func() int { return coordinator(ctx, t, adm, c.appID, false) }, "kill", 30 * time.Second},
+		{"the transaction coordinator of " + ids[0], func() int { return coordinator(ctx, t, adm, txnID(0), true) }, "kill", 30 * time.Second},
+		{"the transaction coordinator of " + ids[1], func() int { return coordinator(ctx, t, adm, txnID(1), true) }, "kill", 30 * time.Second},
+		{"a broker hung", func() int { return 1 + rng.IntN(3) }, "pause", 40 * time.Second},
+		{"the group coordinator's broker again", func() int { return coordinator(ctx, t, adm, c.appID, false) }, "kill", 30 * time.Second},
+	}
+	for i, fl := range faults {
+		checkAlive(fmt.Sprintf("before fault %d", i))
+		node := fl.node()
+		from := committedInputErr(ctx, adm, c)
+		start := time.Now()
+		f.node(t, node, fl.kind)
+		// Two of the three brokers hold every partition: processing goes
+		// on while the third is away, once the cluster has moved its
+		// leaders and coordinators (the controller waits out the
+		// broker's session, 9s, before it moves a dead one's).
+		var during time.Duration
+		for time.Since(start) < fl.down {
+			checkAlive(fmt.Sprintf("during fault %d", i))
+			if during == 0 && committedInputErr(ctx, adm, c) > from {
+				during = time.Since(start)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if during == 0 {
+			t.Errorf("fault %d (%s of node %d): no input committed in the %v the node was away; two brokers of three should have served", i, fl.kind, node, fl.down)
+		}
+		if fl.kind == "kill" {
+			f.node(t, node, "start")
+		} else {
+			f.node(t, node, "resume")
+		}
+		at := committedInputErr(ctx, adm, c)
+		after := progress(ctx, t, adm, c, children[0], at, 2*time.Minute, fmt.Sprintf("fault %d", i))
+		checkAlive(fmt.Sprintf("after fault %d", i))
+		t.Logf("fault %d: %s, %s of node %d for %v: processing went on %v after the fault began; %v after the node was back",
+			i, fl.name, fl.kind, node, fl.down, during.Round(time.Millisecond), after.Round(time.Millisecond))
+		time.Sleep(3 * time.Second)
+	}
+	want := feed.stop(t)
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	seqs := readCounts(t, f.env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
+	checkGrowing(t, seqs)
+	for i, ch := range children {
+		stopChild(t, ch, ids[i])
+	}
+}
+
+// An exactly-once instance whose only broker stays away: it is Degraded
+// meanwhile (App.Trouble says why, /readyz answers 503 "degraded", /healthz
+// still 200), and once TaskTimeout has passed Run returns an error that
+// names the brokers and the timeout. (A TaskTimeout shorter than the
+// default's 5m, to see it run out.)
+func TestBrokerGoneTaskTimeout(t *testing.T) {
+	f := faultKafka(t, "solo", 1)
+	t.Cleanup(func() { f.node(t, 1, "resume") })
+	seed := campaignSeed(t)
+	c := newCrashTopicsN(t, f.env, "broker-gone", 3)
+	c.eos, c.defaults = true, true
+	input := newCrashInput(t, f.env, c.in, seed, 72)
+	cfg := c.engineConfig()
+	cfg.TaskTimeout = 20 * time.Second
+	app, err := engine.NewApp(crashTopology(c.in, c.out), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(context.Background()) }()
+	t.Cleanup(func() { _ = app.Close() })
+	h, err := httpapi.New(httpapi.Config{Instance: app, Views: mustRegistry(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	<-app.Ready()
+	feed := startFeeder(t, input)
+	for deadline := time.Now().Add(time.Minute); committedInputErr(context.Background(), kadm.NewClient(input.cl), c) <= 2000; {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing committed in a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the fault: %d %s", code, body)
+	}
+	f.node(t, 1, "kill")
+	killed := time.Now()
+	for app.State() != engine.AppDegraded {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before the instance was degraded: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(killed) > time.Minute {
+			t.Fatalf("not degraded a minute after the broker went: %v", app.State())
+		}
+	}
+	t.Logf("degraded %v after the broker went: %v", time.Since(killed).Round(time.Millisecond), app.Trouble())
+	if app.Trouble() == nil {
+		t.Error("a degraded instance without Trouble")
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "degraded") {
+		t.Errorf("/readyz while degraded: %d %s", code, body)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while degraded: %d %s", code, body)
+	}
+	select {
+	case err := <-done:
+		t.Logf("Run returned %v after the broker went: %v", time.Since(killed).Round(time.Millisecond), err)
+		if err == nil || !strings.Contains(err.Error(), "TaskTimeout (20s)") || !strings.Contains(err.Error(), f.env.Brokers[0]) {
+			t.Errorf("Run returned %v; want an error naming the brokers and TaskTimeout", err)
+		}
+		if d := time.Since(killed); d < cfg.TaskTimeout {
+			t.Errorf("Run returned %v after the broker went, before TaskTimeout", d)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("Run did not return within 3m of the broker going, with a TaskTimeout of 20s")
+	}
+	f.node(t, 1, "start")
+	feed.stop(t)
+}
+
+// mustRegistry is an empty view registry.
+func mustRegistry(t *testing.T) *projection.Registry {
+	t.Helper()
+	reg, err := projection.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
