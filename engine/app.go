@@ -353,9 +353,11 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 }
 
 // Run runs the instance until ctx is cancelled or Close is called (then it
-// commits, leaves the group and returns nil), or until it fails. With
+// commits, leaves the group or keeps its tasks for a restart as
+// LeaveGroupOnClose says, and returns nil), or until it fails. With
 // Config.Batch it also returns nil once the application has processed its
-// inputs up to the ends they had when Run started (see Batch).
+// inputs up to the ends they had when Run started (see Batch). Kafka going
+// away does not end it before TaskTimeout.
 func (a *App) Run(ctx context.Context) error {
 	if a.cfg.Batch {
 		return a.runBatch(ctx)

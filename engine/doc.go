@@ -199,4 +199,12 @@
 //     follow the data through them (Kafka Streams' IQv2 positions stop at
 //     a store's own input topics). Another reader of these internal topics
 //     sees the markers, and skips them by the header.
+//   - An instance with a stable [Config.InstanceID] (given, or kept in its
+//     state directory) is a static member of its group without being told
+//     (Kafka Streams needs group.instance.id set), and keeps its tasks
+//     after a clean Close until [Config.SessionTimeout] unless
+//     [Config.LeaveGroupOnClose]. The group protocol is cooperative
+//     (revoking only the tasks that move) where Kafka Streams' classic one
+//     is too, but a move is not held back until the new owner has warmed up
+//     its state (no warm-up replicas or probing rebalances yet).
 package engine

@@ -3,6 +3,7 @@ package assign
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,10 +14,17 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
-// Protocol is the balancer's group protocol name. An incompatible change of
-// the encodings gets a new name, so that during a rolling upgrade members can
-// offer both balancers and Kafka picks the one every member speaks.
-const Protocol = "oxbow-v1"
+// Protocol is the balancer's group protocol name: cooperative (see
+// [Balancer]). An incompatible change of the encodings gets a new name, so
+// that during a rolling upgrade members can offer both balancers and Kafka
+// picks the one every member speaks.
+const Protocol = "oxbow-v2"
+
+// EagerProtocol is the name of the same balancer run eagerly, as Oxbow's
+// instances before cooperative rebalancing ran it (same encodings). Members
+// offer both (see [Balancer.Eager]), so that a group of old and new
+// instances agrees on this one until every instance speaks [Protocol].
+const EagerProtocol = "oxbow-v1"
 
 // Config configures a [Balancer].
 type Config struct {
@@ -79,24 +87,31 @@ func (a Assignment) KeyOwner(sub int, key []byte) (topo.TaskID, Placement, bool)
 }
 
 // Balancer is a franz-go group balancer that assigns tasks rather than
-// partitions (see the package doc). Pass it to kgo.Balancers.
+// partitions (see the package doc). Pass it, then [Balancer.Eager], to
+// kgo.Balancers.
 //
-// The balancer is eager, not cooperative: every member gives up all its
-// partitions before a rebalance. A task that moves must be committed and
-// closed by its old owner before its new owner opens its state and reads
-// its changelog; eager revocation guarantees that without a second
-// coordination round, and every member's owner map then describes a single
-// generation. Cooperative rebalancing would keep processing going during a
-// rebalance but needs a follow-up rebalance for every moved task (franz-go
-// strips migrating partitions from the first plan), during which the owner
-// map would be wrong. Stickiness keeps the cost of eagerness small: most
-// tasks come back to the member that just closed them, with their state
-// still in its local store.
+// The balancer is cooperative (KIP-429's incremental protocol): a rebalance
+// revokes only the tasks that move, and every other task goes on running
+// through it. A task that moves is not given to its new owner in the
+// rebalance that moves it: the plan leaves it out of the new owner's
+// partitions while another member still reports it as its own, that member
+// revokes it (and commits its work), and, having revoked something, joins
+// again at once; in that second rebalance the task belongs to nobody and
+// goes to its new owner. So a task is never open on two members, and its
+// new owner restores state the old one has committed. The owner map every
+// member receives shows the plan (the new owner) from the first rebalance.
+//
+// Why the classic protocol with a client-side balancer rather than KIP-848's
+// consumer protocol (franz-go speaks it, Kafka 4 serves it): there the
+// broker assigns partitions with its own assignors, which know nothing of
+// tasks, co-partitioned topics, local state or standbys; KIP-1071's streams
+// protocol, which does, franz-go does not speak.
 type Balancer struct {
 	groups   []Group
 	standbys int
 	metadata func() MemberInfo
-	current  atomic.Pointer[Assignment]
+	current  *atomic.Pointer[Assignment] // shared with the Eager twin
+	eager    bool
 }
 
 var (
@@ -131,7 +146,7 @@ func New(cfg Config) *Balancer {
 	if len(errs) > 0 {
 		panic("assign: invalid Config: " + errors.Join(errs...).Error())
 	}
-	b := &Balancer{standbys: cfg.Standbys, metadata: cfg.Metadata}
+	b := &Balancer{standbys: cfg.Standbys, metadata: cfg.Metadata, current: new(atomic.Pointer[Assignment])}
 	for _, g := range cfg.Groups {
 		b.groups = append(b.groups, Group{Sub: g.Sub, Topics: slices.Sorted(slices.Values(g.Topics))})
 	}
@@ -150,20 +165,39 @@ func (b *Balancer) Current() Assignment {
 	return Assignment{Generation: -1}
 }
 
-// ProtocolName implements kgo.GroupBalancer.
-func (*Balancer) ProtocolName() string { return Protocol }
+// Eager returns the same balancer under [EagerProtocol], run eagerly: every
+// member gives up all its tasks before each rebalance. It shares b's
+// current assignment.
+func (b *Balancer) Eager() *Balancer {
+	e := *b
+	e.eager = true
+	return &e
+}
 
-// IsCooperative implements kgo.GroupBalancer: the balancer is eager (see
-// [Balancer]).
-func (*Balancer) IsCooperative() bool { return false }
+// ProtocolName implements kgo.GroupBalancer.
+func (b *Balancer) ProtocolName() string {
+	if b.eager {
+		return EagerProtocol
+	}
+	return Protocol
+}
+
+// IsCooperative implements kgo.GroupBalancer (see [Balancer]).
+func (b *Balancer) IsCooperative() bool { return !b.eager }
 
 // JoinGroupMetadata implements kgo.GroupBalancer: the consumer protocol's
-// member metadata, with this member's [MemberInfo] as UserData.
-func (b *Balancer) JoinGroupMetadata(interests []string, _ map[string][]int32, generation int32) []byte {
+// member metadata, with the partitions the member owns (the cooperative
+// protocol's OwnedPartitions) and its [MemberInfo] as UserData.
+func (b *Balancer) JoinGroupMetadata(interests []string, owned map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
 	meta.Generation = generation
+	for _, topic := range slices.Sorted(maps.Keys(owned)) {
+		op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+		op.Topic, op.Partitions = topic, slices.Sorted(slices.Values(owned[topic]))
+		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
+	}
 	meta.UserData = encodeMember(b.metadata())
 	return meta.AppendTo(nil)
 }
@@ -193,12 +227,30 @@ func (b *Balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	var members []Member
 	var errs []error
+	// Which member owns each task's partitions now (cooperative: the
+	// members say in OwnedPartitions).
+	subOf := map[string]int{}
+	for _, g := range b.groups {
+		for _, t := range g.Topics {
+			subOf[t] = g.Sub
+		}
+	}
+	ownedBy := map[topo.TaskID]string{}
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		info, err := decodeMember(meta.UserData)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("member %s: %w", m.MemberID, err))
 		}
 		members = append(members, Member{ID: m.MemberID, Info: info})
+		for _, op := range meta.OwnedPartitions {
+			sub, ok := subOf[op.Topic]
+			if !ok {
+				continue
+			}
+			for _, p := range op.Partitions {
+				ownedBy[topo.TaskID{Sub: sub, Partition: p}] = m.MemberID
+			}
+		}
 	})
 	tasks, err := Tasks(b.groups, topics)
 	errs = append(errs, err)
@@ -245,6 +297,14 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 		w.self = i
 		ka := kmsg.NewConsumerMemberAssignment()
 		active, _ := plan.Of(m.ID)
+		if !b.eager {
+			// A task another member still owns moves in the next
+			// rebalance, once that member has revoked it.
+			active = slices.DeleteFunc(slices.Clone(active), func(t topo.TaskID) bool {
+				owner, owned := ownedBy[t]
+				return owned && owner != m.ID
+			})
+		}
 		for _, topic := range b.topicNames() {
 			var ps []int32
 			for _, t := range active {

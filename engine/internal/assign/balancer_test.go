@@ -175,7 +175,16 @@ type instance struct {
 
 	mu       sync.Mutex
 	assigned map[string][]int32 // what the client consumes now
+	revoked  int                // partitions revoked so far
+	double   []string           // partitions assigned while another instance had them
 }
+
+// owners is what every instance of a test consumes, to catch a partition
+// assigned to two at once.
+var (
+	ownersMu sync.Mutex
+	owners   = map[string]string{} // "topic/partition" → instance
+)
 
 func (in *instance) consuming() map[string][]int32 {
 	in.mu.Lock()
@@ -198,14 +207,34 @@ func startInstance(t *testing.T, brokers []string, group string, groups []Group,
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			in.mu.Lock()
 			defer in.mu.Unlock()
+			ownersMu.Lock()
+			defer ownersMu.Unlock()
 			for tp, ps := range m {
 				in.assigned[tp] = append(in.assigned[tp], ps...)
+				for _, p := range ps {
+					k := fmt.Sprintf("%s/%d", tp, p)
+					if o, ok := owners[k]; ok && o != name {
+						in.double = append(in.double, k+" (also "+o+")")
+					}
+					owners[k] = name
+				}
 			}
 		}),
-		kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {
+		// Cooperative: what is assigned and revoked is what changes.
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			in.mu.Lock()
 			defer in.mu.Unlock()
-			clear(in.assigned)
+			ownersMu.Lock()
+			defer ownersMu.Unlock()
+			for tp, ps := range m {
+				in.assigned[tp] = slices.DeleteFunc(in.assigned[tp], func(p int32) bool { return slices.Contains(ps, p) })
+				in.revoked += len(ps)
+				for _, p := range ps {
+					if k := fmt.Sprintf("%s/%d", tp, p); owners[k] == name {
+						delete(owners, k)
+					}
+				}
+			}
 		}),
 	)
 	if err != nil {
@@ -315,8 +344,26 @@ func TestBalancerOnKfake(t *testing.T) {
 	}
 	moving := gone.b.Current().Active
 	gen := gone.b.Current().Generation
+	revokedBefore := map[string]int{}
+	for _, in := range stay {
+		in.mu.Lock()
+		revokedBefore[in.name] = in.revoked
+		in.mu.Unlock()
+	}
 	gone.cl.Close()
 	awaitSettled(t, stay, topics, partitions)
+	// Cooperative: the instances that stay gave up nothing; and no
+	// partition was ever assigned to two instances at once.
+	for _, in := range ins {
+		in.mu.Lock()
+		if in != gone && in.revoked != revokedBefore[in.name] {
+			t.Errorf("%s revoked %d partitions when %s left; a cooperative rebalance revokes only what moves", in.name, in.revoked-revokedBefore[in.name], gone.name)
+		}
+		if len(in.double) > 0 {
+			t.Errorf("%s was assigned partitions another instance still had: %v", in.name, in.double)
+		}
+		in.mu.Unlock()
+	}
 
 	cur := stay[0].b.Current()
 	logPlacement(t, cur)

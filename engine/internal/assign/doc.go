@@ -34,8 +34,8 @@
 //	members := []assign.Member{{ID: "m1", Info: assign.MemberInfo{ProcessID: "a"}}, …}
 //	plan, err := assign.Assign(members, tasks, 1)
 //
-// The encodings are in encode.go; the choice of eager rebalancing is
-// explained on [Balancer]. Not done here: Kafka Streams' warm-up tasks and
-// probing rebalances, which move a task only once its new owner has caught
-// up.
+// The encodings are in encode.go; cooperative rebalancing, and why the
+// classic protocol, are explained on [Balancer]. Not done here: Kafka
+// Streams' warm-up tasks and probing rebalances, which move a task only once
+// its new owner has caught up.
 package assign

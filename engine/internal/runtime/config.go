@@ -41,6 +41,39 @@
 // interval form one Kafka transaction; see eos.go for how it differs from
 // the at-least-once commit (the rebalance callbacks, the offsets of records
 // polled but not processed).
+//
+// # Membership and rebalancing
+//
+// An instance with a stable id joins as a static member (KIP-345): its
+// restart within the session timeout takes its tasks back with no
+// rebalance (measured: a SIGKILLed instance commits new input 0.15-0.19s
+// after its restart; a rolling restart of three moves nothing). The group
+// protocol is the classic one with Oxbow's own balancer, cooperative
+// (package assign: a rebalance revokes only the tasks that move, and a move
+// takes two rebalances, so a task is never open on two members). Why not
+// KIP-848's consumer protocol: its assignors run on the broker and know
+// nothing of tasks, state or standbys; KIP-1071's streams protocol, which
+// does, franz-go does not speak.
+//
+// What cooperative buys differs by guarantee. At least once, the tasks that
+// stay are committed and go on; only the moved ones close. Exactly once,
+// franz-go's transactional session aborts the open transaction across any
+// revocation (it cannot commit from the revoke callback) and a commit that
+// races the second rebalance, so a member that gives up a task closes its
+// others dirty and reopens them (restoring the records their changelogs hold
+// beyond their checkpoints) and redoes their last interval; a member that
+// only gains tasks goes on untouched. Measured on the scale test
+// (TestAvailabilityScaleOutIn, 2 → 3 → 2 instances, exactly once): the
+// longest pause of a staying task's output was 0.54-0.59s scaling out
+// (eager: 0.21s, one rebalance instead of two) and 0.11-0.21s scaling in
+// (eager: 0.21s). Committing before revoking, as Kafka Streams does, needs
+// transactions managed without the session: not done yet.
+//
+// # Riding out Kafka's absence
+//
+// A round that fails for want of Kafka does not end the instance: see
+// trouble.go (TaskTimeout, the Degraded state, reconnecting with a new
+// group client).
 package runtime
 
 import (

@@ -52,20 +52,36 @@ import (
 // said committed, and the input offsets moved on), so the collector's
 // errors are checked before End is called.
 
-// onAssignedEOS records the new assignment for the loop.
+// onAssignedEOS records what the group added to the assignment, for the
+// loop.
 func (r *Runtime) onAssignedEOS(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	r.assignMu.Lock()
 	defer r.assignMu.Unlock()
-	r.assigned = map[string][]int32{}
-	for t, ps := range assigned {
-		r.assigned[t] = slices.Clone(ps)
-	}
+	r.assigned = addParts(r.assigned, assigned)
 	r.assignChanged = true
 }
 
-// onRevokedEOS records that the open transaction must be aborted and that
-// nothing is assigned until the next assignment.
-func (r *Runtime) onRevokedEOS(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
+// onRevokedEOS records what the group took away, and that the open
+// transaction must be aborted: franz-go's session aborts a transaction
+// across any revocation (it cannot commit in the callback), so a member
+// that gives up a task redoes the work of its others since their last
+// commit (they are closed dirty and reopened, restoring the few records
+// their changelogs have beyond their checkpoints); a member that only
+// gains tasks goes on untouched.
+func (r *Runtime) onRevokedEOS(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.assignMu.Lock()
+	defer r.assignMu.Unlock()
+	if len(revoked) == 0 {
+		return
+	}
+	r.assigned = removeParts(r.assigned, revoked)
+	r.assignChanged = true
+	r.txnDoomed = true
+	r.log.Info("revoked", "tasks", taskList(r.tasksOf(revoked)))
+}
+
+// onLostEOS: everything is gone, and the open transaction with it.
+func (r *Runtime) onLostEOS(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
 	r.assignMu.Lock()
 	defer r.assignMu.Unlock()
 	r.assigned = nil

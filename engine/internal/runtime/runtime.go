@@ -70,6 +70,7 @@ type Runtime struct {
 	// mu guards tasks and what the rebalance callbacks touch; the loop holds
 	// it for a whole round.
 	mu         sync.Mutex
+	owned      map[string][]int32 // at least once: the partitions assigned (cooperative: added and revoked)
 	tasks      map[topo.TaskID]*rtask
 	byPart     map[topicPartition]*rtask
 	lastCommit time.Time
@@ -202,8 +203,8 @@ func (r *Runtime) setState(s State) {
 }
 
 // Run starts the instance and blocks until ctx is cancelled, Close is
-// called, or it fails. A clean stop commits, leaves the group and returns
-// nil. Run may be called once.
+// called, or it fails. A clean stop commits, leaves the group (a static
+// member only with LeaveOnClose) and returns nil. Run may be called once.
 func (r *Runtime) Run(ctx context.Context) error {
 	started := false
 	r.runOnce.Do(func() { started = true })
@@ -338,7 +339,9 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	opts := append(r.baseOpts(),
 		kgo.ConsumerGroup(r.cfg.AppID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(r.balancer),
+		// Cooperative, or eager while an instance of an older Oxbow
+		// in the group speaks only that.
+		kgo.Balancers(r.balancer, r.balancer.Eager()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -372,7 +375,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.OnPartitionsAssigned(r.onAssignedEOS),
 		kgo.OnPartitionsRevoked(r.onRevokedEOS),
-		kgo.OnPartitionsLost(r.onRevokedEOS),
+		kgo.OnPartitionsLost(r.onLostEOS),
 	)
 	if r.sess, err = kgo.NewGroupTransactSession(opts...); err != nil {
 		return fmt.Errorf("engine: kafka client: %w", err)
@@ -672,7 +675,8 @@ func (r *Runtime) applyBackpressure() {
 	}
 }
 
-// shutdown commits and closes every task and leaves the group.
+// shutdown commits and closes every task and leaves the group (a static
+// member only with LeaveOnClose, at teardown).
 func (r *Runtime) shutdown() error {
 	r.setState(Stopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

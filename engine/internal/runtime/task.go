@@ -389,23 +389,15 @@ func (c headerCarrier) Keys() []string {
 	return keys
 }
 
-// onAssigned creates the tasks of the assigned partitions; their state is
+// onAssigned creates the tasks of the newly assigned partitions (the
+// balancer is cooperative: franz-go passes what was added); their state is
 // restored by the loop before they process anything.
 func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.balancer.Current()
-	ids := map[topo.TaskID]bool{}
-	for _, id := range cur.Active {
-		ids[id] = true
-	}
-	for topic, parts := range assigned {
-		for _, p := range parts {
-			if sub := r.topo.SubFor(r.refOf(topic)); sub != nil {
-				ids[topo.TaskID{Sub: sub.ID, Partition: p}] = true
-			}
-		}
-	}
+	r.owned = addParts(r.owned, assigned)
+	ids := r.tasksOf(r.owned)
 	// Standbys first: one that became active must have checkpointed what it
 	// applied before the active task plans its restore.
 	if err := r.restorer.syncStandbys(cur.Standby); err != nil {
@@ -541,14 +533,22 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	return r.restorer.add(t, mem)
 }
 
-// onRevoked commits and closes every task (the balancer is eager: a
-// rebalance revokes everything, and the sticky assignment gives most tasks
-// straight back, with their state still local).
-func (r *Runtime) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string][]int32) {
+// onRevoked commits every task and closes the revoked ones: a cooperative
+// rebalance revokes only the tasks that move (all of them when the
+// instance leaves, or under the eager protocol), and the others go on.
+func (r *Runtime) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.tasks) == 0 {
+	r.owned = removeParts(r.owned, revoked)
+	gone := r.tasksOf(revoked)
+	if len(r.tasks) == 0 || len(gone) == 0 {
 		return
+	}
+	var ids []topo.TaskID
+	for id := range r.tasks {
+		if gone[id] {
+			ids = append(ids, id)
+		}
 	}
 	if r.fatal != nil || r.State() == Failed {
 		// The instance is going down with an error: commit nothing, so the
@@ -565,11 +565,49 @@ func (r *Runtime) onRevoked(ctx context.Context, _ *kgo.Client, _ map[string][]i
 		r.log.Error("commit on revoke", "err", err)
 		r.fail(err)
 	}
-	ids := make([]topo.TaskID, 0, len(r.tasks))
-	for id := range r.tasks {
-		ids = append(ids, id)
-	}
 	r.closeTasksLocked(ids)
+	r.log.Info("revoked", "tasks", taskList(gone))
+}
+
+// tasksOf lists the tasks of partitions.
+func (r *Runtime) tasksOf(parts map[string][]int32) map[topo.TaskID]bool {
+	ids := map[topo.TaskID]bool{}
+	for topic, ps := range parts {
+		sub := r.topo.SubFor(r.refOf(topic))
+		if sub == nil {
+			continue
+		}
+		for _, p := range ps {
+			ids[topo.TaskID{Sub: sub.ID, Partition: p}] = true
+		}
+	}
+	return ids
+}
+
+// addParts returns to with the partitions of add added.
+func addParts(to, add map[string][]int32) map[string][]int32 {
+	if to == nil {
+		to = map[string][]int32{}
+	}
+	for topic, ps := range add {
+		for _, p := range ps {
+			if !slices.Contains(to[topic], p) {
+				to[topic] = append(to[topic], p)
+			}
+		}
+	}
+	return to
+}
+
+// removeParts returns from without the partitions of rm.
+func removeParts(from, rm map[string][]int32) map[string][]int32 {
+	for topic, ps := range rm {
+		from[topic] = slices.DeleteFunc(from[topic], func(p int32) bool { return slices.Contains(ps, p) })
+		if len(from[topic]) == 0 {
+			delete(from, topic)
+		}
+	}
+	return from
 }
 
 // onLost drops every task without committing: another member may own them
@@ -578,6 +616,7 @@ func (r *Runtime) onLost(_ context.Context, _ *kgo.Client, _ map[string][]int32)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log.Warn("partitions lost; dropping uncommitted work", "tasks", len(r.tasks))
+	r.owned = nil // franz-go loses everything at once
 	// Records not sent yet would land after the new owner restored: drop
 	// them. (Records already in flight cannot be called back; only
 	// exactly-once fences such a zombie completely.)

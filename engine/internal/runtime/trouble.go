@@ -106,6 +106,9 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 	r.assignMu.Lock()
 	r.assigned, r.assignChanged, r.txnDoomed = nil, false, false
 	r.assignMu.Unlock()
+	r.mu.Lock()
+	r.owned = nil
+	r.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		left := r.cfg.TaskTimeout - time.Since(r.troubleSince)
 		if left <= 0 {
