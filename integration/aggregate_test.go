@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -68,7 +69,7 @@ func TestAggregateCampaign(t *testing.T) {
 	}
 	cmdTopic, eventTopic, replyTopic := a.Topics()
 	createTopics(t, env, prefix, 6, cmdTopic, eventTopic, replyTopic)
-	base := crashConfig{brokers: env.Brokers, appID: prefix, eos: true, aggregate: prefix, commit: 50 * time.Millisecond}
+	base := crashConfig{brokers: env.Brokers, appID: prefix, eos: true, aggregate: prefix, defaults: true}
 	cfgA, cfgB := base, base
 	cfgA.id, cfgA.stateDir = "agg-a", t.TempDir()
 	cfgB.id, cfgB.stateDir = "agg-b", t.TempDir()
@@ -78,7 +79,11 @@ func TestAggregateCampaign(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ch := range children {
-			ch.kill(t)
+			select {
+			case <-ch.exited:
+			default:
+				ch.kill(t)
+			}
 		}
 	})
 	for i, ch := range children {
@@ -125,21 +130,42 @@ func TestAggregateCampaign(t *testing.T) {
 		}
 	}
 
-	// The killer: one instance at a time, while the workers run.
+	// The killer: one instance at a time, while the workers run; both
+	// must be alive before each kill (a child that died by itself fails
+	// the campaign rather than pass for a planned kill).
 	stopKiller := make(chan struct{})
 	killerDone := make(chan struct{})
+	var killed atomic.Int64
 	go func() {
 		defer close(killerDone)
 		rng := rand.New(rand.NewPCG(seed, 99))
+		// Planned by the commands submitted, spread over the first
+		// three quarters of them: the commands go faster than any
+		// fixed delay would guess.
+		total := int64(workers * perWorker)
 		for k := 0; k < kills; k++ {
-			select {
-			case <-stopKiller:
-				return
-			case <-time.After(time.Duration(2000+rng.IntN(3000)) * time.Millisecond):
+			at := total*int64(k)/(kills+1) + 1 + rng.Int64N(total/(kills+1))
+			for submitted.Load() < at {
+				select {
+				case <-stopKiller:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
 			}
 			i := rng.IntN(2)
 			mu.Lock()
+			for j, ch := range children {
+				select {
+				case <-ch.exited:
+					mu.Unlock()
+					failures.Add(1)
+					t.Errorf("instance %d exited by itself:\n%s", j, ch.output())
+					return
+				default:
+				}
+			}
 			children[i].kill(t)
+			killed.Add(1)
 			mu.Unlock()
 			t.Logf("killed instance %d after %d commands", i, submitted.Load())
 			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
@@ -225,6 +251,15 @@ func TestAggregateCampaign(t *testing.T) {
 	if failures.Load() > 0 {
 		t.FailNow()
 	}
+	if n := killed.Load(); n != kills {
+		t.Errorf("%d of the %d planned kills happened: the commands were done first", n, kills)
+	}
+	// Both instances ran to the end and stop cleanly.
+	mu.Lock()
+	for i, ch := range children {
+		stopChild(t, ch, fmt.Sprintf("instance %d", i))
+	}
+	mu.Unlock()
 
 	// The event log, read committed, until every aggregate's last version
 	// is in it.
@@ -245,10 +280,59 @@ func TestAggregateCampaign(t *testing.T) {
 			byCommand[e.command] = append(byCommand[e.command], e)
 		}
 	}
+	// Each aggregate's stock and pairs out (sold, not returned) after
+	// each version, from its events.
+	type stock struct{ inStock, out int64 }
+	after := map[string][]stock{} // after[agg][v]: after version v
+	for agg, events := range log {
+		st := []stock{{}}
+		for _, e := range events {
+			s := st[len(st)-1]
+			switch e.kind {
+			case "ShipmentReceived":
+				s.inStock++ // every shipment of the campaign is of one pair
+			case "PairSold":
+				s.inStock--
+				s.out++
+			case "PairReturned":
+				s.inStock++
+				s.out--
+			default:
+				t.Errorf("aggregate %s: an event of type %q", agg, e.kind)
+			}
+			st = append(st, s)
+		}
+		after[agg] = st
+	}
+	// The state a command was decided on: the version before its events.
+	decidedOn := func(c *command) (stock, bool) {
+		v := c.first.Version - int64(len(c.first.Events))
+		st := after[c.agg]
+		if v < 0 || v >= int64(len(st)) {
+			return stock{}, false
+		}
+		return st[v], true
+	}
 	conflicts, rejections, accepted := 0, 0, 0
 	for id, c := range commands {
 		o := c.first
 		got := byCommand[id]
+		// A sale is refused exactly when no pair is in stock, a return
+		// exactly when none is out.
+		if st, ok := decidedOn(c); ok && o.Status != aggregate.Conflict {
+			switch c.cmd.(type) {
+			case inv.SellPair:
+				if refused := o.Status == aggregate.Rejected; refused != (st.inStock == 0) {
+					t.Errorf("command %s (a sale): %s with %d pairs in stock at version %d", id, o.Status, st.inStock, o.Version-int64(len(o.Events)))
+				}
+			case inv.AcceptReturn:
+				if refused := o.Status == aggregate.Rejected; refused != (st.out == 0) {
+					t.Errorf("command %s (a return): %s with %d pairs out at version %d", id, o.Status, st.out, o.Version-int64(len(o.Events)))
+				}
+			}
+		} else if !ok {
+			t.Errorf("command %s: decided on version %d of %s, which has %d events", id, o.Version-int64(len(o.Events)), c.agg, len(log[c.agg]))
+		}
 		switch o.Status {
 		case aggregate.Accepted:
 			accepted++
@@ -301,6 +385,7 @@ type loggedEvent struct {
 	pos     aggregate.Position
 	version int64
 	command string
+	kind    string // the event's type
 }
 
 func versionsOf(es []loggedEvent) []int64 {
@@ -359,6 +444,13 @@ func readEventLog(t *testing.T, env *kafkaenv.Env, a interface {
 					e.command = string(h.Value)
 				}
 			}
+			var env struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(r.Value, &env); err != nil {
+				t.Errorf("%s offset %d: %v", r.Topic, r.Offset, err)
+			}
+			e.kind = env.Type
 			log[string(r.Key)] = append(log[string(r.Key)], e)
 		})
 	}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -218,6 +221,9 @@ func (g groupState) equal(o groupState) bool {
 // assigned tasks in.
 var generationRE = regexp.MustCompile(`msg=assigned .*?generation=(\d+)`)
 
+// revokedRE finds the tasks an instance's log says were revoked.
+var revokedRE = regexp.MustCompile(`msg=revoked .*?tasks="?\[([^\]]*)\]`)
+
 // Three exactly-once instances at the default configuration, each restarted
 // in turn five times (SIGTERM, then started again at once): the group never
 // rebalances (its generation and every member's partitions stay as they
@@ -340,6 +346,7 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	}
 	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
+	checkEcho(t, env, c, total(want), true)
 
 	// The count task of partition p writes output partition p (the output
 	// is keyed and partitioned as the repartition topic): its owner is the
@@ -407,4 +414,166 @@ func appendTimes(t *testing.T, env *kafkaenv.Env, topic string, partitions int) 
 	}
 	t.Fatalf("reading %s: records in %d of %d partitions after 2m", topic, len(out), partitions)
 	return nil
+}
+
+// settle waits until the group is stable with n members that hold every
+// one of the input's partitions, and returns its assignment.
+func settle(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, n, partitions int) groupState {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		st, state := describeGroup(ctx, t, adm, c.appID)
+		held := 0
+		for _, m := range st.members {
+			held += len(m[c.in])
+		}
+		if state == "Stable" && len(st.members) == n && held == partitions {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not settle with %d members in 2m: %s, %v", n, state, st.members)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// owners maps each partition of topic to the member assigned it.
+func (g groupState) owners(topic string) map[int32]string {
+	out := map[int32]string{}
+	for id, parts := range g.members {
+		for _, p := range parts[topic] {
+			out[p] = id
+		}
+	}
+	return out
+}
+
+// Two exactly-once instances at the default configuration scale out to
+// three and back in to two under load: the count tasks that stay where
+// they are through a rebalance keep writing output (the longest pause of
+// their output partitions across it, by the broker's append times, is
+// below 1s), and the output is exact.
+func TestAvailabilityScaleOutIn(t *testing.T) {
+	env := kafkaenv.Real(t)
+	if testing.Short() {
+		t.Skip("scaling under load; not with -short")
+	}
+	seed := campaignSeed(t)
+	c := newCrashTopicsN(t, env, "avail-scale", 6)
+	c.eos, c.defaults, c.leave = true, true, true
+	input := newCrashInput(t, env, c.in, seed, 82)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(input.cl)
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "message.timestamp.type", Value: kadm.StringPtr("LogAppendTime")}}, c.out); err != nil {
+		t.Fatal(err)
+	}
+	if err := input.batch(ctx, 2000); err != nil {
+		t.Fatal(err)
+	}
+	children := map[string]*crashChild{}
+	start := func(id string) {
+		sc := c
+		sc.id, sc.stateDir = id, filepath.Join(t.TempDir(), id)
+		ch := startCrashChild(t, sc)
+		children[id] = ch
+		t.Cleanup(func() {
+			select {
+			case <-ch.exited:
+			default:
+				ch.kill(t)
+			}
+		})
+		awaitReady(t, ch, id)
+	}
+	start("scale-0")
+	start("scale-1")
+	repartition := c.appID + "-by-word-repartition"
+	two := settle(ctx, t, adm, c, 2, 6)
+	mark := map[string]int{}
+	for id, ch := range children {
+		mark[id] = len(ch.fullOutput())
+	}
+	feed := startFeeder(t, input)
+	time.Sleep(3 * time.Second)
+
+	outFrom := time.Now()
+	start("scale-2")
+	three := settle(ctx, t, adm, c, 3, 6)
+	outTo := time.Now()
+	time.Sleep(3 * time.Second)
+
+	inFrom := time.Now()
+	stopChild(t, children["scale-2"], "scale-2")
+	back := settle(ctx, t, adm, c, 2, 6)
+	inTo := time.Now()
+	time.Sleep(3 * time.Second)
+	for id, ch := range children {
+		if id != "scale-2" {
+			alive(t, ch, id)
+		}
+	}
+	want := feed.stop(t)
+	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
+	checkGrowing(t, seqs)
+	checkEcho(t, env, c, total(want), true)
+
+	times := appendTimes(t, env, c.out, 6)
+	check := func(what string, before, after map[int32]string, from, to time.Time) {
+		var worst time.Duration
+		stayed := 0
+		for p, owner := range before {
+			if after[p] != owner {
+				continue
+			}
+			stayed++
+			ts := times[p]
+			for i := 1; i < len(ts); i++ {
+				if ts[i].Before(from) || ts[i-1].After(to.Add(time.Second)) {
+					continue
+				}
+				worst = max(worst, ts[i].Sub(ts[i-1]))
+			}
+		}
+		t.Logf("%s (%v): %d tasks stayed; their longest pause: %v", what, to.Sub(from).Round(time.Millisecond), stayed, worst)
+		if stayed == 0 {
+			t.Errorf("%s: no task stayed where it was (%v, then %v)", what, before, after)
+		}
+		if worst >= time.Second {
+			t.Errorf("%s: a task that stayed paused %v", what, worst)
+		}
+	}
+	// Every task revoked was one that moved (cooperative rebalancing); the
+	// re-keying tasks (sub-topology 0) read the input, the counts (1) the
+	// repartition topic.
+	moved := func(task string) bool {
+		sub, p, _ := strings.Cut(task, "_")
+		n, _ := strconv.Atoi(p)
+		topic := c.in
+		if sub == "1" {
+			topic = repartition
+		}
+		a, b, d := two.owners(topic)[int32(n)], three.owners(topic)[int32(n)], back.owners(topic)[int32(n)]
+		return a != b || b != d
+	}
+	revokes := 0
+	for id, ch := range children {
+		for _, m := range revokedRE.FindAllStringSubmatch(ch.fullOutput()[mark[id]:], -1) {
+			for _, task := range strings.Fields(m[1]) {
+				revokes++
+				if !moved(task) {
+					t.Errorf("%s revoked task %s, which stayed where it was", id, task)
+				}
+			}
+		}
+	}
+	if revokes == 0 {
+		t.Error("no task was revoked while scaling out and in")
+	}
+	check("scaling out to three", two.owners(repartition), three.owners(repartition), outFrom, outTo)
+	check("scaling in to two", three.owners(repartition), back.owners(repartition), inFrom, inTo)
+	for id, ch := range children {
+		if id != "scale-2" {
+			stopChild(t, ch, id)
+		}
+	}
 }

@@ -386,6 +386,7 @@ func TestBrokerFaultsCluster(t *testing.T) {
 	}
 	seqs := readCounts(t, f.env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
+	checkEcho(t, f.env, c, total(want), true)
 	for i, ch := range children {
 		stopChild(t, ch, ids[i])
 	}

@@ -136,11 +136,16 @@ func TestCDCSourceCrash(t *testing.T) {
 	// when it resumes), and where the topic ends.
 	stateTopic := prefix + ".oxbow-cdc-state"
 	var stops []cdcStop
+	kills := 0
 	for i, at := range []int64{1500, 3500, 5000, 6500, 8500} {
 		for done.Load() < at {
 			select {
 			case err := <-writerErr:
 				t.Fatalf("the writer stopped early at %d changes: %v", done.Load(), err)
+			case <-child.exited:
+				// Before a planned kill, and through the database's
+				// restart: the source reconnects, it never exits.
+				t.Fatalf("the source exited by itself at %d changes:\n%s", done.Load(), child.output())
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
@@ -155,8 +160,12 @@ func TestCDCSourceCrash(t *testing.T) {
 		}
 		t.Logf("killing the source at %d changes", done.Load())
 		child.kill(t)
+		kills++
 		stops = append(stops, cdcStop{lastAcked(t, env, stateTopic, slot), endOffsets(t, adm, topic)})
 		child = startChild(t, "TestCDCSourceChild", childEnv, prefix)
+	}
+	if kills != 4 || len(stops) != 5 {
+		t.Fatalf("%d kills and %d interruptions; the campaign plans 4 and 5", kills, len(stops))
 	}
 	if err := <-writerErr; err != nil {
 		t.Fatalf("the writer: %v", err)
@@ -189,6 +198,9 @@ func TestCDCSourceCrash(t *testing.T) {
 	}
 	_ = child.cmd.Process.Signal(syscall.SIGTERM)
 	<-child.exited
+	if code := child.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the source exited with %d after SIGTERM:\n%s", code, child.output())
+	}
 	child = nil
 
 	// Every committed change, in order, per key.

@@ -27,6 +27,7 @@ var churnEvents = flag.Int("oxbow.churn.events", 9, "joins, leaves and crashes i
 type churnSlot struct {
 	c     crashConfig
 	child *crashChild // nil while down
+	down  bool        // the campaign stopped or killed it
 }
 
 func (s *churnSlot) running() bool {
@@ -56,7 +57,7 @@ func (s *churnSlot) stop(t *testing.T) {
 	}
 }
 
-func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) map[string]int64 {
+func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) ([]*churnSlot, map[string]int64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 21))
 	input := newCrashInput(t, env, c.in, seed, 22)
@@ -87,31 +88,54 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 		t.Fatalf("instance %s not ready after 2m:\n%s", slots[0].c.id, slots[0].child.output())
 	}
 	// Input between events, 0.5s to 3s apart.
+	counts := map[string]int{}
 	for i := range events {
 		input.feed(ctx, t, time.Duration(500+rng.IntN(2500))*time.Millisecond)
 		s := slots[rng.IntN(len(slots))]
+		// Every instance the campaign did not take down is still running.
+		for _, o := range slots {
+			if o.child != nil && !o.down && !o.running() {
+				t.Fatalf("event %d: instance %s exited by itself:\n%s", i, o.c.id, o.child.output())
+			}
+		}
 		switch {
 		case !s.running():
-			if s.child != nil && s.child.cmd.ProcessState != nil && s.child.cmd.ProcessState.ExitCode() > 0 {
-				t.Fatalf("instance %s failed:\n%s", s.c.id, s.child.output())
-			}
-			s.child = startCrashChild(t, s.c)
+			s.child, s.down = startCrashChild(t, s.c), false
 			t.Logf("event %d: %s joins (%d records written)", i, s.c.id, input.n)
 		case rng.IntN(2) == 0:
 			s.child.kill(t)
+			s.down = true
+			counts["crash"]++
 			t.Logf("event %d: %s crashes (%d records written)", i, s.c.id, input.n)
 		default:
 			s.stop(t)
+			s.down = true
+			counts["leave"]++
 			t.Logf("event %d: %s leaves (%d records written)", i, s.c.id, input.n)
 		}
 	}
+	if counts["crash"]+counts["leave"] == 0 {
+		t.Fatalf("the campaign's %d events took no instance down", events)
+	}
 	for _, s := range slots {
 		if !s.running() {
-			s.child = startCrashChild(t, s.c)
+			s.child, s.down = startCrashChild(t, s.c), false
 		}
 	}
 	input.feed(ctx, t, time.Second)
-	return input.want
+	return slots, input.want
+}
+
+// stopAll stops every instance of the campaign, each of which must have
+// run to the end and stop cleanly.
+func stopAll(t *testing.T, slots []*churnSlot) {
+	t.Helper()
+	for _, s := range slots {
+		if !s.running() {
+			t.Fatalf("instance %s exited by itself:\n%s", s.c.id, s.child.output())
+		}
+		s.stop(t)
+	}
 }
 
 // Exactly-once through joins, leaves and crashes: exact counts, only
@@ -139,10 +163,12 @@ func churnExactlyOnce(t *testing.T, name string, commit time.Duration, events in
 	seed := campaignSeed(t)
 	c := newCrashTopics(t, env, name)
 	c.eos, c.commit = true, commit
-	want := runChurn(t, env, c, events, seed)
-	// Read with every instance running (the test's cleanup kills them).
+	slots, want := runChurn(t, env, c, events, seed)
+	// Read with every instance running.
 	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
+	checkEcho(t, env, c, total(want), true)
+	stopAll(t, slots)
 }
 
 // At-least-once through joins, leaves and crashes: nothing lost.
@@ -153,6 +179,17 @@ func TestChurnAtLeastOnce(t *testing.T) {
 	}
 	seed := campaignSeed(t)
 	c := newCrashTopics(t, env, "churn-alos")
-	want := runChurn(t, env, c, 6, seed)
+	slots, want := runChurn(t, env, c, 6, seed)
 	readCounts(t, env, c.out, want, false, atLeast(want), 3*time.Minute)
+	checkEcho(t, env, c, total(want), false)
+	stopAll(t, slots)
+}
+
+// total is the number of records counts add up to.
+func total(counts map[string]int64) int {
+	n := 0
+	for _, k := range counts {
+		n += int(k)
+	}
+	return n
 }

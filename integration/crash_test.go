@@ -50,18 +50,83 @@ var (
 // crashChildEnv marks the test binary run as a campaign's child.
 const crashChildEnv = "OXBOW_CRASH_CHILD"
 
-// crashTopology counts the words (the values) of its input, re-keyed by
-// word.
+// crashTopology counts the words of its input (values "<word>#<n>", n
+// numbering the records), re-keyed by word, to out; and writes every
+// re-keyed record, as it came out of the repartition topic, to out's echo
+// topic (echoTopic), where each number must be once (exactly once) or at
+// least once.
 func crashTopology(in, out string) *engine.Topology {
 	b := engine.NewBuilder()
 	words := engine.NewStream(b, in, serde.String, serde.String)
-	engine.GroupBy(words, func(_ string, w string) string { return w }, engine.Named("by-word")).
-		Count(engine.Materialized("counts")).ToStream().To(out)
+	keyed := engine.SelectKey(words, func(_ string, v string) string { return wordOf(v) }).Repartition(engine.Named("by-word"))
+	keyed.To(echoTopic(out))
+	keyed.GroupByKey().Count(engine.Materialized("counts")).ToStream().To(out)
 	top, err := b.Build()
 	if err != nil {
 		panic(err)
 	}
 	return top
+}
+
+// wordOf is the word of a value "<word>#<n>".
+func wordOf(v string) string {
+	w, _, _ := strings.Cut(v, "#")
+	return w
+}
+
+// echoTopic is where crashTopology writes each record it counts.
+func echoTopic(out string) string { return out + "-echo" }
+
+// checkEcho reads the echo topic of c, read committed, until it holds every
+// one of the n numbered records, and fails the test for a number missing
+// (at the end) or, with exact, seen twice.
+func checkEcho(t *testing.T, env *kafkaenv.Env, c crashConfig, n int, exact bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(echoTopic(c.out)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := make([]int, n)
+	have, dups := 0, 0
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for have < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			var missing []int
+			for i, k := range seen {
+				if k == 0 && len(missing) < 10 {
+					missing = append(missing, i)
+				}
+			}
+			t.Fatalf("the echo has %d of the %d records after 3m; missing e.g. %v", have, n, missing)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			_, num, _ := strings.Cut(string(r.Value), "#")
+			i, err := strconv.Atoi(num)
+			if err != nil || i < 0 || i >= n || wordOf(string(r.Value)) != string(r.Key) {
+				t.Fatalf("echo offset %d: record %q=%q is none of the input's", r.Offset, r.Key, r.Value)
+			}
+			if seen[i]++; seen[i] == 1 {
+				have++
+			} else if exact {
+				if dups++; dups <= 10 {
+					t.Errorf("record %d (%s) is on the echo %d times: a duplicate under exactly-once", i, r.Value, seen[i])
+				}
+			}
+		})
+	}
+	// What else is there (a duplicate after the last first sighting).
+	rest, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	cl.PollFetches(rest).EachRecord(func(r *kgo.Record) {
+		if exact {
+			t.Errorf("record %s is on the echo again after every record was seen", r.Value)
+		}
+	})
+	t.Logf("the echo holds each of the %d numbered records (%d duplicates)", n, dups)
 }
 
 // crashConfig is how the parent tells a child what to run.
@@ -344,8 +409,8 @@ func (in *crashInput) batch(ctx context.Context, size int) error {
 	for i := range recs {
 		w := in.words[in.rng.IntN(len(in.words))]
 		in.want[w]++
+		recs[i] = &kgo.Record{Topic: in.topic, Key: fmt.Appendf(nil, "user-%d", in.rng.IntN(100)), Value: fmt.Appendf(nil, "%s#%d", w, in.n)}
 		in.n++
-		recs[i] = &kgo.Record{Topic: in.topic, Key: fmt.Appendf(nil, "user-%d", in.rng.IntN(100)), Value: []byte(w)}
 	}
 	return in.cl.ProduceSync(ctx, recs...).FirstErr()
 }
@@ -472,7 +537,7 @@ func newCrashTopicsN(t *testing.T, env *kafkaenv.Env, name string, partitions in
 	t.Helper()
 	prefix := fmt.Sprintf("oxbow-it-%s-%x", name, rand.Uint32())
 	c := crashConfig{brokers: env.Brokers, appID: prefix, in: prefix + "-words", out: prefix + "-counts", stateDir: t.TempDir()}
-	createTopics(t, env, prefix, partitions, c.in, c.out)
+	createTopics(t, env, prefix, partitions, c.in, c.out, echoTopic(c.out))
 	return c
 }
 
@@ -537,6 +602,7 @@ func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[str
 		t.Fatalf("the final instance stopped: %v", err)
 	default:
 	}
+	checkEcho(t, env, c, total(want), exact)
 	// Local state survived the kills at its last checkpoint: the final
 	// instance replayed only a tail of the changelog, not all of it.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
