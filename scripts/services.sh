@@ -577,6 +577,10 @@ kc_start() {
 kc_stop() {
 	local name="$1" n i pid
 	n="$(kc_size "$name")"
+	if [ ! -d "${RUN_DIR}/kafka-${name}" ]; then
+		info "kafka-${name}: not running"
+		return 0
+	fi
 	for i in $(seq 1 "$n"); do
 		if pid="$(kc_pid "$name" "$i")"; then
 			kill -CONT "$pid" 2>/dev/null || true
@@ -911,11 +915,15 @@ usage() {
 }
 
 targets() {
-	case "${1:-all}" in
-	all) echo "kafka postgres" ;;
-	kafka | postgres | kafka-cluster | kafka-solo) echo "$1" ;;
-	*) usage ;;
-	esac
+	local t
+	[ $# -gt 0 ] || set -- all
+	for t in "$@"; do
+		case "$t" in
+		all) echo "kafka postgres" ;;
+		kafka | postgres | kafka-cluster | kafka-solo) echo "$t" ;;
+		*) usage ;;
+		esac
+	done
 }
 
 main() {
@@ -935,8 +943,12 @@ main() {
 		;;
 	stop)
 		with_lock
-		# Stop in reverse order; try every one even if one fails.
-		for t in $(targets "$@" | tr ' ' '\n' | tac); do
+		# Stop in reverse order; try every one even if one fails. "all"
+		# includes the fault campaigns' clusters.
+		local ts
+		ts="$(targets "$@" | tr '\n' ' ')"
+		[ "${1:-all}" = all ] && ts="kafka-solo kafka-cluster ${ts}"
+		for t in $(echo "$ts" | tr ' ' '\n' | tac); do
 			case "$t" in
 			kafka) kafka_stop || rc=1 ;;
 			postgres) pg_stop || rc=1 ;;
