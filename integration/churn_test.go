@@ -153,8 +153,16 @@ func TestChurnExactlyOnceFrequentCommits(t *testing.T) {
 	churnExactlyOnce(t, "churn-eos-10ms", 10*time.Millisecond, 6)
 }
 
+// Exactly-once through joins, leaves and crashes at the engine's default
+// configuration (a crashed static member's tasks wait for it to come back,
+// or for its 45s session).
+func TestChurnExactlyOnceDefaults(t *testing.T) {
+	churnExactlyOnce(t, "churn-eos-defaults", -1, *churnEvents)
+}
+
 // churnExactlyOnce runs an exactly-once campaign of events with the given
-// commit interval (0: the campaigns' default).
+// commit interval (0: the campaigns' default; negative: the engine's
+// defaults for everything).
 func churnExactlyOnce(t *testing.T, name string, commit time.Duration, events int) {
 	env := kafkaenv.Real(t)
 	if testing.Short() {
@@ -163,6 +171,9 @@ func churnExactlyOnce(t *testing.T, name string, commit time.Duration, events in
 	seed := campaignSeed(t)
 	c := newCrashTopics(t, env, name)
 	c.eos, c.commit = true, commit
+	if commit < 0 {
+		c.commit, c.defaults = 0, true
+	}
 	slots, want := runChurn(t, env, c, events, seed)
 	// Read with every instance running.
 	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
