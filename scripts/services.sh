@@ -183,6 +183,53 @@ kafka_address() {
 	cat "${KAFKA_RUN}/address" 2>/dev/null || echo "127.0.0.1:${KAFKA_PORT}"
 }
 
+# kafka_test_settings: the broker settings every node started here shares.
+kafka_test_settings() {
+	cat <<'EOF'
+# Tests create their topics explicitly and want groups to form at once.
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+
+# No deletion by age: tests and examples write records with fixed event
+# times (2026-01-01, ...), which the default 7-day retention would delete
+# at its next check (every 5 minutes), now and then between a test's write
+# and its read.
+log.retention.ms=-1
+
+# Compaction on; the cleaner looks for work every second. Segment size/age,
+# min.cleanable.dirty.ratio etc. are for each test to set on its topics.
+log.cleaner.enable=true
+log.cleaner.backoff.ms=1000
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=33554432
+
+# A tiny machine.
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+}
+
+# kafka_log4j NAME DIR: the broker's log4j2 configuration, logging to
+# DIR/logs/server.log.
+kafka_log4j() {
+	cat >"$2/log4j2.properties" <<EOF
+status = warn
+dest = err
+name = $1
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $2/logs/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
 kafka_write_config() {
 	cat >"${KAFKA_RUN}/server.properties" <<EOF
 # Written by scripts/services.sh: a throwaway single-node KRaft cluster for tests.
@@ -208,43 +255,9 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 
-# Tests create their topics explicitly and want groups to form at once.
-auto.create.topics.enable=false
-group.initial.rebalance.delay.ms=0
-group.min.session.timeout.ms=1000
-
-# No deletion by age: tests and examples write records with fixed event
-# times (2026-01-01, ...), which the default 7-day retention would delete
-# at its next check (every 5 minutes), now and then between a test's write
-# and its read.
-log.retention.ms=-1
-
-# Compaction on; the cleaner looks for work every second. Segment size/age,
-# min.cleanable.dirty.ratio etc. are for each test to set on its topics.
-log.cleaner.enable=true
-log.cleaner.backoff.ms=1000
-log.cleaner.threads=1
-log.cleaner.dedupe.buffer.size=33554432
-
-# A tiny machine.
-num.network.threads=2
-num.io.threads=4
-num.recovery.threads.per.data.dir=1
+$(kafka_test_settings)
 EOF
-	cat >"${KAFKA_RUN}/log4j2.properties" <<EOF
-status = warn
-dest = err
-name = oxbow-kafka-broker
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${KAFKA_RUN}/logs/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-EOF
+	kafka_log4j oxbow-kafka-broker "$KAFKA_RUN"
 }
 
 kafka_fail() {
@@ -454,33 +467,9 @@ share.coordinator.state.topic.replication.factor=${rf}
 share.coordinator.state.topic.min.isr=${isr}
 unclean.leader.election.enable=false
 
-auto.create.topics.enable=false
-group.initial.rebalance.delay.ms=0
-group.min.session.timeout.ms=1000
-log.retention.ms=-1
-log.cleaner.enable=true
-log.cleaner.backoff.ms=1000
-log.cleaner.threads=1
-log.cleaner.dedupe.buffer.size=16777216
-
-num.network.threads=2
-num.io.threads=2
-num.recovery.threads.per.data.dir=1
+$(kafka_test_settings)
 EOF
-	cat >"${dir}/log4j2.properties" <<EOF
-status = warn
-dest = err
-name = oxbow-kafka-${name}-${i}
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${dir}/logs/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-EOF
+	kafka_log4j "oxbow-kafka-${name}-${i}" "$dir"
 }
 
 kc_fail() {
