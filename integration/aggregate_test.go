@@ -87,7 +87,7 @@ func TestAggregateCampaign(t *testing.T) {
 		}
 	})
 	for i, ch := range children {
-		waitReady(t, ch, fmt.Sprintf("instance %d", i))
+		awaitReady(t, ch, fmt.Sprintf("instance %d", i))
 	}
 	ctx := context.Background()
 	client, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 15 * time.Second})
@@ -177,7 +177,7 @@ func TestAggregateCampaign(t *testing.T) {
 			mu.Lock()
 			children[i] = ch
 			mu.Unlock()
-			waitReady(t, ch, fmt.Sprintf("instance %d, restarted", i))
+			awaitReady(t, ch, fmt.Sprintf("instance %d, restarted", i))
 		}
 	}()
 
@@ -455,15 +455,4 @@ func readEventLog(t *testing.T, env *kafkaenv.Env, a interface {
 		})
 	}
 	return log
-}
-
-func waitReady(t *testing.T, ch *crashChild, what string) {
-	t.Helper()
-	select {
-	case <-ch.ready:
-	case <-ch.exited:
-		t.Fatalf("%s exited before it was ready:\n%s", what, ch.output())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s is not ready after 90s:\n%s", what, ch.output())
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,16 +44,7 @@ func (s *churnSlot) running() bool {
 // stop sends SIGTERM and waits for a clean exit.
 func (s *churnSlot) stop(t *testing.T) {
 	t.Helper()
-	_ = s.child.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.child.exited:
-	case <-time.After(time.Minute):
-		s.child.kill(t)
-		t.Fatalf("instance %s did not stop within a minute of SIGTERM:\n%s", s.c.id, s.child.output())
-	}
-	if code := s.child.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("instance %s exited with %d after SIGTERM:\n%s", s.c.id, code, s.child.output())
-	}
+	stopChild(t, s.child, "instance "+s.c.id)
 }
 
 func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) ([]*churnSlot, map[string]int64) {

@@ -433,14 +433,7 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 	last := int64(0)
 	for i := range kills {
 		ch := startCrashChild(t, c)
-		select {
-		case <-ch.ready:
-		case <-ch.exited:
-			t.Fatalf("run %d: the child exited before it was ready:\n%s", i, ch.output())
-		case <-time.After(2 * time.Minute):
-			ch.kill(t)
-			t.Fatalf("run %d: the child was not ready after 2m:\n%s", i, ch.output())
-		}
+		awaitReady(t, ch, fmt.Sprintf("run %d: the child", i))
 		// Kill at a random moment within 2s of its start of processing,
 		// while input arrives.
 		input.feed(ctx, t, time.Duration(rng.IntN(2000))*time.Millisecond)
