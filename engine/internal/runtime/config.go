@@ -64,8 +64,8 @@
 // beyond their checkpoints) and redoes their last interval; a member that
 // only gains tasks goes on untouched. Measured on the scale test
 // (TestAvailabilityScaleOutIn, 2 → 3 → 2 instances, exactly once): the
-// longest pause of a staying task's output was 0.54-0.59s scaling out
-// (eager: 0.21s, one rebalance instead of two) and 0.11-0.21s scaling in
+// longest pause of a staying task's output was 0.53-0.69s scaling out
+// (eager: 0.21s, one rebalance instead of two) and 0.11-0.37s scaling in
 // (eager: 0.21s). Committing before revoking, as Kafka Streams does, needs
 // transactions managed without the session: not done yet.
 //
