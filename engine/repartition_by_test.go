@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
@@ -197,10 +195,15 @@ func TestRepartitionByOnKafka(t *testing.T) {
 				t.Errorf("output records, by how many times each came: %v", gotOut)
 			}
 
+			// Read to its end, the repartition topic holds each copy once,
+			// besides the position markers the commits write (whether a
+			// commit came between the records depends on timing).
 			rt := k.prefix + "-rb-repartition"
 			got := map[int32][]string{}
-			for _, r := range k.records(rt, total, 30*time.Second) {
-				got[r.Partition] = append(got[r.Partition], string(r.Key)+"="+string(r.Value))
+			for _, r := range k.committedRecords(rt) {
+				if !isPositionMarker(r) {
+					got[r.Partition] = append(got[r.Partition], string(r.Key)+"="+string(r.Value))
+				}
 			}
 			for p := range int32(4) {
 				slices.Sort(got[p])
@@ -211,16 +214,6 @@ func TestRepartitionByOnKafka(t *testing.T) {
 			}
 			if len(got) != 4 {
 				t.Errorf("the repartition topic has records in partitions %v", slices.Sorted(maps.Keys(got)))
-			}
-			// Nothing more than that was written.
-			ends, err := k.adm.ListEndOffsets(context.Background(), rt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var written int64
-			ends.Each(func(o kadm.ListedOffset) { written += o.Offset })
-			if written != int64(total) {
-				t.Errorf("the repartition topic holds %d records, want %d", written, total)
 			}
 		})
 	}
