@@ -187,6 +187,17 @@
 //   - [SuppressUntilWindowCloses] has no buffer bound.
 //   - A left stream–table join with [JoinGrace] joins a record without a
 //     key at once; Kafka Streams 4.4 throws on it.
+//   - A table–table join, a foreign-key join's answer to a subscription
+//     included, reads the other table as that table last sent it
+//     downstream, not with the updates still waiting in the record cache;
+//     Kafka Streams reads through the cache. A change the cache holds
+//     reaches the join when it is flushed anyway, so the join reading it
+//     early only gave a result sooner, and a wrong one when the cache's
+//     updates of the key cancelled out (an insert and a delete between
+//     two commits, which the cache does not forward): the result stayed
+//     for a row that was gone (a join of a row with a right row that
+//     never was, or an inner join's result kept after both sides were
+//     deleted). Without a cache the two read the same.
 //   - Oxbow's tables carry every change's old value downstream, also where
 //     Kafka Streams sends none because nothing downstream asked for it;
 //     only which changes go downstream follows Kafka Streams.

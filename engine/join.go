@@ -280,7 +280,9 @@ func tableTableJoin[K, VL, VR, V any](l *Table[K, VL], r *Table[K, VR], op strin
 		n.New = func() topo.Processor {
 			var other kvAccess
 			return &fproc{
-				init: func(c *topo.Context) error { return other.open(c, otherStore, okc, ovc, true) },
+				// The other table as last sent downstream, beneath the
+				// record cache (see the package doc's differences).
+				init: func(c *topo.Context) error { return other.open(c, otherStore, okc, ovc, false) },
 				fn: func(c *topo.Context, rec topo.Record) error {
 					if rec.Key == nil {
 						c.Skip("record without a key in a table-table join")

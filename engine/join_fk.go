@@ -240,7 +240,9 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				if st, err = c.Store(subs); err != nil {
 					return err
 				}
-				return right.open(c, r.store, rkc, rvc, true)
+				// The right row as last sent downstream, beneath the
+				// record cache (see the package doc's differences).
+				return right.open(c, r.store, rkc, rvc, false)
 			},
 			fn: func(c *topo.Context, rec topo.Record) error {
 				fkb, _ := rec.Key.([]byte)
@@ -264,7 +266,7 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 				if instr == fkUnsubscribe {
 					return nil
 				}
-				e, found, err := right.tbl.Get(fkb)
+				e, found, err := right.st.Get(fkb)
 				if err != nil {
 					return err
 				}
