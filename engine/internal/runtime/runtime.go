@@ -112,6 +112,8 @@ type Runtime struct {
 	acks       acks // of the group client's records (flushProduced)
 	// leaveAtTeardown: a clean stop of a static member that leaves.
 	leaveAtTeardown bool
+	// clCancel ends the group client's context (closeGroupClient).
+	clCancel context.CancelFunc
 
 	// Exactly-once: the session, whether a transaction is open (loop only),
 	// and what the rebalance callbacks recorded for the loop (eos.go).
@@ -336,7 +338,12 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	for _, g := range groups {
 		topics = append(topics, g.Topics...)
 	}
+	// The client's own context, which closeGroupClient ends when a leave
+	// or a close waits on a join in flight (see there).
+	cctx, ccancel := context.WithCancel(context.Background())
+	r.clCancel = ccancel
 	opts := append(r.baseOpts(),
+		kgo.WithContext(cctx),
 		kgo.ConsumerGroup(r.cfg.AppID),
 		kgo.ConsumeTopics(topics...),
 		// Cooperative, or eager while an instance of an older Oxbow
@@ -389,6 +396,31 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		return fmt.Errorf("engine: initialize the transactional producer %s: %w", r.cfg.TransactionalID, err)
 	}
 	return nil
+}
+
+// leaveTimeout bounds how long leaving the group and closing the group
+// client wait before they abandon a join in flight.
+const leaveTimeout = 10 * time.Second
+
+// closeGroupClient closes the group client, allowing the final rebalance.
+// A close waits for a join in flight, which franz-go does not interrupt
+// and the group may hold for its rebalance timeout (measured: a Close
+// during a join that waited for a crashed static member took 42s); after
+// leaveTimeout the client's context is ended, which fails the join.
+func (r *Runtime) closeGroupClient() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.cl.CloseAllowingRebalance()
+	}()
+	select {
+	case <-done:
+	case <-time.After(leaveTimeout):
+		r.log.Warn("closing the Kafka client: a join in flight holds it; abandoning the join", "after", leaveTimeout)
+		r.clCancel()
+		<-done
+	}
+	r.clCancel()
 }
 
 func (r *Runtime) baseOpts() []kgo.Opt {
@@ -691,8 +723,16 @@ func (r *Runtime) shutdown() error {
 	// A static member's client stops its membership here without a word
 	// to the coordinator: the group keeps its tasks for it until
 	// SessionTimeout, for a restart.
-	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && err == nil {
-		r.log.Warn("leave group", "err", lerr)
+	lctx, lcancel := context.WithTimeout(ctx, leaveTimeout)
+	lerr := r.cl.LeaveGroupContext(lctx)
+	lcancel()
+	if lerr != nil {
+		// franz-go's leave waits for a join in flight, which the group
+		// holds until every member has joined: up to the rebalance
+		// timeout while members that are gone still count. Ending the
+		// client's context ends the join.
+		r.log.Warn("leave group: no answer; abandoning the join in flight", "err", lerr, "after", leaveTimeout)
+		r.clCancel()
 	}
 	// Leaving as a static member (LeaveOnClose) waits for teardown, after
 	// the client is closed: one still running would join again.
@@ -732,7 +772,7 @@ func (r *Runtime) teardown(err error) {
 		r.inTxn = false
 	}
 	if r.cl != nil {
-		r.cl.CloseAllowingRebalance()
+		r.closeGroupClient()
 	}
 	if r.leaveAtTeardown {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -102,7 +102,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 	// The old client goes without leaving the group: a static member
 	// comes back as itself. Its callbacks run as it closes: reset what
 	// they recorded.
-	r.cl.CloseAllowingRebalance()
+	r.closeGroupClient()
 	r.assignMu.Lock()
 	r.assigned, r.assignChanged, r.txnDoomed = nil, false, false
 	r.assignMu.Unlock()
@@ -127,6 +127,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		r.trouble.Store(&err)
 		if r.cl != nil {
 			r.cl.Close()
+			r.clCancel()
 		}
 		r.log.Warn("reconnecting to Kafka", "attempt", attempt+1, "err", err)
 		select {
