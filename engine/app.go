@@ -136,6 +136,23 @@ type Config struct {
 	// failover restores only the few records the standby had not applied.
 	// Default 0.
 	StandbyReplicas int
+	// MaxWarmupReplicas bounds the warm-up replicas of the group at a time
+	// (Kafka Streams' max.warmup.replicas): a task that a rebalance would
+	// move to an instance whose state of it is more than
+	// AcceptableRecoveryLag records behind stays where it runs, and the new
+	// instance restores a warm-up copy of it meanwhile (a standby); once
+	// the copy has caught up, the instance asks for a rebalance (Kafka
+	// Streams' probing rebalance) and the task moves, its restore down to
+	// the last few records. So scaling out never stalls a task behind a
+	// restore. Default 2; negative: none, a task moves at once and its new
+	// owner restores it before processing. Every instance of the group
+	// must run a version with warm-ups for the group to use them.
+	MaxWarmupReplicas int
+	// AcceptableRecoveryLag is how many changelog records behind its
+	// previous owner an instance's state of a task may be for the task to
+	// move to it at once (Kafka Streams' acceptable.recovery.lag). Default
+	// 10,000; negative: 0.
+	AcceptableRecoveryLag int64
 	// Workers is the number of goroutines processing tasks. Default:
 	// GOMAXPROCS. [App.SetWorkers] changes it while the instance runs.
 	Workers int
@@ -272,6 +289,12 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.TaskTimeout == 0 {
 		cfg.TaskTimeout = 5 * time.Minute
 	}
+	if cfg.MaxWarmupReplicas == 0 {
+		cfg.MaxWarmupReplicas = 2
+	}
+	if cfg.AcceptableRecoveryLag == 0 {
+		cfg.AcceptableRecoveryLag = 10000
+	}
 	if cfg.StateDir == "" && group != "" {
 		cfg.StateDir = NamesOf(cfg).StateDir(cfg.InstanceID)
 	}
@@ -330,6 +353,8 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		LeaveOnClose:       cfg.LeaveGroupOnClose || cfg.Batch, // a job done leaves
 		TaskTimeout:        cfg.TaskTimeout,
 		Standbys:           cfg.StandbyReplicas,
+		MaxWarmups:         cfg.MaxWarmupReplicas,
+		AcceptableLag:      cfg.AcceptableRecoveryLag,
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
 		TransactionalID:    group + "-" + cfg.InstanceID,
 		TransactionTimeout: cfg.TransactionTimeout,

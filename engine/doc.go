@@ -216,6 +216,9 @@
 //     after a clean Close until [Config.SessionTimeout] unless
 //     [Config.LeaveGroupOnClose]. The group protocol is cooperative
 //     (revoking only the tasks that move) where Kafka Streams' classic one
-//     is too, but a move is not held back until the new owner has warmed up
-//     its state (no warm-up replicas or probing rebalances yet).
+//     is eager. A task waits for a warm-up of its state on its new owner as
+//     with Kafka Streams' max.warmup.replicas ([Config.MaxWarmupReplicas]),
+//     but the probing rebalance that moves it comes when the warm-up has
+//     caught up, asked for by the instance that holds it, rather than every
+//     probing.rebalance.interval.ms (10 minutes) from the group's leader.
 package engine

@@ -126,6 +126,24 @@ type MemberInfo struct {
 type Plan struct {
 	Active  map[topo.TaskID]string   // task -> member id
 	Standby map[topo.TaskID][]string // task -> member ids, in member order
+	// Warmup: task -> the member that is to run it once its state has
+	// caught up, which keeps a warm-up replica of it meanwhile (see
+	// [Warmups]). It is also among the task's standbys.
+	Warmup map[topo.TaskID]string
+}
+
+// Warmups configures warm-up replicas, as Kafka Streams'
+// max.warmup.replicas and acceptable.recovery.lag (KIP-441): a task the
+// balanced plan would move to a member whose state of it is more than
+// AcceptableLag records behind stays with its previous, caught-up owner, and
+// the new member keeps a warm-up replica of it (a standby) until it has
+// caught up, when a rebalance (a probing one, asked for by the member) moves
+// it. Max bounds the warm-up replicas of the group at a time; a task beyond
+// it stays where it is until a later rebalance has room. Max 0 moves tasks
+// at once, restored by their new owner.
+type Warmups struct {
+	Max           int
+	AcceptableLag int64
 }
 
 // Of returns the tasks a member runs active and standby, sorted.
@@ -175,6 +193,24 @@ func (p Plan) Of(member string) (active, standby []topo.TaskID) {
 // tags every member's distinctness is 0, and standbys go by state and
 // balance alone.
 func Assign(members []Member, tasks []topo.TaskID, standbys int) (Plan, error) {
+	return AssignWarm(members, tasks, standbys, Warmups{})
+}
+
+// AssignWarm is [Assign] with warm-up replicas: after the steps of Assign,
+//
+//  5. A task that the plan moves away from the member that ran it active
+//     last generation, to a member whose state of it lags that member's by
+//     more than w.AcceptableLag (offset sums; no sum counts as 0), stays
+//     where it was. Its planned owner keeps a replica of it instead, as
+//     standby if it is one already, else as a warm-up while fewer than
+//     w.Max are placed; the previous owner is no longer its standby.
+//
+// The previous owner's state is taken as caught up: it ran the task until
+// now. A task whose previous owner has left goes where Assign puts it.
+func AssignWarm(members []Member, tasks []topo.TaskID, standbys int, w Warmups) (Plan, error) {
+	if w.Max < 0 || w.AcceptableLag < 0 {
+		return Plan{}, fmt.Errorf("assign: warm-ups %+v; neither can be negative", w)
+	}
 	if len(members) == 0 {
 		return Plan{}, errors.New("assign: no members to assign tasks to")
 	}
@@ -209,15 +245,53 @@ func Assign(members []Member, tasks []topo.TaskID, standbys int) (Plan, error) {
 	a.caughtUp()
 	a.fill()
 	a.standbys(min(standbys, len(ms)-1))
+	warm := a.warmups(w)
 
-	p := Plan{Active: make(map[topo.TaskID]string, len(ts)), Standby: map[topo.TaskID][]string{}}
+	p := Plan{Active: make(map[topo.TaskID]string, len(ts)), Standby: map[topo.TaskID][]string{}, Warmup: map[topo.TaskID]string{}}
 	for _, t := range ts {
 		p.Active[t] = ms[a.owner[t]].ID
 		for _, m := range a.replicas[t] {
 			p.Standby[t] = append(p.Standby[t], ms[m].ID)
 		}
+		if m, ok := warm[t]; ok {
+			p.Warmup[t] = ms[m].ID
+		}
 	}
 	return p, nil
+}
+
+// warmups is step 5 of [AssignWarm]: it moves back the tasks whose new
+// owner has not caught up and returns the warm-up replicas it placed (also
+// in a.replicas).
+func (a *assigner) warmups(w Warmups) map[topo.TaskID]int {
+	warm := map[topo.TaskID]int{}
+	if w.Max == 0 {
+		return warm
+	}
+	sum := func(m int, t topo.TaskID) int64 { return a.ms[m].Info.OffsetSums[t] }
+	for _, t := range a.ts {
+		prev, ok := a.prev[t]
+		to := a.owner[t]
+		if !ok || to == prev || sum(prev, t)-sum(to, t) <= w.AcceptableLag {
+			continue
+		}
+		a.owner[t] = prev
+		rs := slices.DeleteFunc(a.replicas[t], func(m int) bool { return m == prev })
+		switch {
+		case slices.Contains(rs, to):
+			// A standby already: it warms up as one.
+		case len(rs) < len(a.replicas[t]):
+			// The previous owner was a standby: the planned owner
+			// takes that place, and warms up there.
+			rs = append(rs, to)
+		case len(warm) < w.Max:
+			rs = append(rs, to)
+			warm[t] = to
+		}
+		slices.Sort(rs)
+		a.replicas[t] = rs
+	}
+	return warm
 }
 
 func compareTasks(a, b topo.TaskID) int {
@@ -257,6 +331,7 @@ type assigner struct {
 	perSub   []map[int]int // member -> sub -> active tasks
 	replicas map[topo.TaskID][]int
 	prior    []map[topo.TaskID]bool // member -> its standbys last generation
+	prev     map[topo.TaskID]int    // the member that ran it active last generation
 	tagged   bool                   // some member has a tag
 }
 
@@ -269,6 +344,7 @@ func newAssigner(ms []Member, ts []topo.TaskID) *assigner {
 		perSub:   make([]map[int]int, len(ms)),
 		replicas: map[topo.TaskID][]int{},
 		prior:    make([]map[topo.TaskID]bool, len(ms)),
+		prev:     map[topo.TaskID]int{},
 	}
 	for i := range a.perSub {
 		a.perSub[i] = map[int]int{}
@@ -337,6 +413,7 @@ func (a *assigner) sticky() {
 		}
 		if best >= 0 {
 			claims[best] = append(claims[best], t)
+			a.prev[t] = best
 		}
 	}
 	// Keep claims round-robin over sub-topologies, so a member that must

@@ -764,3 +764,96 @@ func TestExplain(t *testing.T) {
 		})
 	}
 }
+
+// sumsOf gives every task the same offset sum.
+func sumsOf(sum int64, ts ...topo.TaskID) map[topo.TaskID]int64 {
+	m := map[topo.TaskID]int64{}
+	for _, t := range ts {
+		m[t] = sum
+	}
+	return m
+}
+
+// Warm-ups: a task the balanced plan moves to a member that lags by more
+// than the acceptable recovery lag stays with its previous owner, and the
+// new member warms it up, within the group's bound; a member within the
+// lag, a task whose state is small, and a task whose previous owner has
+// left move at once.
+func TestAssignWarmups(t *testing.T) {
+	ts := tasksOf(0, 4)
+	w := Warmups{Max: 2, AcceptableLag: 10000}
+	a := withSums(member("a", ts...), sumsOf(50000, ts...))
+	cases := []struct {
+		name    string
+		members []Member
+		w       Warmups
+		want    string
+		warm    map[topo.TaskID]string
+	}{
+		{"new member without state", []Member{a, member("b")}, w,
+			"m-a: 0_0 0_1 0_2 0_3 | \nm-b:  | 0_2 0_3\n", map[topo.TaskID]string{tk(0, 2): "m-b", tk(0, 3): "m-b"}},
+		{"one warm-up at a time", []Member{a, member("b")}, Warmups{Max: 1, AcceptableLag: 10000},
+			"m-a: 0_0 0_1 0_2 0_3 | \nm-b:  | 0_2\n", map[topo.TaskID]string{tk(0, 2): "m-b"}},
+		{"new member caught up", []Member{a, withSums(member("b"), sumsOf(45000, ts...))}, w,
+			"m-a: 0_0 0_1 | \nm-b: 0_2 0_3 | \n", nil},
+		{"small state", []Member{withSums(member("a", ts...), sumsOf(9000, ts...)), member("b")}, w,
+			"m-a: 0_0 0_1 | \nm-b: 0_2 0_3 | \n", nil},
+		{"previous owner gone", []Member{member("b"), member("c")}, w,
+			"m-b: 0_0 0_2 | \nm-c: 0_1 0_3 | \n", nil},
+		{"no warm-ups", []Member{a, member("b")}, Warmups{},
+			"m-a: 0_0 0_1 | \nm-b: 0_2 0_3 | \n", nil},
+	}
+	for _, c := range cases {
+		p, err := AssignWarm(c.members, ts, 0, c.w)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := render(p, c.members); got != c.want {
+			t.Errorf("%s: plan\n%s\nwant\n%s", c.name, got, c.want)
+		}
+		if len(p.Warmup) != len(c.warm) || !reflect.DeepEqual(p.Warmup, c.warm) && len(c.warm) > 0 {
+			t.Errorf("%s: warm-ups %v, want %v", c.name, p.Warmup, c.warm)
+		}
+	}
+}
+
+// With standbys, a task kept by its previous owner never has that owner as
+// its standby too, and a warm-up comes on top of the task's standbys.
+func TestAssignWarmupsWithStandbys(t *testing.T) {
+	ts := tasksOf(0, 4)
+	a := withStandby(withSums(member("a", ts[:2]...), sumsOf(50000, ts...)), ts[2:]...)
+	b := withStandby(withSums(member("b", ts[2:]...), sumsOf(50000, ts...)), ts[:2]...)
+	members := []Member{a, b, member("c")}
+	p, err := AssignWarm(members, ts, 1, Warmups{Max: 1, AcceptableLag: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range ts {
+		if slices.Contains(p.Standby[task], p.Active[task]) {
+			t.Errorf("task %s: active on %s, also its standby: %v", task, p.Active[task], p.Standby[task])
+		}
+		want := 1 // and the warm-up, beyond the standbys
+		if _, ok := p.Warmup[task]; ok {
+			want = 2
+		}
+		if len(p.Standby[task]) != want {
+			t.Errorf("task %s: standbys %v (warm-up %q), want %d", task, p.Standby[task], p.Warmup[task], want)
+		}
+	}
+	// c has no state: every task stays where it ran.
+	for _, task := range ts {
+		want := "m-a"
+		if task.Partition >= 2 {
+			want = "m-b"
+		}
+		if p.Active[task] != want {
+			t.Errorf("task %s on %s, want %s (where it ran)", task, p.Active[task], want)
+		}
+	}
+	if len(p.Warmup) > 1 {
+		t.Errorf("warm-ups %v, more than the bound of 1", p.Warmup)
+	}
+	if _, err := AssignWarm(members, ts, 1, Warmups{Max: -1}); err == nil {
+		t.Error("a negative warm-up bound was accepted")
+	}
+}

@@ -20,6 +20,15 @@ import (
 // picks the one every member speaks.
 const Protocol = "oxbow-v2"
 
+// WarmProtocol is the name of the balancer with warm-up replicas (see
+// [Warmups]): cooperative as [Protocol], and a member that keeps a standby
+// asks for a rebalance when that standby has caught up (see
+// [Assignment].Warmups). Members offer it first, so a group whose members
+// all speak it uses it; a group with members of an older build agrees on
+// [Protocol], where no task waits for a warm-up, since those members would
+// never ask for the rebalance that moves it.
+const WarmProtocol = "oxbow-v3"
+
 // EagerProtocol is the name of the same balancer run eagerly, as Oxbow's
 // instances before cooperative rebalancing ran it (same encodings). Members
 // offer both (see [Balancer.Eager]), so that a group of old and new
@@ -43,6 +52,9 @@ type Config struct {
 	// OffsetSums come from the local state. Default: an empty MemberInfo,
 	// which gives up stickiness.
 	Metadata func() MemberInfo
+	// Warmups are the warm-up replicas of [WarmProtocol] (see
+	// [AssignWarm]). Default: none.
+	Warmups Warmups
 }
 
 // Instance names a group member in an [Assignment].
@@ -71,6 +83,11 @@ type Assignment struct {
 	// Partitions is the number of tasks, that is the partition count of the
 	// source topics, of each sub-topology.
 	Partitions map[int]int32
+	// Warmups says the group runs [WarmProtocol] with warm-ups: a standby
+	// task may be a warm-up replica, and when one that was behind has
+	// caught up, the member should ask for a rebalance (a probing one) so
+	// that the task moves to it.
+	Warmups bool
 }
 
 // KeyOwner returns the task that holds key in sub-topology sub, and where it
@@ -110,8 +127,10 @@ type Balancer struct {
 	groups   []Group
 	standbys int
 	metadata func() MemberInfo
-	current  *atomic.Pointer[Assignment] // shared with the Eager twin
+	current  *atomic.Pointer[Assignment] // shared with the twins
 	eager    bool
+	warm     bool // WarmProtocol (with warmups)
+	warmups  Warmups
 }
 
 var (
@@ -125,6 +144,9 @@ func New(cfg Config) *Balancer {
 	var errs []error
 	if cfg.Standbys < 0 {
 		errs = append(errs, fmt.Errorf("standbys is %d; it cannot be negative", cfg.Standbys))
+	}
+	if cfg.Warmups.Max < 0 || cfg.Warmups.AcceptableLag < 0 {
+		errs = append(errs, fmt.Errorf("warm-ups %+v; neither can be negative", cfg.Warmups))
 	}
 	subs := map[int]bool{}
 	topics := map[string]int{}
@@ -146,7 +168,7 @@ func New(cfg Config) *Balancer {
 	if len(errs) > 0 {
 		panic("assign: invalid Config: " + errors.Join(errs...).Error())
 	}
-	b := &Balancer{standbys: cfg.Standbys, metadata: cfg.Metadata, current: new(atomic.Pointer[Assignment])}
+	b := &Balancer{standbys: cfg.Standbys, metadata: cfg.Metadata, current: new(atomic.Pointer[Assignment]), warm: true, warmups: cfg.Warmups}
 	for _, g := range cfg.Groups {
 		b.groups = append(b.groups, Group{Sub: g.Sub, Topics: slices.Sorted(slices.Values(g.Topics))})
 	}
@@ -165,19 +187,30 @@ func (b *Balancer) Current() Assignment {
 	return Assignment{Generation: -1}
 }
 
+// Cooperative returns the same balancer under [Protocol]: cooperative,
+// without warm-ups. It shares b's current assignment.
+func (b *Balancer) Cooperative() *Balancer {
+	c := *b
+	c.warm = false
+	return &c
+}
+
 // Eager returns the same balancer under [EagerProtocol], run eagerly: every
 // member gives up all its tasks before each rebalance. It shares b's
 // current assignment.
 func (b *Balancer) Eager() *Balancer {
 	e := *b
-	e.eager = true
+	e.eager, e.warm = true, false
 	return &e
 }
 
 // ProtocolName implements kgo.GroupBalancer.
 func (b *Balancer) ProtocolName() string {
-	if b.eager {
+	switch {
+	case b.eager:
 		return EagerProtocol
+	case b.warm:
+		return WarmProtocol
 	}
 	return Protocol
 }
@@ -258,7 +291,11 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 		cb.SetError(err)
 		return nil
 	}
-	plan, err := Assign(members, tasks, b.standbys)
+	var warm Warmups
+	if b.warm {
+		warm = b.warmups
+	}
+	plan, err := AssignWarm(members, tasks, b.standbys, warm)
 	if err != nil {
 		cb.SetError(err)
 		return nil
@@ -354,6 +391,7 @@ func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, e
 	if err != nil {
 		return nil, err
 	}
+	a.Warmups = b.warm && b.warmups.Max > 0
 	b.current.Store(&a)
 	m := make(map[string][]int32, len(ka.Topics))
 	for _, t := range ka.Topics {

@@ -34,8 +34,12 @@
 //	members := []assign.Member{{ID: "m1", Info: assign.MemberInfo{ProcessID: "a"}}, …}
 //	plan, err := assign.Assign(members, tasks, 1)
 //
+// Under [WarmProtocol], a task moves only once its new owner has caught up
+// ([AssignWarm], as Kafka Streams' warm-up replicas): until then it stays
+// with its previous owner and the new one keeps a warm-up replica of it,
+// sent as a standby; the member asks for the rebalance that moves it when
+// that standby has caught up ([Assignment].Warmups).
+//
 // The encodings are in encode.go; cooperative rebalancing, and why the
-// classic protocol, are explained on [Balancer]. Not done here: Kafka
-// Streams' warm-up tasks and probing rebalances, which move a task only once
-// its new owner has caught up.
+// classic protocol, are explained on [Balancer].
 package assign

@@ -69,6 +69,13 @@
 // (eager: 0.21s). Committing before revoking, as Kafka Streams does, needs
 // transactions managed without the session: not done yet.
 //
+// A task does not move to an instance whose state of it is far behind
+// (MaxWarmups, AcceptableLag; assign.AssignWarm): the new owner restores a
+// warm-up replica, as a standby, while the old owner goes on processing,
+// and when a standby that started behind has caught up, the restorer asks
+// the group for a rebalance (probeIfCaughtUp), in which the task moves and
+// is restored from the warm copy, the last few records only.
+//
 // # Riding out Kafka's absence
 //
 // A round that fails for want of Kafka does not end the instance: see
@@ -154,7 +161,10 @@ type Config struct {
 	// Kafka transaction, with this transactional id (stable across restarts
 	// of the instance, so that a restart fences its predecessor at once).
 	// Standbys is the number of standby replicas of each task.
-	Standbys        int
+	Standbys int
+	// MaxWarmups and AcceptableLag: warm-up replicas (assign.Warmups).
+	MaxWarmups      int
+	AcceptableLag   int64
 	ExactlyOnce     bool
 	TransactionalID string
 	// TransactionTimeout: how long the broker lets a transaction of a

@@ -36,8 +36,12 @@ type restorer struct {
 	standbyN   atomic.Int64 // records standby tasks applied
 	standbys   map[topo.TaskID]bool
 	standbyLag atomic.Pointer[map[string]int64] // task -> records behind, as of the last round
-	last       time.Time                        // last progress log
-	lastFlush  time.Time                        // last standby checkpoint
+	// warming: standby tasks that started more than the acceptable
+	// recovery lag behind; when one catches up, the instance asks for a
+	// probing rebalance (see probeIfCaughtUp).
+	warming   map[topo.TaskID]bool
+	last      time.Time // last progress log
+	lastFlush time.Time // last standby checkpoint
 }
 
 type restoreJob struct {
@@ -58,7 +62,7 @@ type restoreJob struct {
 }
 
 func newRestorer(r *Runtime, base []kgo.Opt) *restorer {
-	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}, standbys: map[topo.TaskID]bool{}}
+	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}, standbys: map[topo.TaskID]bool{}, warming: map[topo.TaskID]bool{}}
 }
 
 // Restored is the number of changelog records restored since the instance
@@ -213,6 +217,7 @@ func (rs *restorer) startStandby(id topo.TaskID) error {
 	}
 	add := map[string]map[int32]kgo.Offset{}
 	p := id.Partition
+	var behind int64
 	for i, topic := range topics {
 		so, _ := starts.Lookup(topic, p)
 		eo, _ := ends.Lookup(topic, p)
@@ -232,14 +237,42 @@ func (rs *restorer) startStandby(id topo.TaskID) error {
 		}
 		rs.jobs[topicPartition{topic, p}] = job
 		add[topic] = map[int32]kgo.Offset{p: kgo.NewOffset().At(ckpt)}
+		behind += max(eo.Offset-ckpt, 0)
 		r.log.Info("standby", "task", id.String(), "store", stores[i], "from", ckpt, "end", eo.Offset)
 	}
+	if behind > r.cfg.AcceptableLag {
+		rs.warming[id] = true
+	}
 	return rs.consume(add)
+}
+
+// probeIfCaughtUp asks for a rebalance when a standby task that started
+// behind is now within the acceptable recovery lag, and the group runs
+// warm-ups: the standby may be a warm-up replica of a task the plan has for
+// this instance, which the leader moves here once it sees the state has
+// caught up (Kafka Streams' probing rebalance, which its leader schedules
+// every probing.rebalance.interval.ms; here the instance that has caught up
+// asks, at once). A standby that is only a standby costs one rebalance
+// that moves nothing.
+func (rs *restorer) probeIfCaughtUp(lag map[string]int64) {
+	probe := false
+	for id := range rs.warming {
+		if lag[id.String()] <= rs.r.cfg.AcceptableLag {
+			delete(rs.warming, id)
+			probe = true
+			rs.r.log.Info("standby caught up", "task", id.String(), "lag", lag[id.String()])
+		}
+	}
+	if probe && rs.r.balancer.Current().Warmups && rs.r.cl != nil {
+		rs.r.log.Info("asking for a probing rebalance: a warm-up may have caught up")
+		rs.r.cl.ForceRebalance()
+	}
 }
 
 // stopStandby checkpoints what a standby task applied and stops it.
 func (rs *restorer) stopStandby(id topo.TaskID) {
 	delete(rs.standbys, id)
+	delete(rs.warming, id)
 	if p := rs.standbyLag.Load(); p != nil {
 		// Stale queries stop reading it at once.
 		lag := maps.Clone(*p)
@@ -395,6 +428,7 @@ func (rs *restorer) checkpointStandbys() error {
 		lag[j.task.String()] += max(j.hwm-j.pos, 0)
 	}
 	rs.standbyLag.Store(&lag)
+	rs.probeIfCaughtUp(lag)
 	return nil
 }
 
@@ -482,6 +516,7 @@ func (rs *restorer) close() {
 		}
 	}
 	clear(rs.standbys)
+	clear(rs.warming)
 	rs.jobs = map[topicPartition]*restoreJob{}
 	if rs.cl != nil {
 		rs.cl.Close()

@@ -163,7 +163,8 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 	m.workers.Store(int64(cfg.Workers))
 	r.restorer = newRestorer(r, r.baseOpts())
 	prefix := &topicPlan{prefix: cfg.AppID}
-	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Standbys: max(cfg.Standbys, 0), Metadata: r.memberInfo})
+	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Standbys: max(cfg.Standbys, 0), Metadata: r.memberInfo,
+		Warmups: assign.Warmups{Max: max(cfg.MaxWarmups, 0), AcceptableLag: max(cfg.AcceptableLag, 0)}})
 	return r, nil
 }
 
@@ -348,7 +349,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.ConsumeTopics(topics...),
 		// Cooperative, or eager while an instance of an older Oxbow
 		// in the group speaks only that.
-		kgo.Balancers(r.balancer, r.balancer.Eager()),
+		kgo.Balancers(r.balancer, r.balancer.Cooperative(), r.balancer.Eager()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
