@@ -75,7 +75,11 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 		return nil
 	}
 	r := rs.r
-	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, r.cfg.TransactionTimeout+10*time.Second))
+	// Under exactly-once a changelog may hold a transaction of a crashed
+	// or cut-off owner until the broker aborts it, which after a broker's
+	// restart took longer than 30s once (under -race): the wait is
+	// Kafka's absence too, and lasts as long as TaskTimeout lets.
+	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, r.cfg.TransactionTimeout+10*time.Second, r.cfg.TaskTimeout))
 	defer cancel()
 	var topics []string
 	for _, l := range t.logged {
@@ -590,7 +594,10 @@ func settledOffsets(ctx context.Context, adm *kadm.Client, topics []string, p in
 				l, ok2 := lso.Lookup(topic, p)
 				if !ok1 || !ok2 || h.Err != nil || l.Offset < h.Offset {
 					open = true
-					err = fmt.Errorf("%s[%d]: a transaction is open (last stable offset %d, high watermark %d): %w", topic, p, l.Offset, h.Offset, h.Err)
+					err = fmt.Errorf("%s[%d]: a transaction is open (last stable offset %d, high watermark %d)", topic, p, l.Offset, h.Offset)
+					if h.Err != nil {
+						err = fmt.Errorf("%w: %w", err, h.Err)
+					}
 				}
 			}
 		}
