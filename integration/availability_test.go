@@ -222,17 +222,17 @@ func (g groupState) equal(o groupState) bool {
 	})
 }
 
-// generationRE finds the generations an instance's log says it was
-// assigned tasks in.
-var generationRE = regexp.MustCompile(`msg=assigned .*?generation=(\d+)`)
+// assignedRE finds the generations and tasks an instance's log says it
+// was assigned.
+var assignedRE = regexp.MustCompile(`msg=assigned .*?generation=(\d+) tasks="?\[([^\]]*)\]`)
 
 // revokedRE finds the tasks an instance's log says were revoked.
 var revokedRE = regexp.MustCompile(`msg=revoked .*?tasks="?\[([^\]]*)\]`)
 
 // Three exactly-once instances at the default configuration, each restarted
-// in turn five times (SIGTERM, then started again at once): the group never
-// rebalances (its generation and every member's partitions stay as they
-// were), and the output of the tasks of the instances not restarting never
+// in turn five times (SIGTERM, then started again at once): no task moves
+// (every member's partitions stay as they were, and every assignment an
+// instance logs gives it the tasks it had), and the output of the tasks of the instances not restarting never
 // pauses longer than 1s (measured by the broker's append times); the output
 // is exact.
 func TestAvailabilityRollingRestart(t *testing.T) {
@@ -283,11 +283,23 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	for _, s := range slots {
 		l := s.child.fullOutput()
 		mark[s.c.id] = len(l)
-		for _, m := range generationRE.FindAllStringSubmatch(l, -1) {
+		for _, m := range assignedRE.FindAllStringSubmatch(l, -1) {
 			if len(m[1]) > len(settled) || len(m[1]) == len(settled) && m[1] > settled {
 				settled = m[1]
 			}
 		}
+	}
+	// Each instance's tasks in the settled group, from what it consumes
+	// (its log may not have caught up yet).
+	settledTasks := map[string][]string{}
+	for id, parts := range before.members {
+		for _, p := range parts[c.in] {
+			settledTasks[id] = append(settledTasks[id], fmt.Sprintf("0_%d", p))
+		}
+		for _, p := range parts[c.appID+"-by-word-repartition"] {
+			settledTasks[id] = append(settledTasks[id], fmt.Sprintf("1_%d", p))
+		}
+		slices.Sort(settledTasks[id])
 	}
 	feed := startFeeder(t, input)
 	time.Sleep(2 * time.Second)
@@ -304,7 +316,7 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 		}
 		from := time.Now()
 		stopChild(t, s.child, s.c.id)
-		logs = append(logs, s.child.fullOutput()[mark[s.c.id]:])
+		logs = append(logs, s.c.id+"\n"+s.child.fullOutput()[mark[s.c.id]:])
 		mark[s.c.id] = 0
 		s.child = startCrashChild(t, s.c)
 		awaitReady(t, s.child, s.c.id)
@@ -317,16 +329,22 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	if !after.equal(before) {
 		t.Errorf("the assignment changed over the restarts: before %v, after %v", before.members, after.members)
 	}
-	// Every assignment since is of the settled generation: a rebalance
-	// would have made a new one.
+	// Every assignment an instance logged since gives it the tasks it had
+	// when the group settled: no task moved. (A rebalance that moves
+	// nothing is allowed, and counted: CI saw one, in a run whose
+	// restarts took 1.3s.)
 	for _, s := range slots {
-		logs = append(logs, s.child.fullOutput()[mark[s.c.id]:])
+		logs = append(logs, s.c.id+"\n"+s.child.fullOutput()[mark[s.c.id]:])
 	}
-	restarted := 0
+	restarted, rebalances := 0, map[string]bool{}
 	for _, l := range logs {
-		for _, m := range generationRE.FindAllStringSubmatch(l, -1) {
+		id, _, _ := strings.Cut(l, "\n")
+		for _, m := range assignedRE.FindAllStringSubmatch(l, -1) {
+			if got := slices.Sorted(slices.Values(strings.Fields(m[2]))); !slices.Equal(got, settledTasks[id]) {
+				t.Errorf("%s was assigned %v in generation %s; it had %v when the group settled (its log's latest generation then: %s): a task moved", id, got, m[1], settledTasks[id], settled)
+			}
 			if m[1] != settled {
-				t.Errorf("an instance was assigned tasks in generation %s; the group had settled in %s and should not have rebalanced", m[1], settled)
+				rebalances[m[1]] = true
 			}
 			restarted++
 		}
@@ -334,6 +352,7 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	if restarted < 5 {
 		t.Errorf("%d assignments logged since the group settled; want at least one per restart (5)", restarted)
 	}
+	t.Logf("rebalances since the group settled in generation %s (none moving a task): %d", settled, len(rebalances))
 	seqs := readCounts(t, env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
 	checkEcho(t, env, c, total(want), true)
@@ -414,11 +433,15 @@ func settle(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, 
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		st, state := describeGroup(ctx, t, adm, c.appID)
-		held := 0
+		// Balanced too: a member still warming up its tasks' state holds
+		// fewer until the probing rebalance moves them.
+		held, balanced := 0, true
 		for _, m := range st.members {
-			held += len(m[c.in]) + len(m[c.appID+"-by-word-repartition"])
+			h := len(m[c.in]) + len(m[c.appID+"-by-word-repartition"])
+			held += h
+			balanced = balanced && h >= 2*partitions/n
 		}
-		if state == "Stable" && len(st.members) == n && held == 2*partitions {
+		if state == "Stable" && len(st.members) == n && held == 2*partitions && balanced {
 			return st
 		}
 		if time.Now().After(deadline) {
