@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"regexp"
 	"testing"
 	"time"
 
@@ -90,30 +89,6 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 			}
 		}
 		switch {
-		case i%3 == 2 && countRunning(slots) >= 2:
-			// Every third event crashes an instance in the middle of a
-			// rebalance: one instance joins or leaves, and the first other
-			// one to log its part of the rebalance (tasks revoked or
-			// assigned) is killed at once.
-			marks := map[*churnSlot]int{}
-			for _, o := range slots {
-				if o != s && o.running() {
-					marks[o] = len(o.child.fullOutput())
-				}
-			}
-			what := "leaves"
-			if s.running() {
-				s.stop(t)
-				s.down = true
-			} else {
-				what = "joins"
-				s.child, s.down = startCrashChild(t, s.c), false
-			}
-			v := awaitRebalanceLog(t, marks, 30*time.Second)
-			v.child.kill(t)
-			v.down = true
-			counts["crash in a rebalance"]++
-			t.Logf("event %d: %s %s, and %s crashes in the rebalance (%d records written)", i, s.c.id, what, v.c.id, input.n)
 		case !s.running():
 			s.child, s.down = startCrashChild(t, s.c), false
 			t.Logf("event %d: %s joins (%d records written)", i, s.c.id, input.n)
@@ -132,10 +107,6 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 	if counts["crash"]+counts["leave"] == 0 {
 		t.Fatalf("the campaign's %d events took no instance down", events)
 	}
-	if events >= 3 && counts["crash in a rebalance"] == 0 {
-		t.Fatalf("the campaign's %d events crashed no instance in a rebalance", events)
-	}
-	t.Logf("events: %v", counts)
 	for _, s := range slots {
 		if !s.running() {
 			s.child, s.down = startCrashChild(t, s.c), false
@@ -143,37 +114,6 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 	}
 	input.feed(ctx, t, time.Second)
 	return slots, input.want
-}
-
-func countRunning(slots []*churnSlot) int {
-	n := 0
-	for _, s := range slots {
-		if s.running() {
-			n++
-		}
-	}
-	return n
-}
-
-// rebalanceRE finds an instance's part in a rebalance in its log.
-var rebalanceRE = regexp.MustCompile(`msg=(revoked|assigned) `)
-
-// awaitRebalanceLog waits for one of the instances to log, after its mark,
-// that the group took tasks from it or gave it some, and returns it.
-func awaitRebalanceLog(t *testing.T, marks map[*churnSlot]int, timeout time.Duration) *churnSlot {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		for o, mark := range marks {
-			if !o.running() {
-				t.Fatalf("instance %s exited by itself:\n%s", o.c.id, o.child.output())
-			}
-			if rebalanceRE.MatchString(o.child.fullOutput()[mark:]) {
-				return o
-			}
-		}
-	}
-	t.Fatalf("no instance logged a rebalance within %v", timeout)
-	return nil
 }
 
 // stopAll stops every instance of the campaign, each of which must have
