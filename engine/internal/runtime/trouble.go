@@ -89,7 +89,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 	if isFenced(cause) && r.takenOver(ctx) {
 		return r.fencedInstance(cause)
 	}
-	r.trouble.Store(&cause)
+	r.setTrouble(cause)
 	r.reassigned = false
 	r.setState(Degraded)
 	r.m.recovery(ctx)
@@ -124,7 +124,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 			return ctx.Err()
 		}
 		cause = err
-		r.trouble.Store(&err)
+		r.setTrouble(err)
 		if r.cl != nil {
 			r.cl.Close()
 			r.clCancel()
@@ -185,6 +185,11 @@ func (r *Runtime) recovered() {
 	r.troubleSince = time.Time{}
 	r.trouble.Store(nil)
 }
+
+// setTrouble records err as the instance's trouble. The pointer stored is
+// to a copy of its own: the caller's variable may change while readers
+// (the HTTP layer's /readyz) load it.
+func (r *Runtime) setTrouble(err error) { r.trouble.Store(&err) }
 
 // Trouble is what keeps a Degraded instance from processing: the last
 // error Kafka gave it. Nil when it is not degraded.
