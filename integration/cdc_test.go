@@ -45,6 +45,14 @@ func TestCDCSourceChild(t *testing.T) {
 		tables = strings.Split(ts, ",")
 	}
 	chunk, _ := strconv.Atoi(os.Getenv("OXBOW_CDC_CHUNK"))
+	var status time.Duration // the source's default unless the parent says
+	if s := os.Getenv("OXBOW_CDC_STATUS"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("OXBOW_CDC_STATUS: %v", err)
+		}
+		status = d
+	}
 	src, err := postgres.New(postgres.Config{
 		DSN:                          os.Getenv("OXBOW_CDC_DSN"),
 		Tables:                       tables,
@@ -54,7 +62,7 @@ func TestCDCSourceChild(t *testing.T) {
 		TopicPrefix:                  os.Getenv("OXBOW_CDC_PREFIX"),
 		Brokers:                      strings.Split(os.Getenv("OXBOW_CDC_BROKERS"), ","),
 		Partitions:                   3,
-		StatusInterval:               200 * time.Millisecond,
+		StatusInterval:               status,
 		Logger:                       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
@@ -63,6 +71,7 @@ func TestCDCSourceChild(t *testing.T) {
 	defer src.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	fmt.Println("READY") // a SIGTERM stops it from here on
 	if err := src.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +86,15 @@ type cdcChange struct {
 
 func (c cdcChange) String() string { return fmt.Sprintf("%s%d", c.op, c.v) }
 
-// The source is killed with SIGKILL four times and the database restarted
-// once while 10,000 row changes commit (one to four per transaction, on 300
-// keys). Afterwards every committed change is in Kafka, in commit order per
-// key once replays (duplicates at positions already seen) are passed over,
-// the replays are few, and a CDC-fed table of the topic equals the
-// database's table.
+// The source, at its default configuration (a status every 10s), is
+// killed with SIGKILL four times and the database restarted once while
+// 10,000 row changes commit (one to four per transaction, on 300 keys);
+// after the restart the source reconnects and writes changes committed
+// since. Afterwards every committed change is in Kafka, in commit
+// order per key once replays (duplicates at positions already seen) are
+// passed over, every replay is of a transaction at or after the source's
+// record at the interruption before it, and a CDC-fed table of the topic
+// equals the database's table.
 func TestCDCSourceCrash(t *testing.T) {
 	env := kafkaenv.Real(t)
 	dsn := pgtest.Database(t)
@@ -137,10 +149,15 @@ func TestCDCSourceCrash(t *testing.T) {
 	stateTopic := prefix + ".oxbow-cdc-state"
 	var stops []cdcStop
 	kills := 0
+	// Each comes once the writer is past its point and the source (a new
+	// one after a kill) is streaming, and before the writer is done.
 	for i, at := range []int64{1500, 3500, 5000, 6500, 8500} {
-		for done.Load() < at {
+		for done.Load() < at || !strings.Contains(child.fullOutput(), "cdc/postgres: streaming") {
 			select {
 			case err := <-writerErr:
+				if err == nil {
+					t.Fatalf("the writer was done before interruption %d:\n%s", i+1, child.output())
+				}
 				t.Fatalf("the writer stopped early at %d changes: %v", done.Load(), err)
 			case <-child.exited:
 				// Before a planned kill, and through the database's
@@ -149,17 +166,23 @@ func TestCDCSourceCrash(t *testing.T) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
+		if done.Load() >= total {
+			t.Fatalf("the writer was done before interruption %d", i+1)
+		}
 		if i == 2 {
+			alive(t, child, "the source")
 			t.Logf("restarting the database at %d changes", done.Load())
 			// The source keeps running: its record before the restart is at
 			// most as far as the one it resumes from.
 			acked := lastAcked(t, env, stateTopic, slot)
 			pgtest.Restart(t)
-			stops = append(stops, cdcStop{acked, endOffsets(t, adm, topic)})
+			ends := endOffsets(t, adm, topic)
+			stops = append(stops, cdcStop{acked, ends})
+			awaitReconnected(t, env, dsn, topic, ends, child)
 			continue
 		}
 		t.Logf("killing the source at %d changes", done.Load())
-		child.kill(t)
+		killRunning(t, child, "the source")
 		kills++
 		stops = append(stops, cdcStop{lastAcked(t, env, stateTopic, slot), endOffsets(t, adm, topic)})
 		child = startChild(t, "TestCDCSourceChild", childEnv, prefix)
@@ -196,11 +219,9 @@ func TestCDCSourceCrash(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	_ = child.cmd.Process.Signal(syscall.SIGTERM)
-	<-child.exited
-	if code := child.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("the source exited with %d after SIGTERM:\n%s", code, child.output())
-	}
+	awaitReady(t, child, "the last source")
+	alive(t, child, "the last source")
+	stopChild(t, child, "the last source")
 	child = nil
 
 	// Every committed change, in order, per key.
@@ -299,6 +320,76 @@ func TestCDCSourceCrash(t *testing.T) {
 			t.Fatalf("the CDC-fed table has %d rows, the database %d; they differ", len(got), len(want))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// killRunning kills a child with SIGKILL, failing the test if it had
+// exited by itself before (a planned kill of a dead child proves nothing).
+func killRunning(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	alive(t, ch, what)
+	ch.kill(t)
+	if ws, ok := ch.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%s exited by itself (%v) before its SIGKILL:\n%s", what, ch.cmd.ProcessState, ch.output())
+	}
+}
+
+// awaitReconnected waits, after a restart of the database, for a change
+// event in topic (past from, its end offsets at the restart) of a
+// transaction committed after it: only a session begun since can write
+// one (the writer goes on). A source that stays alive but never
+// reconnects fails the test.
+func awaitReconnected(t *testing.T, env *kafkaenv.Env, dsn, topic string, from map[int32]int64, child *crashChild) {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var after int64 // the end of the WAL after the restart
+	for {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			err = conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&after)
+			conn.Close(context.Background())
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the end of the WAL after the restart: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	offsets := map[int32]kgo.Offset{}
+	for p, o := range from {
+		offsets[p] = kgo.NewOffset().At(o)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		var commit int64
+		fs.EachRecord(func(r *kgo.Record) {
+			if ev, err := cdc.Decode(r.Key, r.Value); err == nil && ev.Op != cdc.Tombstone {
+				commit = max(commit, ev.Source.CommitLSN)
+			}
+		})
+		if commit > after {
+			t.Logf("the source wrote a transaction committed after the restart %v later", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		select {
+		case <-child.exited:
+			t.Fatalf("the source exited by itself after the database's restart:\n%s", child.output())
+		case <-ctx.Done():
+			t.Fatalf("the source wrote no transaction committed after the restart (past %X/%X) within 2m:\n%s", after>>32, uint32(after), child.output())
+		default:
+		}
 	}
 }
 
