@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +24,15 @@ import (
 
 // An incremental snapshot of a table added to the capture later, of
 // 20,000 rows in chunks of 200, while a writer changes them, and the source
-// SIGKILLed three times in the middle of it: afterwards the topic, folded
-// per key in order, is the table, and the snapshot completed.
+// SIGKILLed three times in the middle of it (each source killed had taken
+// the snapshot past where the last one left it, and had not logged its
+// end): afterwards the topic, folded per key in order, is the table, and
+// the snapshot completed.
+//
+// The source tells its status every 200ms, not at its default 10s:
+// the kills are placed by the snapshot's progress in the state record,
+// which is written with each status, and at 10s the whole snapshot can
+// pass between two records. (TestCDCSourceCrash runs at the default.)
 func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 	env := kafkaenv.Real(t)
 	dsn := pgtest.Database(t)
@@ -41,7 +47,7 @@ func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 	childEnv := func(tables string) []string {
 		return append(os.Environ(), cdcChildEnv+"=1", "OXBOW_CDC_DSN="+dsn, "OXBOW_CDC_SLOT="+slot, "OXBOW_CDC_PREFIX="+prefix,
 			"OXBOW_CDC_BROKERS="+strings.Join(env.Brokers, ","), "OXBOW_CDC_TABLES="+tables,
-			"OXBOW_CDC_SIGNAL=public.dbz_signal", "OXBOW_CDC_CHUNK=200")
+			"OXBOW_CDC_SIGNAL=public.dbz_signal", "OXBOW_CDC_CHUNK=200", "OXBOW_CDC_STATUS=200ms")
 	}
 	// The initial snapshot, of items alone.
 	child := startChild(t, "TestCDCSourceChild", childEnv("items"), prefix)
@@ -58,8 +64,7 @@ func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	_ = child.cmd.Process.Signal(syscall.SIGTERM)
-	<-child.exited
+	stopChild(t, child, "the source of items")
 
 	// big, added: its incremental snapshot, under writes and kills.
 	pgtest.Exec(t, dsn, fmt.Sprintf(`INSERT INTO big SELECT i, 0 FROM generate_series(1, %d) i`, rows))
@@ -109,31 +114,46 @@ func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 	}()
 	// How far the snapshot is, as the state record has it: the id of the
 	// last row of the last chunk Kafka has.
-	progress := func() int {
+	progress := func(st cdcState) int {
 		var inc struct{ Last []string }
-		st := lastState(t, env, stateTopic, slot)
 		if st.Incremental == nil || json.Unmarshal(st.Incremental, &inc) != nil || len(inc.Last) == 0 {
 			return 0
 		}
 		n, _ := strconv.Atoi(inc.Last[0])
 		return n
 	}
-	midway := 0
-	for _, at := range []int{rows / 5, rows / 2, rows * 4 / 5} {
-		for progress() < at {
+	// Each kill comes once the state record shows the snapshot under way
+	// past its point and past where the last kill left it (the source
+	// killed has taken it on); the source's log then shows it had not
+	// ended.
+	last := 0
+	for k, at := range []int{rows / 5, rows / 2, rows * 4 / 5} {
+		for {
+			st := lastState(t, env, stateTopic, slot)
+			if containsTable(st.Tables, "public.big") {
+				t.Fatalf("kill %d: the snapshot ended before it:\n%s", k+1, child.output())
+			}
+			if progress(st) >= max(at, last+1) {
+				break
+			}
 			select {
 			case err := <-writerErr:
 				t.Fatalf("the writer stopped: %v", err)
 			case <-child.exited:
 				t.Fatalf("the source exited\n%s", child.output())
+			case <-ctx.Done():
+				t.Fatalf("kill %d: the snapshot is at id %d, not past %d, after 5m:\n%s", k+1, progress(st), max(at, last+1), child.output())
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
-		child.kill(t)
-		if st := lastState(t, env, stateTopic, slot); st.Incremental != nil {
-			midway++
+		killRunning(t, child, fmt.Sprintf("the source before kill %d", k+1))
+		if strings.Contains(child.fullOutput(), snapshotEnded) {
+			t.Fatalf("kill %d: the snapshot had ended before it:\n%s", k+1, child.output())
 		}
-		t.Logf("killed the source with the snapshot at id %d, %d writes", progress(), writes.Load())
+		if last = progress(lastState(t, env, stateTopic, slot)); last == 0 {
+			t.Fatalf("kill %d: no snapshot under way in the state record", k+1)
+		}
+		t.Logf("killed the source with the snapshot at id %d, %d writes", last, writes.Load())
 		child = startChild(t, "TestCDCSourceChild", childEnv("items,big"), prefix)
 	}
 	// To the snapshot's end, as the state record has it.
@@ -146,15 +166,15 @@ func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if !strings.Contains(child.fullOutput(), snapshotEnded) {
+		t.Errorf("the last source did not log the snapshot's end, %q", snapshotEnded)
+	}
 	close(stop)
 	if err := <-writerErr; err != nil {
 		t.Fatalf("the writer: %v", err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO big VALUES (1, -1) ON CONFLICT (id) DO UPDATE SET v = -1`); err != nil {
 		t.Fatal(err)
-	}
-	if midway == 0 {
-		t.Error("no kill came in the middle of the incremental snapshot")
 	}
 
 	want := map[int]int64{}
@@ -179,11 +199,16 @@ func TestCDCIncrementalSnapshotCrash(t *testing.T) {
 		}
 		t.Errorf("big's topic folded has %d rows, the table %d: %d missing, %d with another value, %d extra", len(got), len(want), missing, wrong, len(got)+missing-len(want))
 	}
-	_ = child.cmd.Process.Signal(syscall.SIGTERM)
-	<-child.exited
+	awaitReady(t, child, "the last source")
+	alive(t, child, "the last source")
+	stopChild(t, child, "the last source")
 	child = nil
-	t.Logf("%d writes during the snapshot; %d of 3 kills in its middle", writes.Load(), midway)
+	t.Logf("%d writes during the snapshot", writes.Load())
 }
+
+// snapshotEnded is what the source logs when a table's incremental
+// snapshot is complete (only the last source of the test may).
+const snapshotEnded = "the incremental snapshot of a table is complete"
 
 func containsTable(ts []string, t string) bool {
 	for _, x := range ts {
