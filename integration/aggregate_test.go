@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
@@ -42,13 +44,13 @@ func aggregateTopology(name string) *engine.Topology {
 // commands each to 50 aggregates through a Client in this process, some
 // with expected versions, some repeating an earlier command's id, while one
 // instance is killed with SIGKILL and restarted, a few times. Afterwards,
-// from the event topic read committed: every aggregate's events have the
-// versions 1, 2, 3, … with no gap and no repeat; each accepted command's
-// events are exactly at the positions its outcome gave, and no other
-// command's events name it; rejected commands and conflicts wrote nothing;
-// every repeated command id got its first outcome back; every command with
-// an expected version was accepted at that version or reported as a
-// conflict with another.
+// from the whole event topic read committed: every aggregate's events have
+// the versions 1, 2, 3, … with no gap and no repeat, each of a command
+// submitted; each accepted command's events are exactly at the positions
+// its outcome gave, and no other command's events name it; rejected
+// commands and conflicts wrote nothing; every repeated command id got its
+// first outcome back; every command with an expected version was accepted
+// at that version or reported as a conflict with another.
 func TestAggregateCampaign(t *testing.T) {
 	env := kafkaenv.Real(t)
 	if testing.Short() {
@@ -73,11 +75,8 @@ func TestAggregateCampaign(t *testing.T) {
 	cfgA, cfgB := base, base
 	cfgA.id, cfgA.stateDir = "agg-a", t.TempDir()
 	cfgB.id, cfgB.stateDir = "agg-b", t.TempDir()
-	var mu sync.Mutex
 	children := []*crashChild{startCrashChild(t, cfgA), startCrashChild(t, cfgB)}
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
 		for _, ch := range children {
 			select {
 			case <-ch.exited:
@@ -89,12 +88,20 @@ func TestAggregateCampaign(t *testing.T) {
 	for i, ch := range children {
 		awaitReady(t, ch, fmt.Sprintf("instance %d", i))
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	client, err := a.NewClient(ctx, aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 15 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	// The workers, if the test goroutine fails while they run: stopped
+	// before the client closes and the test ends.
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 
 	// What was submitted and what came back.
 	type command struct {
@@ -130,58 +137,6 @@ func TestAggregateCampaign(t *testing.T) {
 		}
 	}
 
-	// The killer: one instance at a time, while the workers run; both
-	// must be alive before each kill (a child that died by itself fails
-	// the campaign rather than pass for a planned kill).
-	stopKiller := make(chan struct{})
-	killerDone := make(chan struct{})
-	var killed atomic.Int64
-	go func() {
-		defer close(killerDone)
-		rng := rand.New(rand.NewPCG(seed, 99))
-		// Planned by the commands submitted, spread over the first
-		// three quarters of them: the commands go faster than any
-		// fixed delay would guess.
-		total := int64(workers * perWorker)
-		for k := 0; k < kills; k++ {
-			at := total*int64(k)/(kills+1) + 1 + rng.Int64N(total/(kills+1))
-			for submitted.Load() < at {
-				select {
-				case <-stopKiller:
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-			i := rng.IntN(2)
-			mu.Lock()
-			for j, ch := range children {
-				select {
-				case <-ch.exited:
-					mu.Unlock()
-					failures.Add(1)
-					t.Errorf("instance %d exited by itself:\n%s", j, ch.output())
-					return
-				default:
-				}
-			}
-			children[i].kill(t)
-			killed.Add(1)
-			mu.Unlock()
-			t.Logf("killed instance %d after %d commands", i, submitted.Load())
-			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
-			cfg := cfgA
-			if i == 1 {
-				cfg = cfgB
-			}
-			ch := startCrashChild(t, cfg)
-			mu.Lock()
-			children[i] = ch
-			mu.Unlock()
-			awaitReady(t, ch, fmt.Sprintf("instance %d, restarted", i))
-		}
-	}()
-
-	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
@@ -220,6 +175,9 @@ func TestAggregateCampaign(t *testing.T) {
 					defer func() { <-sem }()
 					o, err := submit(c)
 					submitted.Add(1)
+					if ctx.Err() != nil {
+						return // the test failed already
+					}
 					if err != nil {
 						failures.Add(1)
 						t.Errorf("command %s: %v", c.id, err)
@@ -244,38 +202,75 @@ func TestAggregateCampaign(t *testing.T) {
 			inner.Wait()
 		})
 	}
-	wg.Wait()
-	close(stopKiller)
-	<-killerDone
+	workersDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(workersDone)
+	}()
+
+	// The kills, one instance at a time, while the workers run; both
+	// must be alive before each kill (a child that died by itself fails
+	// the campaign rather than pass for a planned kill). Planned by the
+	// commands submitted, spread over the first three quarters of them:
+	// the commands go faster than any fixed delay would guess.
+	rng := rand.New(rand.NewPCG(seed, 99))
+	killed := 0
+	total := int64(workers * perWorker)
+plan:
+	for k := 0; k < kills; k++ {
+		at := total*int64(k)/(kills+1) + 1 + rng.Int64N(total/(kills+1))
+		for submitted.Load() < at {
+			select {
+			case <-workersDone:
+				break plan
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		i := rng.IntN(2)
+		for j, ch := range children {
+			alive(t, ch, fmt.Sprintf("instance %d", j))
+		}
+		killRunning(t, children[i], fmt.Sprintf("instance %d", i))
+		killed++
+		t.Logf("killed instance %d after %d commands", i, submitted.Load())
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond) // down a while, under load
+		cfg := cfgA
+		if i == 1 {
+			cfg = cfgB
+		}
+		children[i] = startCrashChild(t, cfg)
+		awaitReady(t, children[i], fmt.Sprintf("instance %d, restarted", i))
+	}
+	<-workersDone
 	t.Logf("%d commands (%d repeated ids), %d resubmitted after no outcome", submitted.Load(), len(repeats), retries.Load())
 	if failures.Load() > 0 {
 		t.FailNow()
 	}
-	if n := killed.Load(); n != kills {
-		t.Errorf("%d of the %d planned kills happened: the commands were done first", n, kills)
+	if killed != kills {
+		t.Errorf("%d of the %d planned kills happened: the commands were done first", killed, kills)
 	}
 	// Both instances ran to the end and stop cleanly.
-	mu.Lock()
+	for i, ch := range children {
+		alive(t, ch, fmt.Sprintf("instance %d", i))
+	}
 	for i, ch := range children {
 		stopChild(t, ch, fmt.Sprintf("instance %d", i))
 	}
-	mu.Unlock()
 
-	// The event log, read committed, until every aggregate's last version
-	// is in it.
-	final := map[string]int64{}
-	for _, c := range commands {
-		if c.first.Status == aggregate.Accepted {
-			final[c.agg] = max(final[c.agg], c.first.Version)
-		}
-	}
-	log := readEventLog(t, env, a, final)
+	// The whole event log, read committed: every aggregate's versions are
+	// 1, 2, 3, … and every event is of a command submitted.
+	log := readEventLog(t, env, a)
 	byCommand := map[string][]loggedEvent{}
 	for agg, events := range log {
 		for i, e := range events {
 			if e.version != int64(i+1) {
 				t.Errorf("aggregate %s: event %d at %+v has version %d: versions %v", agg, i, e.pos, e.version, versionsOf(events))
 				break
+			}
+		}
+		for _, e := range events {
+			if commands[e.command] == nil {
+				t.Errorf("aggregate %s: the event at %+v, version %d, is of command %q, never submitted or without an outcome", agg, e.pos, e.version, e.command)
 			}
 			byCommand[e.command] = append(byCommand[e.command], e)
 		}
@@ -404,37 +399,79 @@ func countEvents(log map[string][]loggedEvent) int {
 	return n
 }
 
-// readEventLog reads the aggregate's event topic from the start, read
-// committed, until each aggregate of final has reached its version there,
-// and returns each aggregate's events in order.
+// readEventLog reads the aggregate's event topic, read committed, from the
+// start to its end once its producers have stopped (every transaction
+// ended: the last stable offsets are the high watermarks), and returns each
+// aggregate's events in order.
 func readEventLog(t *testing.T, env *kafkaenv.Env, a interface {
 	Topics() (string, string, string)
-}, final map[string]int64) map[string][]loggedEvent {
+}) map[string][]loggedEvent {
 	t.Helper()
 	_, events, _ := a.Topics()
+	// Control records are kept so that a partition's position reaches its
+	// last stable offset even when a transaction's marker ends it.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(events),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	log := map[string][]loggedEvent{}
-	done := func() bool {
-		for agg, v := range final {
-			if int64(len(log[agg])) < v {
-				return false
-			}
-		}
-		return true
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for !done() {
+	adm := kadm.NewClient(cl)
+	ends := map[int32]int64{}
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, events)
+		if err == nil {
+			err = stable.Error()
+		}
+		hw, herr := adm.ListEndOffsets(ctx, events)
+		if err == nil {
+			err = cmp.Or(herr, hw.Error())
+		}
+		if err != nil {
+			t.Fatalf("the end offsets of %s: %v", events, err)
+		}
+		open := false
+		clear(ends)
+		stable.Each(func(o kadm.ListedOffset) {
+			ends[o.Partition] = o.Offset
+			if h, ok := hw.Lookup(events, o.Partition); !ok || h.Offset != o.Offset {
+				open = true
+			}
+		})
+		if !open && len(ends) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: a transaction is still open after 2m: last stable offsets %v", events, ends)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	log := map[string][]loggedEvent{}
+	next := map[int32]int64{}
+	short := func() bool {
+		for p, end := range ends {
+			if next[p] < end {
+				return true
+			}
+		}
+		return false
+	}
+	for short() {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("the event log is short after 2 minutes")
+			t.Fatalf("%s: read to %v of %v after 2m", events, next, ends)
 		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("%s[%d]: %v", topic, p, err)
+		})
 		fs.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			e := loggedEvent{pos: aggregate.Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}}
 			for _, h := range r.Headers {
 				switch h.Key {
