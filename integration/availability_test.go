@@ -143,12 +143,17 @@ func TestAvailabilityCrashRestart(t *testing.T) {
 	awaitReady(t, ch, "the first instance")
 	feed := startFeeder(t, input)
 	var ready, serving []time.Duration
+	inTxn := 0
 	for i := range *availKills {
-		// Kill at a random moment under load: with a commit every 100ms
-		// a transaction is nearly always open.
+		// Kill at a random moment under load, in an open transaction
+		// (commits are 100ms apart: nearly always one is open).
 		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
 		alive(t, ch, fmt.Sprintf("run %d", i))
-		ch.kill(t)
+		if landed, state := killInOpenTxn(ctx, t, adm, ch, c.txnID(), fmt.Sprintf("run %d", i)); landed {
+			inTxn++
+		} else {
+			t.Logf("run %d: the transaction was %s when the instance was gone", i, state)
+		}
 		committed := committedInput(ctx, t, adm, c)
 		start := time.Now()
 		ch = startCrashChild(t, c)
@@ -174,6 +179,10 @@ func TestAvailabilityCrashRestart(t *testing.T) {
 		readyMed.Round(time.Millisecond), readyMax.Round(time.Millisecond), servingMed.Round(time.Millisecond), servingMax.Round(time.Millisecond))
 	if servingMed >= 5*time.Second || servingMax >= 10*time.Second {
 		t.Errorf("restart to serving: median %v, max %v; want below 5s and 10s", servingMed, servingMax)
+	}
+	t.Logf("%d of the %d kills left a transaction open", inTxn, *availKills)
+	if inTxn < *availKills/2 {
+		t.Errorf("only %d of the %d kills landed in an open transaction", inTxn, *availKills)
 	}
 	stopChild(t, ch, "the last instance")
 	exact := func(m map[string]int64) bool { return maps.Equal(m, want) }
@@ -316,7 +325,7 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 		}
 		from := time.Now()
 		stopChild(t, s.child, s.c.id)
-		logs = append(logs, s.c.id+"\n"+s.child.fullOutput()[mark[s.c.id]:])
+		logs = append(logs, s.c.id+"\n"+s.child.outputSince(mark[s.c.id]))
 		mark[s.c.id] = 0
 		s.child = startCrashChild(t, s.c)
 		awaitReady(t, s.child, s.c.id)
@@ -334,7 +343,7 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	// nothing is allowed, and counted: CI saw one, in a run whose
 	// restarts took 1.3s.)
 	for _, s := range slots {
-		logs = append(logs, s.c.id+"\n"+s.child.fullOutput()[mark[s.c.id]:])
+		logs = append(logs, s.c.id+"\n"+s.child.outputSince(mark[s.c.id]))
 	}
 	restarted, rebalances := 0, map[string]bool{}
 	for _, l := range logs {
@@ -572,7 +581,7 @@ func TestAvailabilityScaleOutIn(t *testing.T) {
 	}
 	revokes := 0
 	for id, ch := range children {
-		for _, m := range revokedRE.FindAllStringSubmatch(ch.fullOutput()[mark[id]:], -1) {
+		for _, m := range revokedRE.FindAllStringSubmatch(ch.outputSince(mark[id]), -1) {
 			for _, task := range strings.Fields(m[1]) {
 				revokes++
 				if !moved(task) {

@@ -16,6 +16,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,21 +80,34 @@ func wordOf(v string) string {
 func echoTopic(out string) string { return out + "-echo" }
 
 // checkEcho reads the echo topic of c, read committed, until it holds every
-// one of the n numbered records, and fails the test for a number missing
-// (at the end) or, with exact, seen twice.
+// one of the n numbered records and then to the topic's end, and fails the
+// test for a number missing or, with exact, seen twice. The instances may
+// still run, with no input left to process.
 func checkEcho(t *testing.T, env *kafkaenv.Env, c crashConfig, n int, exact bool) {
 	t.Helper()
+	// With the transaction markers kept, a reader that has passed the last
+	// stable offset has seen every committed record before it.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(echoTopic(c.out)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	seen := make([]int, n)
 	have, dups := 0, 0
+	next := map[int32]int64{} // each partition's offset after the last record read
+	var end map[int32]int64   // the last stable offsets, once every record was seen
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for have < n {
+	read := func() bool {
+		for p, o := range end {
+			if next[p] < o {
+				return false
+			}
+		}
+		return end != nil
+	}
+	for !read() {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			var missing []int
@@ -101,9 +116,13 @@ func checkEcho(t *testing.T, env *kafkaenv.Env, c crashConfig, n int, exact bool
 					missing = append(missing, i)
 				}
 			}
-			t.Fatalf("the echo has %d of the %d records after 3m; missing e.g. %v", have, n, missing)
+			t.Fatalf("the echo has %d of the %d records after 3m (read to %v of %v); missing e.g. %v", have, n, next, end, missing)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			_, num, _ := strings.Cut(string(r.Value), "#")
 			i, err := strconv.Atoi(num)
 			if err != nil || i < 0 || i >= n || wordOf(string(r.Value)) != string(r.Key) {
@@ -117,16 +136,21 @@ func checkEcho(t *testing.T, env *kafkaenv.Env, c crashConfig, n int, exact bool
 				}
 			}
 		})
-	}
-	// What else is there (a duplicate after the last first sighting).
-	rest, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel2()
-	cl.PollFetches(rest).EachRecord(func(r *kgo.Record) {
-		if exact {
-			t.Errorf("record %s is on the echo again after every record was seen", r.Value)
+		if have == n && end == nil {
+			ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, echoTopic(c.out))
+			if err != nil {
+				t.Fatalf("the echo's end offsets: %v", err)
+			}
+			end = map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					t.Fatalf("the echo's end offset of partition %d: %v", o.Partition, o.Err)
+				}
+				end[o.Partition] = o.Offset
+			})
 		}
-	})
-	t.Logf("the echo holds each of the %d numbered records (%d duplicates)", n, dups)
+	}
+	t.Logf("the echo holds each of the %d numbered records (%d duplicates), read to its end %v", n, dups, end)
 }
 
 // crashConfig is how the parent tells a child what to run.
@@ -248,8 +272,14 @@ func TestCrashChild(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}()
-	if err := app.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err = app.Run(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+	if ctx.Err() == nil {
+		// A clean exit is for SIGTERM only: the campaigns take exit 0 for
+		// a stop they asked for.
+		t.Fatalf("Run returned %v without a SIGTERM", err)
 	}
 }
 
@@ -266,7 +296,8 @@ type crashChild struct {
 	ready  chan struct{}
 	exited chan struct{}
 	mu     sync.Mutex
-	log    bytes.Buffer // the child's stderr and stdout
+	log    bytes.Buffer  // the child's stderr and stdout
+	wrote  chan struct{} // a signal after each write to log (capacity 1)
 }
 
 func startCrashChild(t *testing.T, c crashConfig) *crashChild {
@@ -285,7 +316,7 @@ func startChild(t *testing.T, run string, env []string, logName string) *crashCh
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := &crashChild{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{})}
+	ch := &crashChild{cmd: cmd, ready: make(chan struct{}), exited: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	var sink io.Writer = &ch.log
 	if dir := os.Getenv(crashLogDirEnv); dir != "" {
 		name := fmt.Sprintf("%s-%03d.log", logName, crashStarts.Add(1))
@@ -296,7 +327,7 @@ func startChild(t *testing.T, run string, env []string, logName string) *crashCh
 		t.Cleanup(func() { _ = f.Close() })
 		sink = io.MultiWriter(sink, f)
 	}
-	cmd.Stderr = lockedWriter{&ch.mu, sink}
+	cmd.Stderr = lockedWriter{&ch.mu, sink, ch.wrote}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +340,7 @@ func startChild(t *testing.T, run string, env []string, logName string) *crashCh
 			if line == "READY" {
 				once.Do(func() { close(ch.ready) })
 			}
-			_, _ = lockedWriter{&ch.mu, sink}.Write([]byte(line + "\n"))
+			_, _ = lockedWriter{&ch.mu, sink, ch.wrote}.Write([]byte(line + "\n"))
 		}
 		_ = cmd.Wait()
 	}()
@@ -317,14 +348,44 @@ func startChild(t *testing.T, run string, env []string, logName string) *crashCh
 }
 
 type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+	mu    *sync.Mutex
+	w     io.Writer
+	wrote chan struct{}
 }
 
 func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	n, err := l.w.Write(p)
+	l.mu.Unlock()
+	select {
+	case l.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// awaitLog waits until the child's output after offset from matches re,
+// and returns the offset where the match ends; it fails the test if the
+// child exits or timeout passes first. It returns as soon as the line is
+// written: a campaign kills the child at a moment its log names.
+func (ch *crashChild) awaitLog(t *testing.T, re *regexp.Regexp, from int, timeout time.Duration, what string) int {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		if loc := re.FindStringIndex(ch.outputSince(from)); loc != nil {
+			return from + loc[1]
+		}
+		select {
+		case <-ch.wrote:
+		case <-ch.exited:
+			if loc := re.FindStringIndex(ch.outputSince(from)); loc != nil {
+				return from + loc[1]
+			}
+			t.Fatalf("%s: the child exited before its log said %q:\n%s", what, re, ch.output())
+		case <-deadline:
+			t.Fatalf("%s: the child's log did not say %q within %v:\n%s", what, re, timeout, ch.output())
+		}
+	}
 }
 
 func (ch *crashChild) output() string {
@@ -338,10 +399,13 @@ func (ch *crashChild) output() string {
 }
 
 // fullOutput is everything the child wrote.
-func (ch *crashChild) fullOutput() string {
+func (ch *crashChild) fullOutput() string { return ch.outputSince(0) }
+
+// outputSince is what the child wrote after its first from bytes.
+func (ch *crashChild) outputSince(from int) string {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return ch.log.String()
+	return string(ch.log.Bytes()[from:])
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -415,8 +479,40 @@ func (in *crashInput) batch(ctx context.Context, size int) error {
 	return in.cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
-// runCrashCampaign kills the child kills times and returns the input's
-// expected counts.
+// The moments a campaign's kills aim at.
+const (
+	killUnderLoad = "under load"             // a random moment while input arrives
+	killInTxn     = "in an open transaction" // while the coordinator holds the instance's transaction open
+	killInRestore = "in a restore"           // while the instance restores its state, its disk lost
+)
+
+// crashKillPlan is the moment each of a campaign's kills aims at: under
+// load, in an open transaction (exactly-once) and in a restore in turn,
+// the last one under load (the final instance then shows how little of
+// the changelog a crash costs).
+func crashKillPlan(kills int, eos bool) []string {
+	kinds := []string{killUnderLoad, killInRestore}
+	if eos {
+		kinds = []string{killUnderLoad, killInTxn, killInRestore}
+	}
+	plan := make([]string, kills)
+	for i := range plan {
+		plan[i] = kinds[i%len(kinds)]
+	}
+	if kills > 0 {
+		plan[kills-1] = killUnderLoad
+	}
+	return plan
+}
+
+// restoringRE finds an instance's log line that a restore began.
+var restoringRE = regexp.MustCompile(`msg=restoring `)
+
+// runCrashCampaign kills the child kills times, each at the moment
+// crashKillPlan says, and returns the input's expected counts. A kill
+// aimed at a moment it missed (a transaction committed just before the
+// kill, a restore that ended first) is logged and tried again on the
+// next run, up to kills more runs; every planned moment must be hit.
 func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int, seed uint64) map[string]int64 {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 11))
@@ -429,36 +525,116 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(input.cl)
-	var progressed int
+	plan := crashKillPlan(kills, c.eos)
+	hit, missed := map[string]int{}, 0
+	var progressed, underLoad int
 	last := int64(0)
-	for i := range kills {
-		ch := startCrashChild(t, c)
-		awaitReady(t, ch, fmt.Sprintf("run %d: the child", i))
-		// Kill at a random moment within 2s of its start of processing,
-		// while input arrives.
-		input.feed(ctx, t, time.Duration(rng.IntN(2000))*time.Millisecond)
-		select {
-		case <-ch.exited:
-			t.Fatalf("run %d: the child exited by itself:\n%s", i, ch.output())
-		default:
+	for i := 0; i < len(plan); i++ {
+		aim := plan[i]
+		what := fmt.Sprintf("run %d (a kill %s)", i, aim)
+		if aim == killInRestore {
+			// The instance's disk is lost: it restores its state from
+			// the changelogs, and is killed as the restore begins.
+			if err := os.RemoveAll(c.stateDir); err != nil {
+				t.Fatal(err)
+			}
 		}
-		ch.kill(t)
+		ch := startCrashChild(t, c)
+		landed := true
+		switch aim {
+		case killInRestore:
+			ch.awaitLog(t, restoringRE, 0, 2*time.Minute, what)
+			ch.kill(t)
+			// Some restore had begun and not ended, and the instance was
+			// not ready.
+			log := ch.fullOutput()
+			landed = strings.Count(log, "msg=restoring ") > strings.Count(log, "msg=restored ") && !strings.Contains(log, "READY")
+		case killInTxn:
+			awaitReady(t, ch, what)
+			input.feed(ctx, t, time.Duration(rng.IntN(1000))*time.Millisecond)
+			var state string
+			landed, state = killInOpenTxn(ctx, t, adm, ch, c.txnID(), what)
+			if !landed {
+				t.Logf("%s: the transaction was %s when the instance was gone", what, state)
+			}
+		default:
+			awaitReady(t, ch, what)
+			// Kill at a random moment within 2s of its start of
+			// processing, while input arrives.
+			input.feed(ctx, t, time.Duration(rng.IntN(2000))*time.Millisecond)
+			alive(t, ch, what)
+			ch.kill(t)
+		}
 		// How far the instance's committed input offsets got: the campaign
 		// is only worth something if the children commit between kills.
 		committed := committedInput(ctx, t, adm, c)
-		if committed > last {
-			progressed++
+		if aim != killInRestore {
+			underLoad++
+			if committed > last {
+				progressed++
+			}
 		}
 		last = committed
-		t.Logf("run %d: killed after %d input records written, %d committed", i, input.n, committed)
+		if landed {
+			hit[aim]++
+		} else if missed++; missed <= kills {
+			plan = slices.Insert(plan, i+1, aim)
+		}
+		t.Logf("%s: killed (landed: %v) after %d input records written, %d committed", what, landed, input.n, committed)
 	}
-	if progressed < kills/2 {
-		t.Fatalf("the children committed progress in only %d of %d runs: the kills did not land while they worked", progressed, kills)
+	want := map[string]int{}
+	for _, aim := range crashKillPlan(kills, c.eos) {
+		want[aim]++
 	}
+	if !maps.Equal(hit, want) {
+		t.Fatalf("kills that landed where they aimed: %v; the plan has %v (%d missed)", hit, want, missed)
+	}
+	if progressed < underLoad/2 {
+		t.Fatalf("the children committed progress in only %d of %d runs: the kills did not land while they worked", progressed, underLoad)
+	}
+	t.Logf("kills: %v (%d missed their moment and were tried again)", hit, missed)
 	if err := input.batch(ctx, 2000); err != nil {
 		t.Fatal(err)
 	}
 	return input.want
+}
+
+// txnID is the transactional id of the instance c runs (an App's:
+// its group, "-", its InstanceID).
+func (c crashConfig) txnID() string {
+	cfg := c.engineConfig()
+	return engine.NamesOf(cfg).Group() + "-" + cfg.InstanceID
+}
+
+// killInOpenTxn kills the child as soon as its transaction is open on the
+// coordinator, and reports whether the instance left it open (the kill
+// landed in it; a transaction just committed leaves it CompleteCommit)
+// and the state the coordinator had after the kill.
+func killInOpenTxn(ctx context.Context, t *testing.T, adm *kadm.Client, ch *crashChild, txnID, what string) (bool, string) {
+	t.Helper()
+	state := func() string {
+		ds, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			t.Fatalf("%s: describe transaction %s: %v", what, txnID, err)
+		}
+		d, err := ds.On(txnID, nil)
+		if err == nil {
+			err = d.Err
+		}
+		if err != nil {
+			t.Fatalf("%s: describe transaction %s: %v", what, txnID, err)
+		}
+		return d.State
+	}
+	for deadline := time.Now().Add(time.Minute); state() != "Ongoing"; time.Sleep(2 * time.Millisecond) {
+		alive(t, ch, what)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no transaction of %s open within a minute:\n%s", what, txnID, ch.output())
+		}
+	}
+	ch.kill(t)
+	after := state()
+	return after == "Ongoing", after
 }
 
 // committedInput is the sum of the instance's committed input offsets.
