@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ var churnEvents = flag.Int("oxbow.churn.events", 9, "joins, leaves and crashes i
 // The churn campaign: three instances, each a child process with its own
 // state directory, count a continuous input while, at random moments from a
 // seed, one of them crashes (SIGKILL), leaves (SIGTERM: it commits and
-// leaves the group) or, if it is down, joins again. Then all three run until
-// the output is complete. With exactly-once the output, read committed,
+// leaves the group) or, if it is down, joins again; every third event one
+// joins or leaves and another crashes in the rebalance that follows. Then
+// all three run until the output is complete. With exactly-once the output, read committed,
 // holds the exact counts and each key's counts only grow; with
 // at-least-once no count is short.
 
@@ -27,6 +29,7 @@ type churnSlot struct {
 	c     crashConfig
 	child *crashChild // nil while down
 	down  bool        // the campaign stopped or killed it
+	left  bool        // it went down by leaving the group, not by a crash
 }
 
 func (s *churnSlot) running() bool {
@@ -47,11 +50,15 @@ func (s *churnSlot) stop(t *testing.T) {
 	stopChild(t, s.child, "instance "+s.c.id)
 }
 
+// The campaign's events, in turn: an instance goes down (crashes or
+// leaves, alternately) or one that is down joins, at random; every third
+// event an instance joins or leaves and another crashes in the middle of
+// the rebalance that follows. One instance always runs.
 func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed uint64) ([]*churnSlot, map[string]int64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 21))
 	input := newCrashInput(t, env, c.in, seed, 22)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	slots := make([]*churnSlot, 3)
 	for i := range slots {
@@ -70,50 +77,130 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 	for _, s := range slots {
 		s.child = startCrashChild(t, s.c)
 	}
-	select {
-	case <-slots[0].child.ready:
-	case <-slots[0].child.exited:
-		t.Fatalf("instance %s exited:\n%s", slots[0].c.id, slots[0].child.output())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("instance %s not ready after 2m:\n%s", slots[0].c.id, slots[0].child.output())
+	awaitReady(t, slots[0].child, "instance "+slots[0].c.id)
+	// A rebalance waits for every member the group knows: at the default
+	// configuration, for a crashed static member's session to end.
+	rebalanceWait := c.engineConfig().SessionTimeout + time.Minute
+	if c.defaults {
+		rebalanceWait = 45*time.Second + time.Minute
 	}
-	// Input between events, 0.5s to 3s apart.
 	counts := map[string]int{}
 	for i := range events {
+		// Input between events, 0.5s to 3s apart.
 		input.feed(ctx, t, time.Duration(500+rng.IntN(2500))*time.Millisecond)
-		s := slots[rng.IntN(len(slots))]
 		// Every instance the campaign did not take down is still running.
+		var up, down []*churnSlot
 		for _, o := range slots {
 			if o.child != nil && !o.down && !o.running() {
 				t.Fatalf("event %d: instance %s exited by itself:\n%s", i, o.c.id, o.child.output())
 			}
+			if o.running() {
+				up = append(up, o)
+			} else {
+				down = append(down, o)
+			}
 		}
 		switch {
-		case !s.running():
+		case i%3 == 2:
+			// One instance joins (if one is down) or leaves, and the first
+			// other one to log its part of the rebalance (tasks revoked or
+			// assigned) is killed at once.
+			marks := map[*churnSlot]int{}
+			for _, o := range up {
+				marks[o] = len(o.child.fullOutput())
+			}
+			// A crashed static member that comes back takes its tasks
+			// back without a rebalance: the one to join is one that left.
+			var left []*churnSlot
+			for _, o := range down {
+				if o.left {
+					left = append(left, o)
+				}
+			}
+			if len(left) == 0 && len(up) < 2 {
+				s := down[rng.IntN(len(down))]
+				s.child, s.down = startCrashChild(t, s.c), false
+				awaitReady(t, s.child, "instance "+s.c.id)
+				up = append(up, s)
+				marks[s] = len(s.child.fullOutput())
+				t.Logf("event %d: %s comes back, so that another may leave", i, s.c.id)
+			}
+			var s *churnSlot
+			what := "joins"
+			if len(left) > 0 {
+				s = left[rng.IntN(len(left))]
+				s.child, s.down = startCrashChild(t, s.c), false
+			} else {
+				s = up[rng.IntN(len(up))]
+				delete(marks, s)
+				what = "leaves"
+				s.stop(t)
+				s.down, s.left = true, true
+			}
+			t.Logf("event %d: %s %s (%d records written)", i, s.c.id, what, input.n)
+			v := awaitRebalanceLog(t, marks, rebalanceWait)
+			v.child.kill(t)
+			v.down, v.left = true, false
+			counts["crash in a rebalance"]++
+			t.Logf("event %d: %s crashes in the rebalance", i, v.c.id)
+		case len(down) > 0 && (len(up) == 1 || rng.IntN(2) == 0):
+			s := down[rng.IntN(len(down))]
 			s.child, s.down = startCrashChild(t, s.c), false
+			counts["join"]++
 			t.Logf("event %d: %s joins (%d records written)", i, s.c.id, input.n)
-		case rng.IntN(2) == 0:
+		case (counts["crash"]+counts["leave"])%2 == 0:
+			s := up[rng.IntN(len(up))]
 			s.child.kill(t)
-			s.down = true
+			s.down, s.left = true, false
 			counts["crash"]++
 			t.Logf("event %d: %s crashes (%d records written)", i, s.c.id, input.n)
 		default:
+			s := up[rng.IntN(len(up))]
 			s.stop(t)
-			s.down = true
+			s.down, s.left = true, true
 			counts["leave"]++
 			t.Logf("event %d: %s leaves (%d records written)", i, s.c.id, input.n)
 		}
 	}
-	if counts["crash"]+counts["leave"] == 0 {
+	t.Logf("events: %v", counts)
+	if events >= 3 && counts["crash in a rebalance"] != events/3 {
+		t.Fatalf("%d crashes in a rebalance; the campaign's %d events plan %d", counts["crash in a rebalance"], events, events/3)
+	}
+	if counts["crash"]+counts["leave"]+counts["crash in a rebalance"] == 0 {
 		t.Fatalf("the campaign's %d events took no instance down", events)
 	}
 	for _, s := range slots {
-		if !s.running() {
-			s.child, s.down = startCrashChild(t, s.c), false
+		if s.running() {
+			continue
 		}
+		if !s.down {
+			t.Fatalf("instance %s exited by itself:\n%s", s.c.id, s.child.output())
+		}
+		s.child, s.down = startCrashChild(t, s.c), false
 	}
 	input.feed(ctx, t, time.Second)
 	return slots, input.want
+}
+
+// rebalanceRE finds an instance's part in a rebalance in its log.
+var rebalanceRE = regexp.MustCompile(`msg=(revoked|assigned) `)
+
+// awaitRebalanceLog waits for one of the instances to log, after its mark,
+// that the group took tasks from it or gave it some, and returns it.
+func awaitRebalanceLog(t *testing.T, marks map[*churnSlot]int, timeout time.Duration) *churnSlot {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		for o, mark := range marks {
+			if !o.running() {
+				t.Fatalf("instance %s exited by itself:\n%s", o.c.id, o.child.output())
+			}
+			if rebalanceRE.MatchString(o.child.outputSince(mark)) {
+				return o
+			}
+		}
+	}
+	t.Fatalf("no instance logged a rebalance within %v", timeout)
+	return nil
 }
 
 // stopAll stops every instance of the campaign, each of which must have
