@@ -33,13 +33,34 @@
 //
 // # Tests
 //
-// TestRekeyedCountOnKafka runs a re-keyed count (a repartition topic, a
-// store and its changelog) in an engine.App on the real broker and checks
-// that the output table holds the count of every word of the input, worked
-// out by the test itself. The other tests cover the providers: no
-// Docker engine means ok=false without an error, delay or output; the local
-// provider steps aside for KAFKA_BROKERS and the opt-out, and reports the
-// script's reason when it cannot start the broker.
+// The campaigns run instances as child processes of the test binary (the
+// TestCrashChild and TestCDCSourceChild runs, which do nothing in a normal
+// test run) against the real broker, PostgreSQL and the fault clusters of
+// scripts/services.sh, and kill, stop, restart and hang them:
 //
-// PostgreSQL (OXBOW_PG_DSN from scripts/services.sh) has no tests here yet.
+//   - crash_test.go: SIGKILLs of an exactly-once or at-least-once re-keyed
+//     count, aimed under load, in an open transaction (the coordinator
+//     holds it Ongoing after the kill) and in a restore (the state
+//     directory lost); each numbered input record is on the output once.
+//   - churn_test.go: three instances joining, leaving and crashing, some
+//     in the middle of a rebalance.
+//   - availability_test.go: restart-to-serving times, rolling restarts that
+//     move no task, scaling out and in with cooperative rebalances.
+//   - brokers_test.go: brokers killed, restarted and hung under load.
+//   - failover_test.go, rack_test.go: a task fails over to its standby,
+//     in the other rack.
+//   - aggregate_test.go: the shoe store's inventory aggregate through kills.
+//   - cdc_test.go, cdc_incremental_test.go: the PostgreSQL source killed and
+//     the database restarted while rows change, an incremental snapshot
+//     killed in its middle.
+//
+// Every campaign checks that its children are alive before each planned
+// fault and exit 0 when stopped, that each planned fault happened, and what
+// every key ends with; at least one of each kind runs at the default
+// configuration. A seed (logged) picks the moments: -oxbow.crash.seed
+// replays a campaign; OXBOW_CRASH_LOGDIR keeps every child's log.
+//
+// TestRekeyedCountOnKafka checks a re-keyed count on the real broker
+// against counts the test works out itself; the remaining tests cover the
+// providers above.
 package integration

@@ -120,6 +120,7 @@ func TestFailoverToStandby(t *testing.T) {
 	waitFor(t, time.Minute, "A to commit the updates", func() bool {
 		return committedInput(ctx, t, adm, c) == int64(n+updates)
 	})
+	alive(t, a, "A")
 	a.kill(t)
 	killed := time.Now()
 
