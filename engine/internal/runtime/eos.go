@@ -191,7 +191,7 @@ func (r *Runtime) abortLocked(ctx context.Context, why string) error {
 	r.log.Info("aborting the transaction", "reason", why, "tasks", len(r.tasks))
 	var err error
 	if r.inTxn {
-		actx, cancel := context.WithTimeout(ctx, flushTimeout)
+		actx, cancel := context.WithTimeout(ctx, endTimeout)
 		_, err = r.sess.End(actx, kgo.TryAbort)
 		cancel()
 		r.inTxn = false
@@ -305,7 +305,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 	if len(rewind) > 0 {
 		r.cl.SetOffsets(rewind)
 	}
-	ectx, cancel := context.WithTimeout(ctx, flushTimeout)
+	ectx, cancel := context.WithTimeout(ctx, endTimeout)
 	times := r.commitTimes()
 	committed, err := r.sess.End(withStreamTimes(ectx, times), kgo.TryCommit)
 	cancel()

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,6 +28,19 @@ import (
 // rejoins with its instance id and gets its tasks back with no rebalance.
 // Meanwhile the state is Degraded. The instance fails only when Kafka has
 // been unreachable for TaskTimeout, with the last error.
+//
+// A hung broker (it accepts connections and answers nothing) costs more
+// than a dead one: every request sent to it waits out a timeout before
+// the client tries elsewhere. The cluster fences it after its session
+// and moves its leaders and coordinators, and an instance whose produce
+// stalls (flushStall) or whose transaction does not end (endTimeout)
+// reconnects once the coordinators answer (coordinatorsAnswer). What is
+// left is Kafka's: the aborts the new producer ids ask for wait on the
+// markers the other brokers had sent the hung one (their request
+// timeout, 30s), and a new client's first requests may go to it (a seed,
+// metadata not yet refreshed). Measured, on three brokers: a hung broker
+// that was no coordinator cost 9–10s; the group coordinator's, hung for
+// 60s, stalled processing until it answered again (hung for 40s, 31s).
 //
 // What is not Kafka's absence still fails at once: a record the policies
 // do not skip, a missing topic, an authorization error, another instance
@@ -115,7 +129,13 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 			return r.gaveUp(cause)
 		}
 		cctx, cancel := context.WithTimeout(ctx, left)
-		err := r.newGroupClient(cctx)
+		err := r.coordinatorsAnswer(cctx)
+		if err == nil {
+			if err = r.newGroupClient(cctx); err != nil && r.cl != nil {
+				r.cl.Close()
+				r.clCancel()
+			}
+		}
 		cancel()
 		if err == nil {
 			break
@@ -125,10 +145,6 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		}
 		cause = err
 		r.setTrouble(err)
-		if r.cl != nil {
-			r.cl.Close()
-			r.clCancel()
-		}
 		r.log.Warn("reconnecting to Kafka", "attempt", attempt+1, "err", err)
 		select {
 		case <-ctx.Done():
@@ -137,6 +153,53 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		}
 	}
 	r.lastCommit = r.cfg.Now()
+	return nil
+}
+
+// probeTimeout bounds how long coordinatorsAnswer waits for the
+// coordinators.
+const probeTimeout = 5 * time.Second
+
+// coordinatorsAnswer reports whether the group's coordinator, and under
+// exactly-once the transaction coordinator, answer a request within
+// probeTimeout, asked through a client of its own (no coordinator cached,
+// each request given up after 2s). A new group client joins through the
+// broker the cluster names as the coordinator, and a join sent to a hung
+// broker waits out the rebalance timeout and franz-go's overhead, 70s,
+// even once the cluster has fenced the broker (after its session, 9s by
+// default) and moved the coordinator. Until the probe passes, the loop
+// tries again.
+func (r *Runtime) coordinatorsAnswer(ctx context.Context) error {
+	cl, err := kgo.NewClient(append(r.baseOpts(), kgo.RequestTimeoutOverhead(2*time.Second))...)
+	if err != nil {
+		return fmt.Errorf("engine: kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	ds, err := adm.DescribeGroups(pctx, r.cfg.AppID)
+	if err == nil {
+		err = ds[r.cfg.AppID].Err
+	}
+	// An answer that is an error (not authorized to describe, say) is
+	// an answer.
+	if brokerTrouble(err) {
+		return fmt.Errorf("engine: the group coordinator of %s does not answer: %w", r.cfg.AppID, err)
+	}
+	if !r.cfg.ExactlyOnce {
+		return nil
+	}
+	ts, err := adm.DescribeTransactions(pctx, r.cfg.TransactionalID)
+	if err == nil {
+		var d kadm.DescribedTransaction
+		if d, err = ts.On(r.cfg.TransactionalID, nil); err == nil {
+			err = d.Err
+		}
+	}
+	if brokerTrouble(err) {
+		return fmt.Errorf("engine: the transaction coordinator of %s does not answer: %w", r.cfg.TransactionalID, err)
+	}
 	return nil
 }
 
@@ -206,6 +269,16 @@ func (r *Runtime) Trouble() error {
 // franz-go's client sometimes sent nothing more, and the flush would have
 // waited out all of flushTimeout.
 const flushStall = 10 * time.Second
+
+// endTimeout bounds ending a transaction: its offsets go to the group
+// coordinator, its end to the transaction coordinator, each of which
+// answers in milliseconds when it answers at all (Kafka's
+// request.timeout.ms, 30s). franz-go keeps sending to a coordinator that
+// times out, not asking the cluster where it moved: measured, with the
+// group coordinator's broker hung, a commit waited on it for the whole
+// hang and the instance never said it was Degraded, while the cluster had
+// moved the coordinator after 10s.
+const endTimeout = 30 * time.Second
 
 // acks counts the records Kafka acknowledged or failed, for flushProduced.
 type acks struct{ n atomic.Int64 }
