@@ -273,8 +273,8 @@ func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string
 // three with min.insync.replicas 2, as the cluster's defaults say) while
 // brokers fail: the group coordinator's broker and each instance's
 // transaction coordinator's are SIGKILLed and restarted, another broker is
-// hung (SIGSTOP) for longer than a request's timeout, and the group
-// coordinator's again. The instances never exit, processing goes on
+// hung (SIGSTOP) for longer than a request's timeout, then the group
+// coordinator's, and the group coordinator's is killed again. The instances never exit, processing goes on
 // after each fault (recovery times logged), and the output is exact.
 func TestBrokerFaultsCluster(t *testing.T) {
 	f := faultKafka(t, "cluster", 3)
@@ -340,16 +340,18 @@ func TestBrokerFaultsCluster(t *testing.T) {
 		down time.Duration
 	}
 	txnID := func(i int) string { return c.appID + "-" + ids[i] }
+	coordinators := func() map[int]bool {
+		return map[int]bool{coordinator(ctx, t, adm, c.appID, false): true,
+			coordinator(ctx, t, adm, txnID(0), true): true, coordinator(ctx, t, adm, txnID(1), true): true}
+	}
 	faults := []fault{
 		{"the group coordinator's broker", func() int { return coordinator(ctx, t, adm, c.appID, false) }, "kill", 30 * time.Second},
 		{"the transaction coordinator of " + ids[0], func() int { return coordinator(ctx, t, adm, txnID(0), true) }, "kill", 30 * time.Second},
 		{"the transaction coordinator of " + ids[1], func() int { return coordinator(ctx, t, adm, txnID(1), true) }, "kill", 30 * time.Second},
-		// A broker that is no coordinator of the campaign's: a hung
-		// coordinator stalls the instances for longer than the hang
-		// (seen once in CI; not ridden out yet, see the note).
+		// A hung broker: one that is no coordinator of the campaign's if
+		// there is one (the next fault hangs a coordinator).
 		{"a broker hung", func() int {
-			busy := map[int]bool{coordinator(ctx, t, adm, c.appID, false): true,
-				coordinator(ctx, t, adm, txnID(0), true): true, coordinator(ctx, t, adm, txnID(1), true): true}
+			busy := coordinators()
 			var free []int
 			for n := 1; n <= 3; n++ {
 				if !busy[n] {
@@ -361,11 +363,22 @@ func TestBrokerFaultsCluster(t *testing.T) {
 			}
 			return free[rng.IntN(len(free))]
 		}, "pause", 40 * time.Second},
+		// A hung coordinator: the cluster fences its broker after 9s and
+		// moves the coordinator, but every request the instances' clients
+		// still send to the hung broker (the coordinator franz-go keeps,
+		// leaders in stale metadata, a seed) waits out a timeout, and the
+		// aborts that the new producer ids ask for wait for the brokers'
+		// own request timeout (30s) on the markers they had sent it:
+		// processing may resume only when it answers again (see the
+		// runtime's trouble.go): a hung coordinator may stall it. The
+		// output stays exact.
+		{"the group coordinator's broker hung", func() int { return coordinator(ctx, t, adm, c.appID, false) }, "pause", 60 * time.Second},
 		{"the group coordinator's broker again", func() int { return coordinator(ctx, t, adm, c.appID, false) }, "kill", 30 * time.Second},
 	}
 	for i, fl := range faults {
 		checkAlive(fmt.Sprintf("before fault %d", i))
 		node := fl.node()
+		stalls := fl.kind == "pause" && coordinators()[node]
 		from := committedInputErr(ctx, adm, c)
 		start := time.Now()
 		f.node(t, node, fl.kind)
@@ -381,7 +394,7 @@ func TestBrokerFaultsCluster(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if during == 0 {
+		if during == 0 && !stalls {
 			t.Errorf("fault %d (%s of node %d): no input committed in the %v the node was away; two brokers of three should have served", i, fl.kind, node, fl.down)
 		}
 		if fl.kind == "kill" {
@@ -392,8 +405,12 @@ func TestBrokerFaultsCluster(t *testing.T) {
 		at := committedInputErr(ctx, adm, c)
 		after := progress(ctx, t, adm, c, children[0], at, 2*time.Minute, fmt.Sprintf("fault %d", i))
 		checkAlive(fmt.Sprintf("after fault %d", i))
-		t.Logf("fault %d: %s, %s of node %d for %v: processing went on %v after the fault began; %v after the node was back",
-			i, fl.name, fl.kind, node, fl.down, during.Round(time.Millisecond), after.Round(time.Millisecond))
+		went := "no input committed while it was away"
+		if during > 0 {
+			went = fmt.Sprintf("processing went on %v after the fault began", during.Round(time.Millisecond))
+		}
+		t.Logf("fault %d: %s, %s of node %d for %v: %s; %v after the node was back",
+			i, fl.name, fl.kind, node, fl.down, went, after.Round(time.Millisecond))
 		time.Sleep(3 * time.Second)
 	}
 	want := feed.stop(t)

@@ -248,7 +248,9 @@ func TestCrashChild(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if os.Getenv(crashLogDirEnv) != "" {
 		// Diagnosing a campaign: franz-go's own log too.
-		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
+			return time.Now().UTC().Format("15:04:05.000 ")
+		})))
 	}
 	var top *engine.Topology
 	switch {
