@@ -148,7 +148,6 @@ func TestAvailabilityCrashRestart(t *testing.T) {
 		// Kill at a random moment under load, in an open transaction
 		// (commits are 100ms apart: nearly always one is open).
 		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
-		alive(t, ch, fmt.Sprintf("run %d", i))
 		if landed, state := killInOpenTxn(ctx, t, adm, ch, c.txnID(), fmt.Sprintf("run %d", i)); landed {
 			inTxn++
 		} else {

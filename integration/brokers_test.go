@@ -274,8 +274,10 @@ func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string
 // brokers fail: the group coordinator's broker and each instance's
 // transaction coordinator's are SIGKILLed and restarted, another broker is
 // hung (SIGSTOP) for longer than a request's timeout, then the group
-// coordinator's, and the group coordinator's is killed again. The instances never exit, processing goes on
-// after each fault (recovery times logged), and the output is exact.
+// coordinator's, and the group coordinator's is killed again. The
+// instances never exit, processing goes on during each fault but a hung
+// coordinator and after it (recovery times logged), and the output is
+// exact.
 func TestBrokerFaultsCluster(t *testing.T) {
 	f := faultKafka(t, "cluster", 3)
 	seed := campaignSeed(t)

@@ -323,17 +323,6 @@ func TestCDCSourceCrash(t *testing.T) {
 	}
 }
 
-// killRunning kills a child with SIGKILL, failing the test if it had
-// exited by itself before (a planned kill of a dead child proves nothing).
-func killRunning(t *testing.T, ch *crashChild, what string) {
-	t.Helper()
-	alive(t, ch, what)
-	ch.kill(t)
-	if ws, ok := ch.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("%s exited by itself (%v) before its SIGKILL:\n%s", what, ch.cmd.ProcessState, ch.output())
-	}
-}
-
 // awaitReconnected waits, after a restart of the database, for a change
 // event in topic (past from, its end offsets at the restart) of a
 // transaction committed after it: only a session begun since can write

@@ -20,9 +20,9 @@ var churnEvents = flag.Int("oxbow.churn.events", 9, "joins, leaves and crashes i
 // seed, one of them crashes (SIGKILL), leaves (SIGTERM: it commits and
 // leaves the group) or, if it is down, joins again; every third event one
 // joins or leaves and another crashes in the rebalance that follows. Then
-// all three run until the output is complete. With exactly-once the output, read committed,
-// holds the exact counts and each key's counts only grow; with
-// at-least-once no count is short.
+// all three run until the output is complete. With exactly-once the
+// output, read committed, holds the exact counts and each key's counts
+// only grow; with at-least-once no count is short.
 
 // churnSlot is one of the campaign's instances.
 type churnSlot struct {
@@ -139,7 +139,7 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 			}
 			t.Logf("event %d: %s %s (%d records written)", i, s.c.id, what, input.n)
 			v := awaitRebalanceLog(t, marks, rebalanceWait)
-			v.child.kill(t)
+			killRunning(t, v.child, "instance "+v.c.id)
 			v.down, v.left = true, false
 			counts["crash in a rebalance"]++
 			t.Logf("event %d: %s crashes in the rebalance", i, v.c.id)
@@ -150,7 +150,7 @@ func runChurn(t *testing.T, env *kafkaenv.Env, c crashConfig, events int, seed u
 			t.Logf("event %d: %s joins (%d records written)", i, s.c.id, input.n)
 		case (counts["crash"]+counts["leave"])%2 == 0:
 			s := up[rng.IntN(len(up))]
-			s.child.kill(t)
+			killRunning(t, s.child, "instance "+s.c.id)
 			s.down, s.left = true, false
 			counts["crash"]++
 			t.Logf("event %d: %s crashes (%d records written)", i, s.c.id, input.n)

@@ -366,22 +366,21 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// awaitLog waits until the child's output after offset from matches re,
-// and returns the offset where the match ends; it fails the test if the
-// child exits or timeout passes first. It returns as soon as the line is
-// written: a campaign kills the child at a moment its log names.
-func (ch *crashChild) awaitLog(t *testing.T, re *regexp.Regexp, from int, timeout time.Duration, what string) int {
+// awaitLog waits until the child's output matches re; it fails the test
+// if the child exits or timeout passes first. It returns as soon as the
+// line is written: a campaign kills the child at a moment its log names.
+func (ch *crashChild) awaitLog(t *testing.T, re *regexp.Regexp, timeout time.Duration, what string) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
-		if loc := re.FindStringIndex(ch.outputSince(from)); loc != nil {
-			return from + loc[1]
+		if re.MatchString(ch.fullOutput()) {
+			return
 		}
 		select {
 		case <-ch.wrote:
 		case <-ch.exited:
-			if loc := re.FindStringIndex(ch.outputSince(from)); loc != nil {
-				return from + loc[1]
+			if re.MatchString(ch.fullOutput()) {
+				return
 			}
 			t.Fatalf("%s: the child exited before its log said %q:\n%s", what, re, ch.output())
 		case <-deadline:
@@ -418,6 +417,17 @@ func (ch *crashChild) kill(t *testing.T) {
 	case <-ch.exited:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the child did not exit after SIGKILL")
+	}
+}
+
+// killRunning kills a child with SIGKILL, failing the test if it had
+// exited by itself before (a planned kill of a dead child proves nothing).
+func killRunning(t *testing.T, ch *crashChild, what string) {
+	t.Helper()
+	alive(t, ch, what)
+	ch.kill(t)
+	if ws, ok := ch.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%s exited by itself (%v) before its SIGKILL:\n%s", what, ch.cmd.ProcessState, ch.output())
 	}
 }
 
@@ -545,8 +555,8 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 		landed := true
 		switch aim {
 		case killInRestore:
-			ch.awaitLog(t, restoringRE, 0, 2*time.Minute, what)
-			ch.kill(t)
+			ch.awaitLog(t, restoringRE, 2*time.Minute, what)
+			killRunning(t, ch, what)
 			// Some restore had begun and not ended, and the instance was
 			// not ready.
 			log := ch.fullOutput()
@@ -564,8 +574,7 @@ func runCrashCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, kills int,
 			// Kill at a random moment within 2s of its start of
 			// processing, while input arrives.
 			input.feed(ctx, t, time.Duration(rng.IntN(2000))*time.Millisecond)
-			alive(t, ch, what)
-			ch.kill(t)
+			killRunning(t, ch, what)
 		}
 		// How far the instance's committed input offsets got: the campaign
 		// is only worth something if the children commit between kills.
@@ -634,7 +643,7 @@ func killInOpenTxn(ctx context.Context, t *testing.T, adm *kadm.Client, ch *cras
 			t.Fatalf("%s: no transaction of %s open within a minute:\n%s", what, txnID, ch.output())
 		}
 	}
-	ch.kill(t)
+	killRunning(t, ch, what)
 	after := state()
 	return after == "Ongoing", after
 }

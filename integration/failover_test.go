@@ -120,8 +120,7 @@ func TestFailoverToStandby(t *testing.T) {
 	waitFor(t, time.Minute, "A to commit the updates", func() bool {
 		return committedInput(ctx, t, adm, c) == int64(n+updates)
 	})
-	alive(t, a, "A")
-	a.kill(t)
+	killRunning(t, a, "A")
 	killed := time.Now()
 
 	waitFor(t, time.Minute, "B to take the task over and restore it", func() bool {

@@ -129,8 +129,7 @@ func TestRackAwareStandbys(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	waitFor(t, time.Minute, "the updates committed", func() bool { return committedInput(ctx, t, adm, c) == keys+updates })
 	restoredBefore := cc.RestoredRecords()
-	alive(t, a, "A")
-	a.kill(t)
+	killRunning(t, a, "A")
 	killed := time.Now()
 	waitFor(t, 2*time.Minute, "C to run A's task "+fromA, func() bool {
 		check()
