@@ -10,6 +10,7 @@
 #   scripts/services.sh status [kafka|postgres|all]   # exit 1 if one is not running
 #   scripts/services.sh env                            # export lines, for eval
 #   scripts/services.sh kafka-class CLASS [ARGS...]    # run a Kafka tool class
+#   scripts/services.sh fetch kafka                    # only fetch Kafka's jars (images.sh)
 #   scripts/services.sh start|stop|status kafka-cluster|kafka-solo
 #       three nodes (or one) apart from the default broker, for fault campaigns
 #   scripts/services.sh node kafka-cluster|kafka-solo N kill|stop|start|pause|resume|pid
@@ -899,7 +900,7 @@ pg_status() {
 # ---------------------------------------------------------------------------
 
 usage() {
-	sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -985,6 +986,13 @@ main() {
 	kafka-class)
 		[ $# -ge 1 ] || usage
 		kafka_class "$@"
+		;;
+	fetch)
+		# Only Kafka has something to fetch (its jars, into .cache/kafka/<version>/libs).
+		if [ $# -gt 1 ] || [ "${1:-kafka}" != kafka ]; then usage; fi
+		with_lock
+		kafka_fetch
+		info "kafka: ${KAFKA_VERSION} jars in ${KAFKA_LIBS}"
 		;;
 	-h | --help | help) usage ;;
 	*) usage ;;
