@@ -2,20 +2,25 @@
 // components, and the part of the broker harness they need that the engine
 // must not depend on.
 //
-// # Brokers
+// # Brokers and databases
 //
 // Importing the package (its tests do; another package's tests may, with
-// `import _ "github.com/oxbow-dev/oxbow/integration"`) registers two
-// providers with [kafkaenv.Register]. With them, [kafkaenv.Start],
-// [kafkaenv.ForTest] and [kafkaenv.Real] pick, in order:
+// `import _ "github.com/oxbow-dev/oxbow/integration"`) registers providers
+// with [kafkaenv.Register] and [pgtest.Register]. With them,
+// [kafkaenv.Start], [kafkaenv.ForTest] and [kafkaenv.Real] pick, in order:
 //
-//  1. testcontainers: when a Docker engine answers (where testcontainers-go
+//  1. KAFKA_BROKERS, as kafkaenv itself reads it: a broker named wins.
+//  2. testcontainers: when a Docker engine answers (where testcontainers-go
 //     looks: ~/.testcontainers.properties, DOCKER_HOST, the default and
-//     rootless sockets), a new Kafka container per Env from testcontainers-go's
-//     Kafka module (KRaft, image [DefaultKafkaImage] or OXBOW_KAFKA_IMAGE),
-//     terminated by Env.Close. Without an engine the check says no at once
-//     and quietly. OXBOW_NO_TESTCONTAINERS=1 skips it.
-//  2. KAFKA_BROKERS, as kafkaenv itself reads it.
+//     rootless sockets), a new Kafka container per Env from
+//     [oxbowtest.RunKafka] (image oxbow/kafka:4.4.0, which
+//     `scripts/images.sh build` makes from Debian's packages and Maven
+//     Central's jars; host networking on loopback), removed by Env.Close.
+//     Without an engine the check says no at once and quietly;
+//     OXBOW_NO_TESTCONTAINERS=1 skips it. An engine without the images is
+//     an error that names the command that builds them; TestMain reports
+//     it once and runs no test, unless OXBOW_TESTCONTAINERS_FALLBACK=1 opts
+//     in to the next provider.
 //  3. local: the broker of scripts/services.sh (a Kafka 4.4 KRaft broker
 //     from Maven Central's jars, on 127.0.0.1:9092), started with
 //     `scripts/services.sh start kafka` if it is not running, its address
@@ -28,8 +33,14 @@
 //  4. kafkaenv's embedded broker (kfake), on which [kafkaenv.Real] skips
 //     the test (fails it when CI=true).
 //
-// testcontainers-go is imported here only: the engine's packages do not
-// depend on it.
+// PostgreSQL, for [pgtest]: OXBOW_PG_DSN, else (as in 2.) one container per
+// test process from [oxbowtest.RunPostgres] (oxbow/postgres:15,
+// wal_level=logical), which pgtest.Restart restarts and TestMain removes.
+// TESTCONTAINERS_RYUK_DISABLED defaults to true here: the reaper's image
+// would have to be pulled, and the tests remove their containers.
+//
+// testcontainers-go is imported here and by oxbowtest only: the engine's
+// packages do not depend on it.
 //
 // # Tests
 //

@@ -15,11 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
-	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
 
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/oxbowtest"
 )
 
 // The kinds of broker this package's providers hand out. Both are real
@@ -33,28 +33,18 @@ const (
 	Local kafkaenv.Kind = "local"
 )
 
-// DefaultKafkaImage is the image of the testcontainers provider's broker
-// (OXBOW_KAFKA_IMAGE overrides it): the one testcontainers-go's Kafka module
-// is written and tested for. The module's start script needs a
-// confluentinc/confluent-local image, 7.4.0 or later (KRaft).
-const DefaultKafkaImage = "confluentinc/confluent-local:7.5.0"
+// fallbackEnv opts in to going on to the next provider when the
+// testcontainers provider cannot have its image.
+const fallbackEnv = "OXBOW_TESTCONTAINERS_FALLBACK"
 
-const (
-	// dockerProbeTimeout bounds the check for a Docker engine. Without one
-	// (no DOCKER_HOST, no socket) the check returns at once; the timeout is
-	// for an endpoint that is configured but does not answer.
-	dockerProbeTimeout = 5 * time.Second
-	// containerStartTimeout bounds pulling the image and starting the broker.
-	containerStartTimeout = 5 * time.Minute
-)
-
-// The providers are registered in the order kafkaenv tries them: a
-// container when a Docker engine answers; then (kafkaenv's own step)
-// KAFKA_BROKERS; then the local broker of scripts/services.sh. The local
-// provider steps aside when KAFKA_BROKERS is set, so that kafkaenv uses it.
+// The providers are registered in the order kafkaenv tries them after
+// KAFKA_BROKERS: a container when a Docker engine answers; then the local
+// broker of scripts/services.sh. PostgreSQL, for pgtest when OXBOW_PG_DSN is
+// not set: a container when a Docker engine answers.
 func init() {
 	kafkaenv.Register("testcontainers", testcontainersProvider)
 	kafkaenv.Register("local", localProvider)
+	pgtest.Register("testcontainers", postgresProvider)
 }
 
 // envSet reports whether an opt-out variable is set to something other than
@@ -67,74 +57,98 @@ func envSet(name string) bool {
 // ---------------------------------------------------------------------------
 // testcontainers
 
-// testcontainersProvider starts a Kafka container when a Docker engine
-// answers, and reports ok=false, quietly and at once, when none does or
-// OXBOW_NO_TESTCONTAINERS is set. Every Env gets its own container, which
-// its Close terminates (testcontainers' reaper removes it too if the process
-// dies first).
-func testcontainersProvider(ctx context.Context) (env *kafkaenv.Env, ok bool, err error) {
-	if envSet("OXBOW_NO_TESTCONTAINERS") || !dockerEngine(ctx) {
-		return nil, false, nil
+// imageCheck is the process's answer to "may the testcontainers providers
+// run?": nil, oxbowtest.ErrNoDocker, or the first image the engine lacks.
+var imageCheck = sync.OnceValue(func() error {
+	if envSet("OXBOW_NO_TESTCONTAINERS") {
+		return oxbowtest.ErrNoDocker
 	}
-	img := cmp.Or(strings.TrimSpace(os.Getenv("OXBOW_KAFKA_IMAGE")), DefaultKafkaImage)
-	ctx, cancel := context.WithTimeout(ctx, containerStartTimeout)
-	defer cancel()
-
-	var c *tckafka.KafkaContainer
-	defer func() {
-		// testcontainers panics on some Docker failures (a socket it cannot
-		// resolve, say); report them as errors.
-		if r := recover(); r != nil {
-			_ = testcontainers.TerminateContainer(c)
-			env, ok, err = nil, false, fmt.Errorf("start %s: panic: %v", img, r)
+	ctx := context.Background()
+	if err := oxbowtest.Docker(ctx); err != nil {
+		return err
+	}
+	for _, img := range []string{
+		cmp.Or(strings.TrimSpace(os.Getenv("OXBOW_KAFKA_IMAGE")), oxbowtest.KafkaImage),
+		cmp.Or(strings.TrimSpace(os.Getenv("OXBOW_POSTGRES_IMAGE")), oxbowtest.PostgresImage),
+	} {
+		if err := oxbowtest.CheckImage(ctx, img); err != nil {
+			return err
 		}
-	}()
-	c, err = tckafka.Run(ctx, img, testcontainers.WithEnv(map[string]string{
-		// As scripts/services.sh configures its broker: tests create their
-		// topics, groups form at once, and one replica is enough.
-		"KAFKA_AUTO_CREATE_TOPICS_ENABLE":            "false",
-		"KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS":         "1000",
-		"KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
-		"KAFKA_DEFAULT_REPLICATION_FACTOR":           "1",
-		"KAFKA_MIN_INSYNC_REPLICAS":                  "1",
-		"KAFKA_LOG_CLEANER_BACKOFF_MS":               "1000",
-	}))
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return nil, false, fmt.Errorf("start %s: %w", img, err)
 	}
-	brokers, err := c.Brokers(ctx)
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return nil, false, fmt.Errorf("%s: broker address: %w", img, err)
+	return nil
+})
+
+// containers reports whether the testcontainers providers apply: ok=false,
+// quietly, without a Docker engine or with OXBOW_NO_TESTCONTAINERS set; an
+// error when the engine lacks an image, unless OXBOW_TESTCONTAINERS_FALLBACK
+// opts in to the next provider.
+func containers() (ok bool, err error) {
+	switch err := imageCheck(); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, oxbowtest.ErrNoDocker):
+		return false, nil
+	case envSet(fallbackEnv):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w\n(or name a broker with KAFKA_BROKERS and a server with OXBOW_PG_DSN; or set %s=1 to go on without containers: scripts/services.sh's broker, else the embedded one)", err, fallbackEnv)
 	}
-	return kafkaenv.NewEnv(Testcontainers, brokers, func() error { return testcontainers.TerminateContainer(c) }), true, nil
 }
 
-// dockerEngine reports whether a Docker engine answers where
-// testcontainers-go looks for one: tc.host and docker.host in
-// ~/.testcontainers.properties, DOCKER_HOST, the default socket, the
-// rootless sockets. With none of them present it returns false at once and
-// says nothing; testcontainers-go caches that discovery for the process.
-// An endpoint that is configured but silent costs at most
-// dockerProbeTimeout.
-func dockerEngine(ctx context.Context) (ok bool) {
-	ctx, cancel := context.WithTimeout(ctx, dockerProbeTimeout)
-	defer cancel()
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		return false
+// testcontainersProvider starts a Kafka container (oxbowtest.RunKafka: the
+// image scripts/images.sh builds, on the host's network) when a Docker
+// engine answers. Every Env gets its own container, which its Close
+// removes.
+func testcontainersProvider(ctx context.Context) (*kafkaenv.Env, bool, error) {
+	if ok, err := containers(); !ok {
+		return nil, false, err
 	}
-	defer cli.Close()
-	// Discovery already asked the engine for its info (and caches it); ping
-	// it now, so that an engine that has gone away since does not count.
-	_, err = cli.Ping(ctx, client.PingOptions{})
-	return err == nil
+	k, err := oxbowtest.RunKafka(ctx, oxbowtest.KafkaOptions{StartTimeout: containerStartTimeout})
+	if err != nil {
+		return nil, false, err
+	}
+	return kafkaenv.NewEnv(Testcontainers, k.Brokers, func() error {
+		return testcontainers.TerminateContainer(k.Container)
+	}), true, nil
+}
+
+// containerStartTimeout bounds starting a container, from creating it to
+// its service answering.
+const containerStartTimeout = 3 * time.Minute
+
+var (
+	pgMu        sync.Mutex
+	pgContainer *oxbowtest.PostgresContainer
+)
+
+// postgresProvider starts the process's PostgreSQL container when a Docker
+// engine answers; pgtest asks once per process and keeps the answer, and
+// TestMain removes the container when the tests are done.
+func postgresProvider(ctx context.Context) (pgtest.Server, bool, error) {
+	if ok, err := containers(); !ok {
+		return pgtest.Server{}, false, err
+	}
+	p, err := oxbowtest.RunPostgres(ctx, oxbowtest.PostgresOptions{StartTimeout: containerStartTimeout})
+	if err != nil {
+		return pgtest.Server{}, false, err
+	}
+	pgMu.Lock()
+	pgContainer = p
+	pgMu.Unlock()
+	return pgtest.Server{DSN: p.DSN, Restart: p.Restart}, true, nil
+}
+
+// removePostgres removes the process's PostgreSQL container, if it started
+// one.
+func removePostgres() error {
+	pgMu.Lock()
+	defer pgMu.Unlock()
+	if pgContainer == nil {
+		return nil
+	}
+	err := testcontainers.TerminateContainer(pgContainer.Container)
+	pgContainer = nil
+	return err
 }
 
 // ---------------------------------------------------------------------------
@@ -150,9 +164,8 @@ var (
 // localProvider starts the repository's local broker with
 // `scripts/services.sh start kafka` (a no-op when it already runs) and
 // returns the address `scripts/services.sh env` prints. It reports ok=false
-// when KAFKA_BROKERS is set (kafkaenv then uses that broker) or
-// OXBOW_NO_LOCAL_KAFKA is set (kafkaenv then falls back to its embedded
-// broker). It fails, with the script's output, when the broker cannot start
+// when OXBOW_NO_LOCAL_KAFKA is set (kafkaenv then falls back to its
+// embedded broker). It fails, with the script's output, when the broker cannot start
 // (no Java 17+, no Maven for the first download, the port taken, …).
 //
 // Close leaves the broker running: every test package is a process of its
@@ -161,7 +174,7 @@ var (
 // running), so no process can tell when the last user is done. Tests use
 // topics of their own; `scripts/services.sh stop kafka` stops the broker.
 func localProvider(ctx context.Context) (*kafkaenv.Env, bool, error) {
-	if os.Getenv("KAFKA_BROKERS") != "" || envSet("OXBOW_NO_LOCAL_KAFKA") {
+	if envSet("OXBOW_NO_LOCAL_KAFKA") {
 		return nil, false, nil
 	}
 	localMu.Lock()

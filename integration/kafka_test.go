@@ -21,6 +21,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/oxbowtest"
 )
 
 // A re-keyed count (a repartition topic, a store and its changelog) run by
@@ -149,7 +150,7 @@ func TestRekeyedCountOnKafka(t *testing.T) {
 // without an error.
 func TestTestcontainersWithoutDocker(t *testing.T) {
 	start := time.Now()
-	if dockerEngine(context.Background()) {
+	if oxbowtest.Docker(context.Background()) == nil {
 		t.Skip("a Docker engine answers here")
 	}
 	env, ok, err := testcontainersProvider(context.Background())
@@ -159,7 +160,7 @@ func TestTestcontainersWithoutDocker(t *testing.T) {
 	}
 	// A configured endpoint that does not answer may take the probe's
 	// timeout; no endpoint at all takes next to nothing.
-	limit := dockerProbeTimeout + time.Second
+	limit := 6 * time.Second // oxbowtest's probe timeout and a second
 	if os.Getenv("DOCKER_HOST") == "" {
 		limit = time.Second
 	}
@@ -196,20 +197,26 @@ func TestTestcontainersProbeIsQuiet(t *testing.T) {
 	}
 }
 
-// The local provider leaves the broker to KAFKA_BROKERS when that is set,
-// and stays out when opted out.
+// The local provider stays out when opted out.
 func TestLocalProviderStepsAside(t *testing.T) {
-	for _, tc := range []struct{ name, key, value string }{
-		{"KAFKA_BROKERS", "KAFKA_BROKERS", "127.0.0.1:1"},
-		{"opt-out", "OXBOW_NO_LOCAL_KAFKA", "1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			env, ok, err := localProvider(context.Background())
-			if env != nil || ok || err != nil {
-				t.Fatalf("env %v, ok %v, err %v; want nil, false, nil", env, ok, err)
-			}
-		})
+	t.Setenv("OXBOW_NO_LOCAL_KAFKA", "1")
+	env, ok, err := localProvider(context.Background())
+	if env != nil || ok || err != nil {
+		t.Fatalf("env %v, ok %v, err %v; want nil, false, nil", env, ok, err)
+	}
+}
+
+// A broker named by KAFKA_BROKERS wins over every provider, a Docker engine
+// included: kafkaenv does not ask them.
+func TestKafkaBrokersWin(t *testing.T) {
+	t.Setenv("KAFKA_BROKERS", " 127.0.0.1:1 ,127.0.0.1:2")
+	env, err := kafkaenv.Start(context.Background(), kafkaenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if env.Kind != kafkaenv.External || strings.Join(env.Brokers, ",") != "127.0.0.1:1,127.0.0.1:2" {
+		t.Fatalf("got %s %v; want external [127.0.0.1:1 127.0.0.1:2]", env.Kind, env.Brokers)
 	}
 }
 
@@ -222,5 +229,56 @@ func TestLocalStartFailsClearly(t *testing.T) {
 	_, err := startLocal(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "start kafka") || !strings.Contains(err.Error(), "no java found") {
 		t.Fatalf("err = %v; want the script's 'no java found'", err)
+	}
+}
+
+// With a Docker engine up, no broker or database named, and the image not
+// on the engine, the run stops before its first test with one message that
+// says how to build the image; OXBOW_TESTCONTAINERS_FALLBACK=1 goes on to the
+// next provider instead.
+func TestMissingImageStopsTheRun(t *testing.T) {
+	if os.Getenv("OXBOW_MISSING_IMAGE_CHILD") == "1" {
+		env, err := kafkaenv.Start(context.Background(), kafkaenv.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer env.Close()
+		fmt.Printf("broker kind: %s\n", env.Kind)
+		return
+	}
+	if err := oxbowtest.Docker(context.Background()); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	var base []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KAFKA_BROKERS=") && !strings.HasPrefix(kv, "OXBOW_PG_DSN=") {
+			base = append(base, kv)
+		}
+	}
+	base = append(base, "OXBOW_MISSING_IMAGE_CHILD=1", "OXBOW_KAFKA_IMAGE=oxbow/no-such-kafka:0", "OXBOW_NO_LOCAL_KAFKA=1")
+	child := func(extra ...string) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingImageStopsTheRun$", "-test.v=true")
+		cmd.Env = append(append([]string(nil), base...), extra...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := child()
+	if err == nil {
+		t.Fatalf("the run went on without the image:\n%s", out)
+	}
+	if n := strings.Count(out, oxbowtest.BuildCommand); n != 1 || !strings.Contains(out, "oxbow/no-such-kafka:0") {
+		t.Errorf("want one message naming the image and %q (got it %d times):\n%s", oxbowtest.BuildCommand, n, out)
+	}
+	if strings.Contains(out, "=== RUN") {
+		t.Errorf("a test ran:\n%s", out)
+	}
+
+	out, err = child(fallbackEnv + "=1")
+	if err != nil || !strings.Contains(out, "broker kind: embedded") {
+		t.Fatalf("with %s=1, want the run to go on to the next provider (here the embedded broker): %v\n%s", fallbackEnv, err, out)
 	}
 }

@@ -1,12 +1,13 @@
 // Package kafkaenv hands out a Kafka broker for tests, benchmarks and
 // examples: one harness, whatever the machine has.
 //
-// [Start] tries, in order: the providers registered with [Register] (package
-// integration registers one for testcontainers-go when a Docker engine
-// answers); an external broker named by the KAFKA_BROKERS environment
-// variable (comma-separated host:port, as scripts/services.sh prints); and
-// finally an embedded, in-process broker (franz-go's kfake), which needs
-// nothing installed.
+// [Start] tries, in order: an external broker named by the KAFKA_BROKERS
+// environment variable (comma-separated host:port, as scripts/services.sh
+// prints); the providers registered with [Register] (package integration
+// registers one for testcontainers-go when a Docker engine answers, and one
+// for scripts/services.sh); and finally an embedded, in-process broker
+// (franz-go's kfake), which needs nothing installed. A broker named
+// explicitly wins over one found.
 //
 // The embedded broker speaks the real protocol (groups, transactions,
 // compaction) and is right for semantics, but it is much faster than a real
@@ -95,8 +96,8 @@ type namedProvider struct {
 	p    Provider
 }
 
-// Register adds a provider tried before KAFKA_BROKERS and the embedded
-// broker, in registration order.
+// Register adds a provider, tried after KAFKA_BROKERS and before the
+// embedded broker, in registration order.
 func Register(name string, p Provider) {
 	provMu.Lock()
 	defer provMu.Unlock()
@@ -109,22 +110,10 @@ func NewEnv(kind Kind, brokers []string, close func() error) *Env {
 	return &Env{Brokers: brokers, Kind: kind, close: close}
 }
 
-// Start returns a broker: a registered provider's, the external one in
-// KAFKA_BROKERS, or a new embedded one.
+// Start returns a broker: the external one in KAFKA_BROKERS, a registered
+// provider's, or a new embedded one.
 func Start(ctx context.Context, opts Options) (*Env, error) {
 	if !opts.Embedded {
-		provMu.Lock()
-		ps := append([]namedProvider(nil), providers...)
-		provMu.Unlock()
-		for _, np := range ps {
-			env, ok, err := np.p(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("kafkaenv: provider %s: %w", np.name, err)
-			}
-			if ok {
-				return env, nil
-			}
-		}
 		if bs := os.Getenv("KAFKA_BROKERS"); bs != "" {
 			var brokers []string
 			for _, b := range strings.Split(bs, ",") {
@@ -136,6 +125,18 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 				return nil, errors.New("kafkaenv: KAFKA_BROKERS is set but names no broker")
 			}
 			return NewEnv(External, brokers, nil), nil
+		}
+		provMu.Lock()
+		ps := append([]namedProvider(nil), providers...)
+		provMu.Unlock()
+		for _, np := range ps {
+			env, ok, err := np.p(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("kafkaenv: provider %s: %w", np.name, err)
+			}
+			if ok {
+				return env, nil
+			}
 		}
 	}
 	return StartEmbedded(opts)

@@ -1,5 +1,7 @@
 // Package pgtest hands a real PostgreSQL server to tests: the one named by
-// OXBOW_PG_DSN, as scripts/services.sh prints it (with wal_level=logical).
+// OXBOW_PG_DSN, as scripts/services.sh prints it (with wal_level=logical),
+// else one a registered [Provider] starts (package integration registers a
+// container).
 // Each test gets a database of its own, dropped with its replication slots
 // when the test ends.
 package pgtest
@@ -22,19 +24,94 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ServerDSN is the server's DSN from OXBOW_PG_DSN. Without it the test is
-// skipped with the reason, or fails when CI=true: CI must run it.
+// Server is a PostgreSQL server for tests.
+type Server struct {
+	// DSN connects to it as a superuser that may open replication
+	// connections.
+	DSN string
+	// Restart restarts it, keeping its data. Nil: the server of
+	// scripts/services.sh, which `scripts/services.sh restart postgres`
+	// restarts.
+	Restart func(ctx context.Context) error
+}
+
+// Provider finds or starts a server. It returns ok=false, with no error,
+// when it does not apply on this machine.
+type Provider func(ctx context.Context) (srv Server, ok bool, err error)
+
+var (
+	provMu    sync.Mutex
+	providers []namedProvider
+	// chosen is the process's server, once found; chosenErr the first
+	// failure to find one, kept for the rest of the process.
+	chosen    *Server
+	chosenErr error
+)
+
+type namedProvider struct {
+	name string
+	p    Provider
+}
+
+// Register adds a provider, tried in registration order when OXBOW_PG_DSN
+// is not set (package integration registers one that starts a container).
+func Register(name string, p Provider) {
+	provMu.Lock()
+	defer provMu.Unlock()
+	providers = append(providers, namedProvider{name, p})
+}
+
+// server returns the process's server: the one OXBOW_PG_DSN names, else the
+// first registered provider's; ok=false when there is none.
+func server(ctx context.Context) (srv Server, ok bool, err error) {
+	provMu.Lock()
+	defer provMu.Unlock()
+	switch {
+	case chosen != nil:
+		return *chosen, true, nil
+	case chosenErr != nil:
+		return Server{}, false, chosenErr
+	}
+	if dsn := os.Getenv("OXBOW_PG_DSN"); dsn != "" {
+		chosen = &Server{DSN: dsn}
+		return *chosen, true, nil
+	}
+	for _, np := range providers {
+		srv, ok, err := np.p(ctx)
+		if err != nil {
+			chosenErr = fmt.Errorf("pgtest: provider %s: %w", np.name, err)
+			return Server{}, false, chosenErr
+		}
+		if ok {
+			chosen = &srv
+			return srv, true, nil
+		}
+	}
+	return Server{}, false, nil
+}
+
+// ServerDSN is the server's DSN: OXBOW_PG_DSN, else a registered
+// provider's. Without a server the test is skipped with the reason, or fails
+// when CI=true: CI must run it.
 func ServerDSN(tb testing.TB) string {
 	tb.Helper()
-	dsn := os.Getenv("OXBOW_PG_DSN")
-	if dsn == "" {
+	return serverFor(tb).DSN
+}
+
+func serverFor(tb testing.TB) Server {
+	tb.Helper()
+	srv, ok, err := server(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !ok {
 		msg := "needs PostgreSQL with wal_level=logical: set OXBOW_PG_DSN (scripts/services.sh start postgres prints it)"
 		if os.Getenv("CI") == "true" {
 			tb.Fatal(msg)
 		}
 		tb.Skip(msg)
 	}
-	return dsn
+	return srv
 }
 
 var seq atomic.Int64
@@ -75,20 +152,20 @@ func lockShared(tb testing.TB) {
 // the database are dropped.
 func Database(tb testing.TB) string {
 	tb.Helper()
-	server := ServerDSN(tb)
+	admDSN := ServerDSN(tb)
 	lockShared(tb)
 	name := fmt.Sprintf("oxbow_test_%d_%d", time.Now().UnixNano()%1_000_000_000, seq.Add(1))
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, server)
+	admin, err := pgx.Connect(ctx, admDSN)
 	if err != nil {
-		tb.Fatalf("pgtest: connecting to %s: %v", server, err)
+		tb.Fatalf("pgtest: connecting to %s: %v", admDSN, err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	tb.Cleanup(func() {
-		admin, err := pgx.Connect(ctx, server)
+		admin, err := pgx.Connect(ctx, admDSN)
 		if err != nil {
 			tb.Errorf("pgtest: dropping %s: %v", name, err)
 			return
@@ -110,9 +187,9 @@ func Database(tb testing.TB) string {
 			tb.Errorf("pgtest: dropping %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(server)
+	u, err := url.Parse(admDSN)
 	if err != nil {
-		tb.Fatalf("pgtest: OXBOW_PG_DSN is not a URL: %v", err)
+		tb.Fatalf("pgtest: the server DSN is not a URL: %v", err)
 	}
 	u.Path = "/" + name
 	return u.String()
@@ -134,8 +211,8 @@ func Exec(tb testing.TB, dsn string, sql ...string) {
 	}
 }
 
-// Restart restarts the server, keeping its data (scripts/services.sh
-// restart postgres): every connection is dropped. It waits for the tests of
+// Restart restarts the server, keeping its data (its provider's Restart, or
+// scripts/services.sh restart postgres): every connection is dropped. It waits for the tests of
 // other packages that use the server to finish, and keeps them from
 // starting, until the server is back. Call it from a test that has a
 // Database.
@@ -151,6 +228,14 @@ func Restart(tb testing.TB) {
 		tb.Fatalf("pgtest: locking %s: %v", lockPath(), err)
 	}
 	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_SH) }()
+	if srv := serverFor(tb); srv.Restart != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := srv.Restart(ctx); err != nil {
+			tb.Fatalf("pgtest: restarting the server: %v", err)
+		}
+		return
+	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "services.sh")
 	out, err := exec.Command("bash", script, "restart", "postgres").CombinedOutput()
