@@ -27,11 +27,19 @@ import (
 // database prices the next sale).
 func TestShoeStore(t *testing.T) {
 	env := kafkaenv.ForTest(t)
-	cfg := config{Name: fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000), Addr: "127.0.0.1:0", Brokers: env.Brokers,
-		StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	var pgDSN string
 	if os.Getenv("OXBOW_PG_DSN") != "" {
-		cfg.PGDSN = pgtest.Database(t)
+		pgDSN = pgtest.Database(t)
 	}
+	shoeStoreScenario(t, env.Brokers, pgDSN)
+}
+
+// shoeStoreScenario runs the store on the brokers, with its catalog in the
+// PostgreSQL database pgDSN names (or built in, if pgDSN is ""), and drives
+// it through the scenario.
+func shoeStoreScenario(t *testing.T, brokers []string, pgDSN string) {
+	cfg := config{Name: fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000), Addr: "127.0.0.1:0", Brokers: brokers,
+		StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), PGDSN: pgDSN}
 	ready := make(chan string, 1)
 	cfg.Ready = func(url string) { ready <- url }
 	ctx, cancel := context.WithCancel(context.Background())
