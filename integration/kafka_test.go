@@ -155,6 +155,9 @@ func TestTestcontainersWithoutDocker(t *testing.T) {
 	}
 	env, ok, err := testcontainersProvider(context.Background())
 	elapsed := time.Since(start)
+	if env != nil {
+		_ = env.Close()
+	}
 	if env != nil || ok || err != nil {
 		t.Fatalf("testcontainers provider without Docker: env %v, ok %v, err %v; want nil, false, nil", env, ok, err)
 	}
@@ -176,6 +179,9 @@ func TestTestcontainersWithoutDocker(t *testing.T) {
 func TestTestcontainersProbeIsQuiet(t *testing.T) {
 	if os.Getenv("OXBOW_DOCKER_PROBE_CHILD") == "1" {
 		env, ok, err := testcontainersProvider(context.Background())
+		if env != nil {
+			_ = env.Close()
+		}
 		fmt.Printf("probe: env=%v ok=%v err=%v\n", env != nil, ok, err)
 		return
 	}

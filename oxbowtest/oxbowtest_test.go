@@ -174,7 +174,10 @@ func TestMissingImage(t *testing.T) {
 // discovery per process), RunPostgres returns ErrNoDocker.
 func TestNoDocker(t *testing.T) {
 	if os.Getenv("OXBOWTEST_CHILD") == "1" {
-		_, err := oxbowtest.RunPostgres(context.Background(), oxbowtest.PostgresOptions{})
+		p, err := oxbowtest.RunPostgres(context.Background(), oxbowtest.PostgresOptions{})
+		if err == nil {
+			_ = p.Terminate(context.Background())
+		}
 		fmt.Printf("no-docker=%v\n", errors.Is(err, oxbowtest.ErrNoDocker))
 		return
 	}
@@ -194,7 +197,10 @@ func TestNoDocker(t *testing.T) {
 // would have to be pulled), the error says how to turn the reaper off.
 func TestReaperImage(t *testing.T) {
 	if os.Getenv("OXBOWTEST_CHILD") == "reaper" {
-		_, err := oxbowtest.RunKafka(context.Background(), oxbowtest.KafkaOptions{})
+		k, err := oxbowtest.RunKafka(context.Background(), oxbowtest.KafkaOptions{})
+		if err == nil {
+			_ = k.Terminate(context.Background())
+		}
 		fmt.Printf("err=%v\n", err)
 		return
 	}
