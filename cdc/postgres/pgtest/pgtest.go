@@ -212,10 +212,10 @@ func Exec(tb testing.TB, dsn string, sql ...string) {
 }
 
 // Restart restarts the server, keeping its data (its provider's Restart, or
-// scripts/services.sh restart postgres): every connection is dropped. It waits for the tests of
-// other packages that use the server to finish, and keeps them from
-// starting, until the server is back. Call it from a test that has a
-// Database.
+// scripts/services.sh restart postgres): every connection is dropped. It
+// waits for the tests of other packages that use the server to finish, and
+// keeps them from starting, until the server is back. Call it from a test
+// that has a Database.
 func Restart(tb testing.TB) {
 	tb.Helper()
 	locksMu.Lock()
