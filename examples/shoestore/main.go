@@ -232,7 +232,8 @@ func awaitCatalog(ctx context.Context, app *engine.App) error {
 		if err == nil {
 			for _, c := range seedCatalog {
 				_, ok, err := st.Get(c.Model)
-				if errors.As(err, new(*engine.NotLocalError)) {
+				var nl *engine.NotLocalError
+				if errors.As(err, &nl) && nl.Owner.MemberID != "" {
 					continue // another instance's to wait for
 				}
 				if err != nil || !ok {
