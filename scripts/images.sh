@@ -6,6 +6,7 @@
 # each image is made with `docker import`.
 #
 #   scripts/images.sh build [kafka|postgres|all]   # build what is missing or stale; prints the names
+#   scripts/images.sh build shoestore              # the example store, for examples/shoestore/compose.yaml
 #   scripts/images.sh status                       # exit 1 unless both are built from the current recipe
 #   scripts/images.sh names                        # the two image names, one a line
 #   scripts/images.sh engine start|stop|status     # a Docker engine of our own, if none answers
@@ -32,6 +33,7 @@ KAFKA_IMAGE="oxbow/kafka:${KAFKA_VERSION}"
 KAFKA_LIBS="${CACHE_DIR}/kafka/${KAFKA_VERSION}/libs"
 PG_MAJOR=15
 PG_IMAGE="oxbow/postgres:${PG_MAJOR}"
+SHOESTORE_IMAGE="oxbow/shoestore:dev"
 
 # The base both images share: one debootstrap, cached as a tarball named by a
 # hash of what goes into it. Bump BASE_REVISION when base_trim changes.
@@ -363,7 +365,20 @@ image_name() {
 	case "$1" in
 	kafka) echo "$KAFKA_IMAGE" ;;
 	postgres) echo "$PG_IMAGE" ;;
+	shoestore) echo "$SHOESTORE_IMAGE" ;;
 	esac
+}
+
+# shoestore_binary: build the example store for the base's glibc (Debian
+# bookworm, like the machines this runs on) into the images dir, once per
+# change of its sources (go build's cache).
+SHOESTORE_BIN="${IMAGES_DIR}/shoestore"
+shoestore_binary() {
+	command -v go >/dev/null 2>&1 || die "shoestore: go not found: the store's image holds its binary, built here"
+	mkdir -p "$IMAGES_DIR"
+	(cd "$REPO_DIR" && go build -trimpath -o "${SHOESTORE_BIN}.tmp" ./examples/shoestore) ||
+		die "shoestore: go build ./examples/shoestore failed"
+	mv "${SHOESTORE_BIN}.tmp" "$SHOESTORE_BIN"
 }
 
 # recipe NAME: the hash an image of the current recipe is labelled with.
@@ -379,6 +394,12 @@ recipe() {
 		{
 			echo "postgres ${PG_MAJOR} base $(base_key)"
 			cat "$SCRIPT" "${ENTRY_DIR}/postgres-entrypoint.sh"
+		} | sha
+		;;
+	shoestore)
+		{
+			echo "shoestore base $(base_key)"
+			cat "$SCRIPT" "$SHOESTORE_BIN"
 		} | sha
 		;;
 	esac
@@ -428,6 +449,10 @@ EOF
 	postgres)
 		install -D -m 0755 "${ENTRY_DIR}/postgres-entrypoint.sh" "${r}/usr/local/bin/postgres-entrypoint"
 		;;
+	shoestore)
+		install -D -m 0755 "$SHOESTORE_BIN" "${r}/usr/local/bin/shoestore"
+		mkdir -p "${r}/var/lib/shoestore"
+		;;
 	esac
 }
 
@@ -444,12 +469,19 @@ image_excludes() {
 	case "$1" in
 	kafka)
 		ex+=(./usr/lib/postgresql ./usr/share/postgresql ./usr/share/postgresql-common ./var/lib/postgresql
-			./usr/local/bin/postgres-entrypoint
+			./usr/local/bin/postgres-entrypoint ./usr/local/bin/shoestore ./var/lib/shoestore
 			'./usr/lib/*/libicu*' ./usr/share/perl './usr/lib/*/perl' './usr/lib/*/libperl.*')
 		;;
 	postgres)
 		ex+=(./usr/lib/jvm ./opt/kafka ./var/lib/kafka ./usr/local/bin/kafka-entrypoint ./usr/local/bin/kafka-class
+			./usr/local/bin/shoestore ./var/lib/shoestore
 			"./usr/lib/postgresql/${PG_MAJOR}/lib/llvmjit*" "./usr/lib/postgresql/${PG_MAJOR}/lib/bitcode")
+		;;
+	shoestore)
+		ex+=(./usr/lib/jvm ./opt/kafka ./var/lib/kafka ./usr/local/bin/kafka-entrypoint ./usr/local/bin/kafka-class
+			./usr/lib/postgresql ./usr/share/postgresql ./usr/share/postgresql-common ./var/lib/postgresql
+			./usr/local/bin/postgres-entrypoint
+			'./usr/lib/*/libicu*' ./usr/share/perl './usr/lib/*/perl' './usr/lib/*/libperl.*')
 		;;
 	esac
 	printf -- '--exclude=%s\n' "${ex[@]}"
@@ -472,6 +504,15 @@ image_changes() {
 		echo 'WORKDIR /var/lib/postgresql'
 		echo 'STOPSIGNAL SIGINT'
 		echo "LABEL ${RECIPE_LABEL}=$2 dev.oxbow.base=$(base_key) org.opencontainers.image.title=oxbow-postgres org.opencontainers.image.version=${PG_MAJOR}"
+		;;
+	shoestore)
+		# Flags after the image name (docker run, compose's command) go to
+		# the store; KAFKA_BROKERS and OXBOW_PG_DSN are its defaults.
+		echo 'ENTRYPOINT ["/usr/local/bin/shoestore", "-state-dir", "/var/lib/shoestore"]'
+		echo "ENV PATH=${path} LANG=C.UTF-8"
+		echo 'WORKDIR /var/lib/shoestore'
+		echo 'STOPSIGNAL SIGTERM'
+		echo "LABEL ${RECIPE_LABEL}=$2 dev.oxbow.base=$(base_key) org.opencontainers.image.title=oxbow-shoestore"
 		;;
 	esac
 }
@@ -561,6 +602,9 @@ build_todo() {
 build() {
 	local t
 	require_engine
+	for t in "$@"; do
+		[ "$t" != shoestore ] || shoestore_binary
+	done
 	build_todo "$@"
 	if [ "${#TODO[@]}" -gt 0 ]; then
 		need_root "building images"
@@ -636,7 +680,7 @@ main() {
 		[ $# -le 1 ] || usage
 		case "${1:-all}" in
 		all) build kafka postgres ;;
-		kafka | postgres) build "$1" ;;
+		kafka | postgres | shoestore) build "$1" ;;
 		*) usage ;;
 		esac
 		;;
