@@ -14,6 +14,8 @@ set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_DIR"
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 export SHOESTORE_HTTP_PORT="${SHOESTORE_HTTP_PORT:-28080}"
 export SHOESTORE_KAFKA_PORT="${SHOESTORE_KAFKA_PORT:-29192}"
@@ -34,7 +36,7 @@ command -v curl >/dev/null 2>&1 || die "curl not found"
 compose() { docker-compose -p "$PROJECT" -f examples/shoestore/compose.yaml "$@"; }
 
 for port in "$SHOESTORE_HTTP_PORT" "$SHOESTORE_KAFKA_PORT" "$SHOESTORE_KAFKA_CONTROLLER_PORT" "$SHOESTORE_PG_PORT"; do
-	if timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/${port}" 2>/dev/null; then
+	if port_open "$port"; then
 		die "port ${port} is taken (set SHOESTORE_HTTP_PORT, SHOESTORE_KAFKA_PORT, SHOESTORE_PG_PORT)"
 	fi
 done

@@ -53,32 +53,8 @@ die() {
 # ---------------------------------------------------------------------------
 # helpers
 
-# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
-port_open() {
-	timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
-# proc_matches PID WORD...: PID is alive and its command line contains every WORD
-# (guards against a stale PID file naming a reused PID).
-proc_matches() {
-	local pid="$1" cmd word
-	shift
-	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
-	kill -0 "$pid" 2>/dev/null || return 1
-	cmd="$(tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null)" || return 1
-	for word in "$@"; do
-		[[ "$cmd" == *"$word"* ]] || return 1
-	done
-}
-
-# wait_gone PID SECONDS: wait until PID has exited; 1 if it is still there.
-wait_gone() {
-	local pid="$1" deadline=$((SECONDS + $2))
-	while kill -0 "$pid" 2>/dev/null; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$SCRIPT")/lib.sh"
 
 with_lock() {
 	mkdir -p "$RUN_DIR"
