@@ -22,6 +22,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -182,7 +183,13 @@ type Config struct {
 	// in W3C traceparent headers from input records to output records.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// KafkaOptions are passed to every Kafka client (TLS, SASL, …).
+	// KafkaSecurity is how the instance reaches a secured Kafka (TLS,
+	// mTLS, SASL); kafkasec.Flags reads it from the flags and environment
+	// every Oxbow command takes. Run checks it against the cluster first:
+	// an untrusted certificate or a wrong password stops it at once with
+	// an error that says so.
+	KafkaSecurity kafkasec.Config
+	// KafkaOptions are passed to every Kafka client, after KafkaSecurity's.
 	KafkaOptions []kgo.Opt
 	// SessionTimeout of the consumer group: how long before the tasks of a
 	// crashed instance that has not come back move. Default: franz-go's
@@ -245,6 +252,7 @@ type App struct {
 	group string
 	cfg   Config
 	top   *Topology
+	kopts []kgo.Opt // KafkaSecurity's options and KafkaOptions
 }
 
 var _ Queryable = (*App)(nil)
@@ -319,6 +327,11 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	kopts, err := cfg.KafkaSecurity.Opts()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("engine: KafkaSecurity: %w", err))
+	}
+	kopts = append(kopts, cfg.KafkaOptions...)
 	var tracer trace.Tracer = tracenoop.NewTracerProvider().Tracer("oxbow")
 	if cfg.TracerProvider != nil {
 		tracer = cfg.TracerProvider.Tracer("github.com/oxbow-dev/oxbow/engine")
@@ -347,7 +360,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		Meter:              meter,
 		Tracer:             tracer,
 		Tracing:            cfg.TracerProvider != nil,
-		KafkaOpts:          cfg.KafkaOptions,
+		KafkaOpts:          kopts,
 		SessionTimeout:     cfg.SessionTimeout,
 		StaticMember:       static,
 		LeaveOnClose:       cfg.LeaveGroupOnClose || cfg.Batch, // a job done leaves
@@ -374,7 +387,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{rt: rt, group: group, cfg: cfg, top: t}, nil
+	return &App{rt: rt, group: group, cfg: cfg, top: t, kopts: kopts}, nil
 }
 
 // Run runs the instance until ctx is cancelled or Close is called (then it

@@ -203,7 +203,9 @@ func (k *kt) start(top *engine.Topology, cfg engine.Config) *app {
 	if cfg.AppID == "" {
 		cfg.AppID = k.prefix
 	}
-	cfg.Brokers = k.env.Brokers
+	if cfg.Brokers == nil {
+		cfg.Brokers = k.env.Brokers
+	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = k.t.TempDir()
 	}

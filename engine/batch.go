@@ -19,7 +19,7 @@ const batchPoll = 200 * time.Millisecond
 // topics' end offsets of the start and then the repartition topics' ends
 // of that moment.
 func (a *App) runBatch(ctx context.Context) error {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.cfg.KafkaOptions...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.kopts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("engine: batch: %w", err)

@@ -101,3 +101,24 @@ func ExampleApp() {
 	// bob 5
 	// <nil> <nil>
 }
+
+// The ACLs an application needs on a cluster with an authorizer, as
+// kafka-acls.sh commands for its principal.
+func ExampleACLs() {
+	b := engine.NewBuilder()
+	engine.NewStream(b, "orders", serde.String, serde.String).
+		GroupByKey().Count(engine.Materialized("per-customer")).ToStream().To("order-counts")
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	for _, acl := range engine.ACLs(top, engine.Config{AppID: "shop", Guarantee: engine.ExactlyOnce}) {
+		fmt.Println(acl.Command("kafka:9093", "User:shop"))
+	}
+	// Output:
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --group shop
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation CREATE --operation READ --operation WRITE --operation DELETE --operation DESCRIBE --operation DESCRIBE_CONFIGS --topic shop- --resource-pattern-type prefixed
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --transactional-id shop- --resource-pattern-type prefixed
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic orders
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --topic order-counts
+}

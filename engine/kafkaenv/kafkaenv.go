@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // Kind says where a broker came from.
@@ -236,4 +239,43 @@ func (e *Env) CreateTopics(tb testing.TB, partitions int32, topics ...string) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Secured is the secured side of the broker scripts/services.sh starts
+// (scripts/README.md): a SASL_SSL listener and an mTLS one beside the
+// plaintext one, ACLs on (StandardAuthorizer), the CA and the users'
+// passwords in Dir.
+type Secured struct {
+	// SASL and MTLS are the listeners' addresses; Plaintext the same
+	// broker's plaintext one, where a test is a super user.
+	SASL, MTLS, Plaintext string
+	// Dir holds ca.pem, client.pem and client.key (CN=oxbow-app) and the
+	// users' password files.
+	Dir string
+	// Admin is a super user on SASL (SCRAM-SHA-512); App is "oxbow-app",
+	// allowed only what a test grants it, the same principal on SASL
+	// (SCRAM-SHA-512) and on MTLS (AppMTLS, by its certificate).
+	Admin, App, AppMTLS kafkasec.Config
+}
+
+// Secure returns the secured side of the broker for a test, or skips it
+// (fails it when CI=true) when scripts/services.sh's broker is not
+// running: OXBOW_KAFKA_SASL_SSL, OXBOW_KAFKA_MTLS and OXBOW_SECURE_DIR
+// come from `scripts/services.sh env`.
+func Secure(tb testing.TB) *Secured {
+	tb.Helper()
+	s := &Secured{SASL: os.Getenv("OXBOW_KAFKA_SASL_SSL"), MTLS: os.Getenv("OXBOW_KAFKA_MTLS"), Dir: os.Getenv("OXBOW_SECURE_DIR")}
+	if s.SASL == "" || s.MTLS == "" || s.Dir == "" || os.Getenv("KAFKA_BROKERS") == "" {
+		msg := "needs the secured broker of scripts/services.sh: eval \"$(scripts/services.sh env)\" after scripts/services.sh start kafka"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	s.Plaintext = strings.Split(os.Getenv("KAFKA_BROKERS"), ",")[0]
+	ca := filepath.Join(s.Dir, "ca.pem")
+	s.Admin = kafkasec.Config{CAFile: ca, SASL: kafkasec.ScramSHA512, User: "admin", PasswordFile: filepath.Join(s.Dir, "admin.password")}
+	s.App = kafkasec.Config{CAFile: ca, SASL: kafkasec.ScramSHA512, User: "oxbow-app", PasswordFile: filepath.Join(s.Dir, "oxbow-app.password")}
+	s.AppMTLS = kafkasec.Config{CAFile: ca, CertFile: filepath.Join(s.Dir, "client.pem"), KeyFile: filepath.Join(s.Dir, "client.key")}
+	return s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // State is where an instance is in its life.
@@ -226,6 +227,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	r.setState(Starting)
 	err := r.run(ctx)
+	if rf := kafkasec.Refused(err); rf != nil {
+		err = rf // say what Kafka refused, in words
+	}
 	if err != nil {
 		r.setState(Failed)
 		r.log.Error("stopped", "err", err)
@@ -293,6 +297,9 @@ func (r *Runtime) setup(ctx context.Context) error {
 		return fmt.Errorf("engine: kafka client: %w", err)
 	}
 	r.adm = kadm.NewClient(admCl)
+	if err := kafkasec.Check(ctx, admCl); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
 	plan, err := planTopics(ctx, admCl, r.adm, r.topo, r.cfg.AppID)
 	if err != nil {
 		return err
@@ -867,7 +874,11 @@ func (r *Runtime) fetchErrors(fetches kgo.Fetches, what string) error {
 			errs = errors.Join(errs, r.fencedInstance(err))
 			return
 		}
-		if !kgoRetriable(err) {
+		switch {
+		case kgoRetriable(err):
+		case topic == "": // the group's, not a partition's
+			errs = errors.Join(errs, fmt.Errorf("engine: %s: the consumer group %s: %w", what, r.cfg.AppID, err))
+		default:
 			errs = errors.Join(errs, fmt.Errorf("engine: %s %s[%d]: %w", what, topic, p, err))
 		}
 	})

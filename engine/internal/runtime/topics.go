@@ -66,7 +66,7 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 	if len(user) > 0 {
 		details, err := listTopicsSettled(ctx, adm, user)
 		if err != nil {
-			return nil, fmt.Errorf("engine: list topics: %w", err)
+			return nil, fmt.Errorf("engine: list topics %s: %w", strings.Join(user, ", "), err)
 		}
 		var missing []string
 		for _, name := range user {
@@ -201,7 +201,7 @@ func planTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, t *topo.T
 	var created []string // repartition topics created
 	existing, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("engine: list internal topics: %w", err)
+		return nil, fmt.Errorf("engine: list internal topics %s: %w", strings.Join(names, ", "), err)
 	}
 	for _, name := range names {
 		w := wanted[name]

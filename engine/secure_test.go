@@ -1,0 +1,183 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
+)
+
+// grant gives principal the ACLs on the secured broker (as its super
+// user, through the SASL listener) until the test ends.
+func grant(t *testing.T, s *kafkaenv.Secured, principal string, acls []engine.ACL) {
+	t.Helper()
+	opts, err := s.Admin.ClientOpts([]string{s.SASL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	bs, err := engine.Builders(acls, principal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, b := range bs {
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("ACL %s %s: %v", r.Type, r.Name, r.Err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, b := range bs {
+			_, _ = adm.DeleteACLs(context.Background(), b)
+		}
+	})
+}
+
+// TestSecuredApp runs the word count exactly once on the secured broker as
+// a principal with only the ACLs engine.ACLs lists, over SASL (SCRAM) and
+// over mTLS: the counts are exact.
+func TestSecuredApp(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	for _, tc := range []struct {
+		name string
+		addr string
+		sec  kafkasec.Config
+	}{{"sasl", s.SASL, s.App}, {"mtls", s.MTLS, s.AppMTLS}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKT(t)
+			in, out := k.topic("in"), k.topic("out")
+			k.create(2, in, out)
+			top := wordCount(in, out)
+			cfg := engine.Config{AppID: k.prefix, Guarantee: engine.ExactlyOnce, Brokers: []string{tc.addr}, KafkaSecurity: tc.sec}
+			grant(t, s, "User:oxbow-app", engine.ACLs(top, cfg))
+			recs := genLines(3, 200)
+			want := wordCounts(recs)
+			k.produce(in, recs...)
+			k.start(top, cfg)
+			k.table(out, 2*time.Minute, func(got map[string]int64) bool { return mapsEqual(got, want) })
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSecuredRefusals: what the secured broker refuses stops the instance
+// at start with an error naming it, rather than a retry loop that says a
+// broker is away.
+func TestSecuredRefusals(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("not-the-password"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := kafkasectest.NewCA(t)
+	without := func(resource string) func([]engine.ACL) []engine.ACL {
+		return func(acls []engine.ACL) []engine.ACL {
+			return slices.DeleteFunc(slices.Clone(acls), func(a engine.ACL) bool { return a.Resource == resource && (resource != "topic" || a.Prefixed) })
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		addr func() string
+		sec  func(kafkasec.Config) kafkasec.Config
+		acls func([]engine.ACL) []engine.ACL
+		want []string
+	}{
+		{name: "wrong password", sec: func(c kafkasec.Config) kafkasec.Config { c.PasswordFile = wrong; return c },
+			want: []string{"authentication failed"}},
+		{name: "untrusted certificate", sec: func(c kafkasec.Config) kafkasec.Config { c.CAFile = other.File; return c },
+			want: []string{"not trusted here"}},
+		{name: "no client certificate", addr: func() string { return s.MTLS },
+			sec:  func(c kafkasec.Config) kafkasec.Config { return kafkasec.Config{CAFile: c.CAFile} },
+			want: []string{"client certificate"}},
+		{name: "no ACLs", acls: func([]engine.ACL) []engine.ACL { return nil },
+			want: []string{"TOPIC_AUTHORIZATION_FAILED", "-in"}},
+		{name: "no group ACL", acls: without("group"), want: []string{"GROUP_AUTHORIZATION_FAILED"}},
+		{name: "no transactional id ACL", acls: without("transactional-id"), want: []string{"TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}},
+		{name: "no internal topics ACL", acls: without("topic"), want: []string{"TOPIC_AUTHORIZATION_FAILED", "-repartition"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKT(t)
+			in, out := k.topic("in"), k.topic("out")
+			k.create(2, in, out)
+			top := wordCount(in, out)
+			addr, sec := s.SASL, s.App
+			if tc.addr != nil {
+				addr = tc.addr()
+			}
+			if tc.sec != nil {
+				sec = tc.sec(sec)
+			}
+			cfg := engine.Config{AppID: k.prefix, Guarantee: engine.ExactlyOnce, Brokers: []string{addr}, KafkaSecurity: sec}
+			acls := engine.ACLs(top, cfg)
+			if tc.acls != nil {
+				acls = tc.acls(acls)
+			}
+			if len(acls) > 0 {
+				grant(t, s, "User:oxbow-app", acls)
+			}
+			k.produce(in, genLines(5, 10)...)
+			a, err := engine.NewApp(top, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- a.Run(context.Background()) }()
+			select {
+			case err = <-done:
+			case <-time.After(2 * time.Minute):
+				_ = a.Close()
+				t.Fatalf("still running after 2 minutes (state %v, trouble %v): a refusal must stop it", a.State(), a.Trouble())
+			}
+			if err == nil {
+				t.Fatal("Run returned nil")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Run: %v\nwant it to say %q", err, w)
+				}
+			}
+			if pw, _ := os.ReadFile(filepath.Join(s.Dir, "oxbow-app.password")); strings.Contains(err.Error(), string(pw)) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			var r *kafkasec.RefusedError
+			if !errors.As(err, &r) {
+				t.Errorf("Run: %v, want a *kafkasec.RefusedError", err)
+			}
+		})
+	}
+}
