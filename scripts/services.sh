@@ -15,6 +15,20 @@
 #       three nodes (or one) apart from the default broker, for fault campaigns
 #   scripts/services.sh node kafka-cluster|kafka-solo N kill|stop|start|pause|resume|pid
 #
+# Beside the plaintext/trust side (PLAINTEXT 127.0.0.1:9092, postgres@5432 with
+# trust), both have a secured side, for tests of TLS, SASL, mTLS and ACLs:
+#   Kafka   SASL_SSL 127.0.0.1:9094 (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with
+#           Kafka's unsecured validator) and SSL 127.0.0.1:9095 (client
+#           certificate required; its CN is the principal); ACLs enforced
+#           (StandardAuthorizer), super users User:ANONYMOUS (PLAINTEXT and
+#           CONTROLLER listeners) and User:admin; User:oxbow-app has no ACL.
+#   Postgres ssl=on; role oxbow_secure (LOGIN REPLICATION CREATEDB) only over
+#           TLS with scram-sha-256, refused without TLS.
+# Test-only: a CA made here, kept in .cache/run/secure with the certificates,
+# passwords new on every start (<user>.password, 0600) and client properties
+# files (admin.properties, app.properties, mtls.properties); `env` prints
+# OXBOW_SECURE_DIR, OXBOW_KAFKA_SASL_SSL, OXBOW_KAFKA_MTLS, OXBOW_PG_SECURE_DSN.
+#
 # Everything it downloads or creates lives under .cache/ in the repository
 # (OXBOW_CACHE_DIR overrides). See scripts/README.md for the variables.
 set -euo pipefail
@@ -32,6 +46,11 @@ KAFKA_START_TIMEOUT="${OXBOW_KAFKA_START_TIMEOUT:-180}"
 KAFKA_HOME="${CACHE_DIR}/kafka/${KAFKA_VERSION}"
 KAFKA_LIBS="${KAFKA_HOME}/libs"
 KAFKA_RUN="${RUN_DIR}/kafka"
+# The secured listeners of the default broker: SASL_SSL (PLAIN, SCRAM-SHA-256,
+# SCRAM-SHA-512, OAUTHBEARER; no client certificate) and SSL with a client
+# certificate required (mTLS).
+KAFKA_SASL_PORT="${OXBOW_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
+KAFKA_MTLS_PORT="${OXBOW_KAFKA_MTLS_PORT:-$((KAFKA_PORT + 3))}"
 
 PG_PORT="${OXBOW_PG_PORT:-5432}"
 PG_DB=oxbow
@@ -42,6 +61,19 @@ PG_START_TIMEOUT="${OXBOW_PG_START_TIMEOUT:-60}"
 PG_RUN_POINTER="${RUN_DIR}/postgres.path"
 
 STOP_TIMEOUT="${OXBOW_STOP_TIMEOUT:-30}"
+
+# Test-only certificates (a CA of our own, kept while the dir exists), the
+# users' passwords (new on every start) and client properties files, shared by
+# Kafka and PostgreSQL. An absolute path: Kafka's config and the env lines name it.
+SECURE_DIR="${RUN_DIR}/secure"
+case "$SECURE_DIR" in
+/*) ;;
+*) SECURE_DIR="${PWD}/${SECURE_DIR}" ;;
+esac
+# The users of the secured side, and what they can do: see scripts/README.md.
+KAFKA_ADMIN_USER="admin"
+KAFKA_APP_USER="oxbow-app"
+PG_SECURE_USER="oxbow_secure"
 
 info() { echo "services: $*"; }
 warn() { echo "services: warning: $*" >&2; }
@@ -60,6 +92,127 @@ with_lock() {
 	mkdir -p "$RUN_DIR"
 	exec 9>"${RUN_DIR}/.lock"
 	flock -w 600 9 || die "could not lock ${RUN_DIR}/.lock (another services.sh running?)"
+}
+
+# ---------------------------------------------------------------------------
+# The secured side: a test-only CA, certificates and passwords in SECURE_DIR.
+# Called from start (and restart postgres), which hold the lock.
+
+# secure_random: a new random password (hex: nothing to quote in JAAS, in
+# --add-scram's [name=...,password=...] nor in SQL).
+secure_random() {
+	openssl rand -hex 16
+}
+
+# secure_write_secret FILE VALUE: FILE holds VALUE, no newline, mode 0600,
+# replaced whole (a reader sees the old or the new one).
+secure_write_secret() {
+	local tmp="$1.tmp.$$"
+	(
+		umask 077
+		printf '%s' "$2" >"$tmp"
+	)
+	mv -f "$tmp" "$1"
+}
+
+# secure_openssl_cnf: the extensions of the CA and of the leaf certificates.
+secure_openssl_cnf() {
+	cat >"${SECURE_DIR}/openssl.cnf" <<'CNF'
+# Written by scripts/services.sh: extensions of the test-only certificates.
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+CNF
+}
+
+# secure_leaf NAME CN PROFILE: NAME.key (EC P-256, PKCS#8, 0600) and NAME.pem
+# (signed by the CA, extensions of PROFILE: server or client), both replaced
+# whole.
+secure_leaf() {
+	local name="$1" cn="$2" profile="$3" d="$SECURE_DIR" tmp="${SECURE_DIR}/.${1}.$$"
+	(
+		umask 077
+		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-keyout "${tmp}.key" -out "${tmp}.csr" -subj "/CN=${cn}" \
+			-config "${d}/openssl.cnf" 2>"${tmp}.err"
+	) || {
+		cat "${tmp}.err" >&2
+		rm -f "${tmp}".*
+		die "secure: could not make a key for ${name}"
+	}
+	openssl x509 -req -in "${tmp}.csr" -CA "${d}/ca.pem" -CAkey "${d}/ca.key" \
+		-set_serial "0x$(openssl rand -hex 16)" -days 825 -sha256 \
+		-extfile "${d}/openssl.cnf" -extensions "$profile" -out "${tmp}.pem" 2>"${tmp}.err" || {
+		cat "${tmp}.err" >&2
+		rm -f "${tmp}".*
+		die "secure: could not sign the certificate of ${name}"
+	}
+	chmod 0644 "${tmp}.pem"
+	mv -f "${tmp}.key" "${d}/${name}.key"
+	mv -f "${tmp}.pem" "${d}/${name}.pem"
+	rm -f "${tmp}.csr" "${tmp}.err"
+}
+
+# secure_valid NAME: NAME.pem exists, is signed by the current CA and is
+# valid for at least a day more, and NAME.key exists.
+secure_valid() {
+	[ -s "${SECURE_DIR}/$1.pem" ] && [ -s "${SECURE_DIR}/$1.key" ] &&
+		openssl verify -CAfile "${SECURE_DIR}/ca.pem" "${SECURE_DIR}/$1.pem" >/dev/null 2>&1 &&
+		openssl x509 -noout -checkend 86400 -in "${SECURE_DIR}/$1.pem" >/dev/null 2>&1
+}
+
+# secure_init: SECURE_DIR with the CA (made once, kept while it is valid: the
+# other service may be running with certificates it signed) and the client
+# certificate CN=oxbow-app for Kafka's mTLS listener (made if missing or not
+# from this CA).
+secure_init() {
+	local d="$SECURE_DIR"
+	command -v openssl >/dev/null 2>&1 || die "secure: openssl not found (apt-get install openssl)"
+	mkdir -p "$d"
+	chmod 0755 "$d"
+	secure_openssl_cnf
+	if ! { [ -s "${d}/ca.pem" ] && [ -s "${d}/ca.key" ] &&
+		openssl x509 -noout -checkend 86400 -in "${d}/ca.pem" >/dev/null 2>&1; }; then
+		info "secure: making a test-only CA in ${d}"
+		local tmp="${d}/.ca.$$"
+		(
+			umask 077
+			openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+				-keyout "${tmp}.key" -out "${tmp}.pem" -days 3650 -sha256 \
+				-subj "/O=Oxbow tests/CN=Oxbow test CA" \
+				-config "${d}/openssl.cnf" -extensions ca 2>"${tmp}.err"
+		) || {
+			cat "${tmp}.err" >&2
+			rm -f "${tmp}".*
+			die "secure: could not make the CA"
+		}
+		chmod 0644 "${tmp}.pem"
+		mv -f "${tmp}.key" "${d}/ca.key"
+		mv -f "${tmp}.pem" "${d}/ca.pem"
+		rm -f "${tmp}.err"
+	fi
+	if ! secure_valid client; then
+		secure_leaf client "$KAFKA_APP_USER" client
+	fi
 }
 
 # ---------------------------------------------------------------------------
@@ -160,6 +313,14 @@ kafka_address() {
 	cat "${KAFKA_RUN}/address" 2>/dev/null || echo "127.0.0.1:${KAFKA_PORT}"
 }
 
+kafka_sasl_address() {
+	cat "${KAFKA_RUN}/sasl-ssl.address" 2>/dev/null || echo "127.0.0.1:${KAFKA_SASL_PORT}"
+}
+
+kafka_mtls_address() {
+	cat "${KAFKA_RUN}/mtls.address" 2>/dev/null || echo "127.0.0.1:${KAFKA_MTLS_PORT}"
+}
+
 # kafka_test_settings: the broker settings every node started here shares.
 kafka_test_settings() {
 	cat <<'EOF'
@@ -207,18 +368,95 @@ logger.request.level = WARN
 EOF
 }
 
+# kafka_secure_files: the broker's certificate and PKCS12 keystore, the
+# client's PKCS12 keystore (for Java tools on the mTLS listener), new
+# passwords for admin and oxbow-app, and the client properties files. Sets
+# KAFKA_KEYSTORE_PASSWORD, KAFKA_ADMIN_PASSWORD and KAFKA_APP_PASSWORD.
+kafka_secure_files() {
+	local d="$SECURE_DIR" client_ks_password
+	secure_init
+	secure_leaf kafka-server localhost server
+	KAFKA_KEYSTORE_PASSWORD="$(secure_random)"
+	client_ks_password="$(secure_random)"
+	(
+		umask 077
+		openssl pkcs12 -export -name kafka -in "${d}/kafka-server.pem" -inkey "${d}/kafka-server.key" \
+			-certfile "${d}/ca.pem" -out "${d}/kafka-server.p12.tmp" -passout "pass:${KAFKA_KEYSTORE_PASSWORD}" &&
+			mv -f "${d}/kafka-server.p12.tmp" "${d}/kafka-server.p12" &&
+			openssl pkcs12 -export -name "$KAFKA_APP_USER" -in "${d}/client.pem" -inkey "${d}/client.key" \
+				-certfile "${d}/ca.pem" -out "${d}/client.p12.tmp" -passout "pass:${client_ks_password}" &&
+			mv -f "${d}/client.p12.tmp" "${d}/client.p12"
+	) || die "secure: openssl pkcs12 -export failed"
+	KAFKA_ADMIN_PASSWORD="$(secure_random)"
+	KAFKA_APP_PASSWORD="$(secure_random)"
+	secure_write_secret "${d}/${KAFKA_ADMIN_USER}.password" "$KAFKA_ADMIN_PASSWORD"
+	secure_write_secret "${d}/${KAFKA_APP_USER}.password" "$KAFKA_APP_PASSWORD"
+	local user password f
+	for f in admin app; do
+		if [ "$f" = admin ]; then
+			user="$KAFKA_ADMIN_USER" password="$KAFKA_ADMIN_PASSWORD"
+		else
+			user="$KAFKA_APP_USER" password="$KAFKA_APP_PASSWORD"
+		fi
+		secure_write_secret "${d}/${f}.properties" "# Written by scripts/services.sh: ${user} on the SASL_SSL listener 127.0.0.1:${KAFKA_SASL_PORT}
+# (SCRAM-SHA-512), for Kafka's tools: --command-config ${d}/${f}.properties
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"${user}\" password=\"${password}\";
+ssl.truststore.type=PEM
+ssl.truststore.location=${d}/ca.pem
+"
+	done
+	secure_write_secret "${d}/mtls.properties" "# Written by scripts/services.sh: the client certificate (CN=${KAFKA_APP_USER}, User:${KAFKA_APP_USER})
+# on the mTLS listener 127.0.0.1:${KAFKA_MTLS_PORT}, for Kafka's tools: --command-config ${d}/mtls.properties
+security.protocol=SSL
+ssl.keystore.type=PKCS12
+ssl.keystore.location=${d}/client.p12
+ssl.keystore.password=${client_ks_password}
+ssl.key.password=${client_ks_password}
+ssl.truststore.type=PEM
+ssl.truststore.location=${d}/ca.pem
+"
+}
+
 kafka_write_config() {
 	cat >"${KAFKA_RUN}/server.properties" <<EOF
 # Written by scripts/services.sh: a throwaway single-node KRaft cluster for tests.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:${KAFKA_CONTROLLER_PORT}
-listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}
-advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT}
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT},SASL_SSL://127.0.0.1:${KAFKA_SASL_PORT},SSL://127.0.0.1:${KAFKA_MTLS_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},SASL_SSL://127.0.0.1:${KAFKA_SASL_PORT},SSL://127.0.0.1:${KAFKA_MTLS_PORT}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=${KAFKA_RUN}/data
+
+# ---- The secured side (test-only certificates and passwords in ${SECURE_DIR}) ----
+# ACLs are enforced; the PLAINTEXT and CONTROLLER listeners' principal is
+# User:ANONYMOUS, a super user, so plaintext clients keep full access.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS;User:${KAFKA_ADMIN_USER}
+# TLS on SASL_SSL and SSL: the broker's certificate (SAN IP:127.0.0.1,
+# DNS:localhost) signed by the test CA, which is also the truststore for
+# client certificates. SSL requires one (mTLS); its CN is the principal.
+ssl.keystore.type=PKCS12
+ssl.keystore.location=${SECURE_DIR}/kafka-server.p12
+ssl.keystore.password=${KAFKA_KEYSTORE_PASSWORD}
+ssl.key.password=${KAFKA_KEYSTORE_PASSWORD}
+ssl.truststore.type=PEM
+ssl.truststore.location=${SECURE_DIR}/ca.pem
+listener.name.ssl.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+).*\$/\$1/,DEFAULT
+# SASL_SSL: PLAIN (users below), SCRAM (credentials added at format time),
+# OAUTHBEARER with Kafka's unsecured validator (unsigned JWS, alg none; the
+# sub claim is the principal): for tests only.
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_APP_USER}="${KAFKA_APP_PASSWORD}";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 
 # One broker: every internal topic has one replica.
 num.partitions=1
@@ -234,6 +472,7 @@ share.coordinator.state.topic.min.isr=1
 
 $(kafka_test_settings)
 EOF
+	chmod 0600 "${KAFKA_RUN}/server.properties" # passwords
 	kafka_log4j oxbow-kafka-broker "$KAFKA_RUN"
 }
 
@@ -258,15 +497,16 @@ kafka_start() {
 	find_java
 	kafka_fetch
 	local p
-	for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+	for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" "$KAFKA_MTLS_PORT"; do
 		if port_open "$p"; then
-			die "kafka: port 127.0.0.1:${p} is already in use by another process (set OXBOW_KAFKA_PORT / OXBOW_KAFKA_CONTROLLER_PORT)"
+			die "kafka: port 127.0.0.1:${p} is already in use by another process (set OXBOW_KAFKA_PORT / OXBOW_KAFKA_CONTROLLER_PORT / OXBOW_KAFKA_SASL_PORT / OXBOW_KAFKA_MTLS_PORT)"
 		fi
 	done
 
 	local started=$SECONDS
 	rm -rf "$KAFKA_RUN"
 	mkdir -p "${KAFKA_RUN}/data" "${KAFKA_RUN}/logs"
+	kafka_secure_files
 	kafka_write_config
 
 	# Format the KRaft log dir with a random cluster id (a Kafka Uuid: 16
@@ -278,13 +518,20 @@ kafka_start() {
 	while [[ "$cluster_id" == -* ]]; do
 		cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 	done
+	# The SCRAM credentials go into the metadata log at format time.
+	local -a scram=() m u
+	for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+		for u in "${KAFKA_ADMIN_USER}=${KAFKA_ADMIN_PASSWORD}" "${KAFKA_APP_USER}=${KAFKA_APP_PASSWORD}"; do
+			scram+=(--add-scram "${m}=[name=${u%%=*},password=${u#*=}]")
+		done
+	done
 	if ! kafka_class kafka.tools.StorageTool format -t "$cluster_id" \
-		-c "${KAFKA_RUN}/server.properties" >"${KAFKA_RUN}/logs/format.log" 2>&1; then
+		-c "${KAFKA_RUN}/server.properties" "${scram[@]}" >"${KAFKA_RUN}/logs/format.log" 2>&1; then
 		cat "${KAFKA_RUN}/logs/format.log" >&2
 		die "kafka: formatting the KRaft log dir failed"
 	fi
 
-	info "kafka: starting ${KAFKA_VERSION} on 127.0.0.1:${KAFKA_PORT} (controller 127.0.0.1:${KAFKA_CONTROLLER_PORT}, logs ${KAFKA_RUN}/logs)"
+	info "kafka: starting ${KAFKA_VERSION} on 127.0.0.1:${KAFKA_PORT} (controller 127.0.0.1:${KAFKA_CONTROLLER_PORT}, SASL_SSL 127.0.0.1:${KAFKA_SASL_PORT}, mTLS 127.0.0.1:${KAFKA_MTLS_PORT}, logs ${KAFKA_RUN}/logs)"
 	local -a jvm_opts
 	read -r -a jvm_opts <<<"$KAFKA_HEAP"
 	jvm_opts+=(
@@ -303,6 +550,8 @@ kafka_start() {
 			</dev/null >"${KAFKA_RUN}/logs/kafka.out" 2>&1 9>&- &
 	)
 	echo "127.0.0.1:${KAFKA_PORT}" >"${KAFKA_RUN}/address"
+	echo "127.0.0.1:${KAFKA_SASL_PORT}" >"${KAFKA_RUN}/sasl-ssl.address"
+	echo "127.0.0.1:${KAFKA_MTLS_PORT}" >"${KAFKA_RUN}/mtls.address"
 
 	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
 	# 1. the process is up and the listener accepts connections
@@ -331,7 +580,50 @@ kafka_start() {
 		}
 		sleep 1
 	done
-	info "kafka: ready in $((SECONDS - started))s at 127.0.0.1:${KAFKA_PORT} (pid $(kafka_pid))"
+	# 3. the secured listeners answer too: SASL_SSL as admin over
+	# SCRAM-SHA-512, and mTLS with the client certificate, at the same time.
+	kafka_wait_secure "$deadline"
+	info "kafka: ready in $((SECONDS - started))s at 127.0.0.1:${KAFKA_PORT}, SASL_SSL 127.0.0.1:${KAFKA_SASL_PORT}, mTLS 127.0.0.1:${KAFKA_MTLS_PORT} (pid $(kafka_pid))"
+}
+
+# kafka_wait_secure DEADLINE: wait until the SASL_SSL listener answers
+# ApiVersions as admin (SCRAM-SHA-512, admin.properties) and the mTLS one with
+# the client certificate (mtls.properties), checked in parallel.
+kafka_wait_secure() {
+	local deadline="$1" name port cfg out
+	local -a pids=()
+	for name in sasl-ssl mtls; do
+		if [ "$name" = sasl-ssl ]; then
+			port="$KAFKA_SASL_PORT" cfg="${SECURE_DIR}/admin.properties"
+		else
+			port="$KAFKA_MTLS_PORT" cfg="${SECURE_DIR}/mtls.properties"
+		fi
+		out="${KAFKA_RUN}/logs/check-${name}.log"
+		(
+			while :; do
+				if timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
+					--bootstrap-server "127.0.0.1:${port}" --command-config "$cfg" >"$out" 2>&1 &&
+					grep -q "127.0.0.1:${port} (id: 1 " "$out"; then
+					exit 0
+				fi
+				[ "$SECONDS" -lt "$deadline" ] || exit 1
+				sleep 1
+			done
+		) 9>&- &
+		pids+=($!)
+	done
+	local i=0 bad=""
+	for name in sasl-ssl mtls; do
+		wait "${pids[$i]}" || bad="${bad} ${name}"
+		i=$((i + 1))
+	done
+	if [ -n "$bad" ]; then
+		for name in $bad; do
+			echo "---- ${KAFKA_RUN}/logs/check-${name}.log ----" >&2
+			tail -n 20 "${KAFKA_RUN}/logs/check-${name}.log" >&2 || true
+		done
+		kafka_fail "no answer to ApiVersions on the secured listener(s)${bad} (SASL_SSL 127.0.0.1:${KAFKA_SASL_PORT}, mTLS 127.0.0.1:${KAFKA_MTLS_PORT})"
+	fi
 }
 
 kafka_stop() {
@@ -356,7 +648,7 @@ kafka_stop() {
 kafka_status() {
 	local pid
 	if pid="$(kafka_pid)"; then
-		info "kafka: running (pid ${pid}) at $(kafka_address)"
+		info "kafka: running (pid ${pid}) at $(kafka_address), SASL_SSL $(kafka_sasl_address), mTLS $(kafka_mtls_address)"
 	else
 		info "kafka: not running"
 		return 1
@@ -786,9 +1078,26 @@ max_wal_senders = 10
 fsync = off
 synchronous_commit = off
 full_page_writes = off
+# TLS with a test-only certificate (SAN IP:127.0.0.1, DNS:localhost) signed
+# by the CA in ${SECURE_DIR}; copies in the data dir, owned by the server.
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
 EOF
+	pg_install_cert "${dir}/data"
 	cat >"${dir}/data/pg_hba.conf" <<EOF
-# scripts/services.sh: trust on loopback, replication connections included.
+# scripts/services.sh: ${PG_SECURE_USER} only over TLS with a password
+# (scram-sha-256), never without TLS; everyone else: trust on loopback,
+# replication connections included. The first line that matches wins.
+# TYPE     DATABASE     USER           ADDRESS        METHOD
+hostssl    all          ${PG_SECURE_USER}   127.0.0.1/32   scram-sha-256
+hostssl    replication  ${PG_SECURE_USER}   127.0.0.1/32   scram-sha-256
+hostssl    all          ${PG_SECURE_USER}   ::1/128        scram-sha-256
+hostssl    replication  ${PG_SECURE_USER}   ::1/128        scram-sha-256
+hostnossl  all          ${PG_SECURE_USER}   127.0.0.1/32   reject
+hostnossl  replication  ${PG_SECURE_USER}   127.0.0.1/32   reject
+hostnossl  all          ${PG_SECURE_USER}   ::1/128        reject
+hostnossl  replication  ${PG_SECURE_USER}   ::1/128        reject
 # TYPE  DATABASE     USER  ADDRESS        METHOD
 local   all          all                  trust
 local   replication  all                  trust
@@ -811,7 +1120,55 @@ EOF
 	done
 	"${PG_BIN}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
 		-c "CREATE DATABASE ${PG_DB}" || pg_fail "CREATE DATABASE ${PG_DB} failed"
-	info "postgres: ready in $((SECONDS - started))s at $(pg_dsn) (pid $(pg_pid))"
+	# The secured side's role, with a new password (stored as scram-sha-256,
+	# PostgreSQL's default; the SQL goes on stdin, not on a command line).
+	local password
+	password="$(secure_random)"
+	"${PG_BIN}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
+		<<<"SET password_encryption = 'scram-sha-256'; CREATE ROLE ${PG_SECURE_USER} LOGIN REPLICATION CREATEDB PASSWORD '${password}';" ||
+		pg_fail "CREATE ROLE ${PG_SECURE_USER} failed"
+	secure_write_secret "${SECURE_DIR}/${PG_SECURE_USER}.password" "$password"
+	pg_check_secure
+	info "postgres: ready in $((SECONDS - started))s at $(pg_dsn) and $(pg_secure_dsn) (pid $(pg_pid))"
+}
+
+# pg_install_cert DATADIR: a new server certificate signed by the CA (shared
+# with Kafka) as DATADIR/server.crt and server.key, owned by the server's
+# user, the key 0600 (PostgreSQL refuses a key others can read).
+pg_install_cert() {
+	local data="$1"
+	secure_init
+	secure_leaf postgres-server localhost server
+	cp "${SECURE_DIR}/postgres-server.pem" "${data}/server.crt"
+	cp "${SECURE_DIR}/postgres-server.key" "${data}/server.key"
+	chmod 0644 "${data}/server.crt"
+	chmod 0600 "${data}/server.key"
+	if [ "$(id -u)" = 0 ]; then
+		chown postgres: "${data}/server.crt" "${data}/server.key"
+	fi
+}
+
+# pg_secure_dsn: the secured side's DSN, without the password (it is in
+# SECURE_DIR/oxbow_secure.password).
+pg_secure_dsn() {
+	echo "postgres://${PG_SECURE_USER}@127.0.0.1:$(pg_port)/${PG_DB}?sslmode=verify-full&sslrootcert=${SECURE_DIR}/ca.pem"
+}
+
+# pg_check_secure: oxbow_secure gets in with TLS (verify-full against the CA)
+# and its password, and is refused without TLS.
+pg_check_secure() {
+	local pwfile="${SECURE_DIR}/${PG_SECURE_USER}.password" conn out
+	[ -s "$pwfile" ] || pg_fail "no ${pwfile}"
+	conn="host=127.0.0.1 port=$(pg_port) user=${PG_SECURE_USER} dbname=${PG_DB} connect_timeout=10"
+	if ! out="$(PGPASSWORD="$(cat "$pwfile")" "${PG_BIN}/psql" -X -q -At \
+		"${conn} sslmode=verify-full sslrootcert=${SECURE_DIR}/ca.pem" \
+		-c "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()" 2>&1)" || [ "$out" != t ]; then
+		pg_fail "${PG_SECURE_USER} could not connect with sslmode=verify-full: ${out}"
+	fi
+	if out="$(PGPASSWORD="$(cat "$pwfile")" "${PG_BIN}/psql" -X -q -At "${conn} sslmode=disable" -c "SELECT 1" 2>&1)"; then
+		pg_fail "${PG_SECURE_USER} got in without TLS (sslmode=disable)"
+	fi
+	grep -q 'no encryption' <<<"$out" || pg_fail "${PG_SECURE_USER} without TLS: not the refusal expected: ${out}"
 }
 
 pg_stop() {
@@ -849,6 +1206,14 @@ pg_restart() {
 	dir="$(pg_run_dir)"
 	pid="$(pg_pid)" || die "postgres: not running; start it first"
 	pg_find_bin || die "postgres: no server binaries"
+	# The data dir keeps its certificate, settings and role. Should the secure
+	# dir have been removed since (a new CA), make a certificate from the new
+	# CA before the restart and a new password after it.
+	if ! { [ -s "${SECURE_DIR}/ca.pem" ] &&
+		openssl verify -CAfile "${SECURE_DIR}/ca.pem" "${dir}/data/server.crt" >/dev/null 2>&1; }; then
+		warn "postgres: the server's certificate is not from the CA in ${SECURE_DIR}; making a new one"
+		pg_install_cert "${dir}/data"
+	fi
 	info "postgres: restarting (pid ${pid})"
 	if ! (cd "$dir" && as_postgres setsid "${PG_BIN}/pg_ctl" -D "${dir}/data" -l "${dir}/postgres.log" -m fast \
 		-w -t "$PG_START_TIMEOUT" -s restart) </dev/null >"${dir}/pg_ctl.log" 2>&1 9>&-; then
@@ -860,6 +1225,15 @@ pg_restart() {
 		[ "$SECONDS" -lt "$deadline" ] || pg_fail "pg_isready got no answer after ${PG_START_TIMEOUT}s"
 		sleep 0.3
 	done
+	if [ ! -s "${SECURE_DIR}/${PG_SECURE_USER}.password" ]; then
+		local password
+		password="$(secure_random)"
+		"${PG_BIN}/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(pg_port)" -U postgres -d postgres \
+			<<<"SET password_encryption = 'scram-sha-256'; ALTER ROLE ${PG_SECURE_USER} PASSWORD '${password}';" ||
+			pg_fail "ALTER ROLE ${PG_SECURE_USER} failed"
+		secure_write_secret "${SECURE_DIR}/${PG_SECURE_USER}.password" "$password"
+	fi
+	pg_check_secure
 	info "postgres: restarted (pid $(pg_pid))"
 }
 
@@ -876,7 +1250,8 @@ pg_status() {
 # ---------------------------------------------------------------------------
 
 usage() {
-	sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	# The header comment, up to the first line of code.
+	awk 'NR > 1 && !/^#/ { exit } NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -939,11 +1314,20 @@ main() {
 		return "$rc"
 		;;
 	env)
+		local secure=0
 		if kafka_pid >/dev/null; then
 			echo "export KAFKA_BROKERS=$(kafka_address)"
+			echo "export OXBOW_KAFKA_SASL_SSL=$(kafka_sasl_address)"
+			echo "export OXBOW_KAFKA_MTLS=$(kafka_mtls_address)"
+			secure=1
 		fi
 		if pg_pid >/dev/null; then
 			echo "export OXBOW_PG_DSN='$(pg_dsn)'"
+			echo "export OXBOW_PG_SECURE_DSN='$(pg_secure_dsn)'"
+			secure=1
+		fi
+		if [ "$secure" = 1 ]; then
+			echo "export OXBOW_SECURE_DIR=${SECURE_DIR}"
 		fi
 		if kc_pid cluster 1 >/dev/null; then
 			echo "export OXBOW_KAFKA_CLUSTER=$(kc_address cluster)"
