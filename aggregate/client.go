@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,13 +17,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // ClientConfig configures a [Client].
 type ClientConfig struct {
 	Brokers []string
-	// KafkaOptions are added to the Kafka clients' (TLS, SASL, …).
-	KafkaOptions []kgo.Opt
+	// KafkaSecurity is how to reach secured brokers (TLS, SASL);
+	// KafkaOptions are added to the Kafka clients' after it.
+	KafkaSecurity kafkasec.Config
+	KafkaOptions  []kgo.Opt
 	// Timeout bounds how long Submit waits for an outcome when its context
 	// has no earlier deadline (default: 30 seconds).
 	Timeout time.Duration
@@ -63,10 +68,17 @@ func (a *Aggregate[S, C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)
-	prod, err := kgo.NewClient(append(base, kgo.ProducerLinger(0))...)
+	base, err := cfg.KafkaSecurity.ClientOpts(cfg.Brokers, cfg.KafkaOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate: ClientConfig.KafkaSecurity: %w", err)
+	}
+	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.ProducerLinger(0))...)
 	if err != nil {
 		return nil, fmt.Errorf("aggregate: a Kafka client: %w", err)
+	}
+	if err := kafkasec.Check(ctx, prod); err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("aggregate %s: %w", a.cfg.Name, err)
 	}
 	// Every outcome after this point is read: the client starts at the
 	// reply topic's current end.

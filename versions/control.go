@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // DefaultTopic is the control topic's name unless Options say another.
@@ -24,8 +25,10 @@ type Options struct {
 	// Topic is the control topic (default DefaultTopic). It is created,
 	// compacted and with one partition, when missing.
 	Topic string
-	// KafkaOptions are more options for the Kafka client (TLS, SASL, ...).
-	KafkaOptions []kgo.Opt
+	// KafkaSecurity is how to reach secured brokers (TLS, SASL);
+	// KafkaOptions are more options for the Kafka client, after it.
+	KafkaSecurity kafkasec.Config
+	KafkaOptions  []kgo.Opt
 }
 
 // Control reads and writes the control topic, and looks at and manages
@@ -46,13 +49,21 @@ func New(brokers []string, o Options) (*Control, error) {
 	if o.Topic == "" {
 		o.Topic = DefaultTopic
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, o.KafkaOptions...)
+	opts, err := o.KafkaSecurity.ClientOpts(brokers, o.KafkaOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("versions: %w", err)
+	}
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.RequiredAcks(kgo.AllISRAcks()))...)
 	if err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
 	return &Control{cl: cl, adm: kadm.NewClient(cl), topic: o.Topic, opts: opts}, nil
 }
+
+// Check reports a *kafkasec.RefusedError if the cluster refuses the
+// client (an untrusted certificate, a wrong password), which its requests
+// would otherwise retry until their context ends.
+func (c *Control) Check(ctx context.Context) error { return kafkasec.Check(ctx, c.cl) }
 
 // Close closes the Kafka client.
 func (c *Control) Close() { c.cl.Close() }

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +33,7 @@ func (s *Source) session(ctx context.Context) error {
 	pc.Config = *cc
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return fmt.Errorf("connecting to the database: %w", err)
+		return refused(fmt.Errorf("connecting to the database: %w", err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	keys, err := s.ensurePublication(ctx, conn)
@@ -76,7 +79,7 @@ func (s *Source) session(ctx context.Context) error {
 	}
 	repl, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
-		return fmt.Errorf("connecting for replication: %w", err)
+		return refused(fmt.Errorf("connecting for replication: %w", err))
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 
@@ -918,4 +921,24 @@ func (a *acks) failed() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err
+}
+
+// refused makes an error of connecting fatal when the server refused the
+// source — a password, a pg_hba.conf rule, a role without LOGIN or
+// REPLICATION (SQLSTATE class 28), a certificate that does not verify —
+// which reconnecting would not cure.
+func refused(err error) error {
+	var (
+		pe        *pgconn.PgError
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28"):
+		return &fatal{fmt.Errorf("the database refused the connection: %w", err)}
+	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
+		return &fatal{fmt.Errorf("the database's certificate did not verify (sslrootcert in the DSN): %w", err)}
+	}
+	return err
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // ensureTopics creates the tables' topics and the state topic when missing.
@@ -125,8 +127,8 @@ func (s *Source) readState(ctx context.Context) (state, bool, error) {
 	if end.Offset == 0 {
 		return state{}, false, nil
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, append(slices.Clone(s.cfg.KafkaOptions),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.cfg.StateTopic: {0: kgo.NewOffset().AtStart()}}))...)...)
+	cl, err := kgo.NewClient(append(slices.Clone(s.kopts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.cfg.StateTopic: {0: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return state{}, false, err
 	}
@@ -322,6 +324,13 @@ func (s *Source) connConfig(replication bool) (*pgconn.Config, error) {
 	c, err := pgconn.ParseConfig(s.cfg.DSN)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.PasswordFile != "" {
+		p, err := kafkasec.ReadSecret(s.cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("the database password: %w", err)
+		}
+		c.Password = p.Reveal()
 	}
 	c.RuntimeParams["timezone"] = "UTC"
 	c.RuntimeParams["datestyle"] = "ISO, YMD"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,14 +17,23 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // Config says what a Source captures and where it writes it.
 type Config struct {
 	// DSN is the database's connection string (a URL or key=value pairs,
 	// as pgx reads them). Its user needs the REPLICATION attribute, SELECT
-	// on the tables and, to create the publication, their ownership.
+	// on the tables and, to create the publication, their ownership. TLS
+	// is the DSN's too: sslmode=verify-full, sslrootcert, sslcert, sslkey.
 	DSN string
+	// PasswordFile, if set, holds the user's password (read at each
+	// connection, so that a rotated one is used by the next), rather than
+	// the DSN, $PGPASSWORD or a passfile. A password the server refuses,
+	// or a certificate that does not verify, ends Run with an error saying
+	// so (no reconnecting).
+	PasswordFile string
 	// Tables are the captured tables, "schema.table" or "table" (schema
 	// public). Each needs a primary key: it is the records' key.
 	Tables []string
@@ -39,10 +49,11 @@ type Config struct {
 	// TopicPrefix names the topics, as Debezium's topic.prefix does: the
 	// changes of schema.table go to "<TopicPrefix>.<schema>.<table>".
 	TopicPrefix string
-	// Brokers are Kafka's seed brokers; KafkaOptions are more options for
-	// the client (TLS, SASL, ...).
-	Brokers      []string
-	KafkaOptions []kgo.Opt
+	// Brokers are Kafka's seed brokers, KafkaSecurity how to reach them
+	// when they are secured, and KafkaOptions more options for the client.
+	Brokers       []string
+	KafkaSecurity kafkasec.Config
+	KafkaOptions  []kgo.Opt
 	// Partitions is the partition count of the topics the source creates
 	// when they are missing; default 1. Records are partitioned by their
 	// key's bytes, as Kafka's Java producer does.
@@ -199,6 +210,7 @@ type Source struct {
 	log    *slog.Logger
 	tables []tableName
 	kc     *kgo.Client
+	kopts  []kgo.Opt // the Kafka clients': brokers, security, KafkaOptions
 	opts   options
 	run    *runInfo // the running Run's
 	// compacted are the topics whose cleanup.policy compacts.
@@ -290,14 +302,14 @@ func New(cfg Config) (*Source, error) {
 			s.tables = append(s.tables, tn)
 		}
 	}
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
+	if s.kopts, err = cfg.KafkaSecurity.ClientOpts(cfg.Brokers, cfg.KafkaOptions...); err != nil {
+		return nil, fmt.Errorf("cdc/postgres: Config.KafkaSecurity: %w", err)
+	}
+	kc, err := kgo.NewClient(append(slices.Clone(s.kopts),
 		// Every change is acknowledged by all in-sync replicas before the
 		// server hears of it, and written once per attempt (idempotence).
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5 * time.Millisecond),
-	}, cfg.KafkaOptions...)
-	kc, err := kgo.NewClient(opts...)
+		kgo.ProducerLinger(5*time.Millisecond))...)
 	if err != nil {
 		return nil, fmt.Errorf("cdc/postgres: the Kafka client: %w", err)
 	}
@@ -362,6 +374,9 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	defer s.running.Unlock()
 	s.run = newRunInfo(s.cfg.TopicPrefix, s.opts)
+	if err := kafkasec.Check(ctx, s.kc); err != nil {
+		return fmt.Errorf("cdc/postgres: %w", err)
+	}
 	if err := s.ensureTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

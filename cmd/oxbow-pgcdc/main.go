@@ -15,6 +15,15 @@
 // -signal.data.collection, -incremental.snapshot.chunk.size and
 // -include.unknown.datatypes.
 //
+// For a secured Kafka it takes the flags every Oxbow command takes
+// (-kafka-tls, -kafka-tls-ca, -kafka-tls-cert, -kafka-tls-key,
+// -kafka-tls-server-name, -kafka-sasl-mechanism, -kafka-sasl-user,
+// -kafka-sasl-password-file, -kafka-sasl-token-file, each defaulting to its
+// OXBOW_KAFKA_* variable; a password or token can also be given as
+// $OXBOW_KAFKA_SASL_PASSWORD or $OXBOW_KAFKA_SASL_TOKEN, never as a flag).
+// The database's TLS is in the DSN; its password in -pg-password-file,
+// $PGPASSWORD or the DSN.
+//
 // It runs until SIGINT or SIGTERM, then reports to the server how far Kafka
 // has acknowledged and exits 0; it exits 1 on an error that reconnecting
 // does not cure, and 2 on bad flags.
@@ -33,6 +42,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 func main() {
@@ -47,7 +57,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("oxbow-pgcdc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		dsn         = fs.String("dsn", os.Getenv("OXBOW_PG_DSN"), "the database's connection string (default $OXBOW_PG_DSN)")
+		dsn         = fs.String("dsn", os.Getenv("OXBOW_PG_DSN"), "the database's connection string, TLS in it: sslmode=verify-full&sslrootcert=... (default $OXBOW_PG_DSN)")
+		pgPassword  = fs.String("pg-password-file", os.Getenv("OXBOW_PG_PASSWORD_FILE"), "file holding the database user's password, read at each connection (default $OXBOW_PG_PASSWORD_FILE; $PGPASSWORD works too)")
 		tables      = fs.String("tables", "", "the tables to capture, comma-separated schema.table")
 		slot        = fs.String("slot", "", "the replication slot (created if missing)")
 		publication = fs.String("publication", "", "the publication (default: the slot's name)")
@@ -71,7 +82,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		chunk      = fs.Int("incremental.snapshot.chunk.size", 1024, "rows per chunk of an incremental snapshot")
 		unknown    = fs.Bool("include.unknown.datatypes", false, "write columns of types Debezium cannot convert, as their text's bytes")
 	)
+	security := kafkasec.Flags(fs)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	sec, err := security()
+	if err != nil {
+		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -80,7 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	src, err := postgres.New(postgres.Config{
-		DSN: *dsn, Tables: split(*tables), Slot: *slot, Publication: *publication, TopicPrefix: *prefix,
+		DSN: *dsn, PasswordFile: *pgPassword, KafkaSecurity: sec, Tables: split(*tables), Slot: *slot, Publication: *publication, TopicPrefix: *prefix,
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,
 		DecimalHandlingMode: *decimal, TimePrecisionMode: *timePrec, IntervalHandlingMode: *interval,
 		BinaryHandlingMode: *binary, HstoreHandlingMode: *hstore, SkippedOperations: *skipped, NoTombstones: !*tombstones,

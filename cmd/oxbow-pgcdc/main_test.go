@@ -25,6 +25,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-dsn", "postgres://x/y", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092"}, "Config.Tables is empty"},
 		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092", "-decimal.handling.mode", "exact"}, "Config.DecimalHandlingMode \"exact\": want one of precise, double, string"},
 		{[]string{"-dsn", "postgres://x/y", "-tables", "t", "-slot", "s", "-topic-prefix", "p", "-brokers", "b:9092", "-skipped.operations", "x"}, "Config.SkippedOperations"},
+		{[]string{"-kafka-sasl-mechanism", "GSSAPI", "-kafka-sasl-user", "u"}, `unknown SASL mechanism "GSSAPI"`},
+		{[]string{"-kafka-tls-cert", "client.pem"}, "both CertFile and KeyFile"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(context.Background(), c.args, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
@@ -75,5 +77,23 @@ func TestCaptures(t *testing.T) {
 	}
 	if !strings.Contains(values[0], `"n":1.5`) {
 		t.Errorf("with -decimal.handling.mode double, the snapshot's row is %s, want n as 1.5", values[0])
+	}
+}
+
+// Refused by the secured broker, the command exits 1 saying what was
+// refused, and the password (given in the environment) is nowhere in what
+// it prints.
+func TestRefusedBySecuredKafka(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	const wrong = "Wr0ng-Pa55word"
+	t.Setenv("OXBOW_KAFKA_SASL_PASSWORD", wrong)
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"-dsn", pgtest.ServerDSN(t), "-tables", "t", "-slot", "refused", "-topic-prefix", "refused",
+		"-brokers", s.SASL, "-kafka-tls-ca", s.Admin.CAFile, "-kafka-sasl-mechanism", "SCRAM-SHA-256", "-kafka-sasl-user", "oxbow-app"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "authentication failed") {
+		t.Fatalf("exit %d, %s; want 1 and the authentication's failure", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), wrong) {
+		t.Fatalf("the password is in the output: %s", stderr.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/versions"
 )
 
@@ -59,7 +60,8 @@ func usage(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every command takes --brokers (default $KAFKA_BROKERS), --control-topic and --json; oxbow COMMAND --help says more.")
+	fmt.Fprintln(w, "Every command takes --brokers (default $KAFKA_BROKERS), --control-topic, --json and, for a secured")
+	fmt.Fprintln(w, "Kafka, the --kafka-tls* and --kafka-sasl-* flags (or their OXBOW_KAFKA_* variables); oxbow COMMAND --help says more.")
 }
 
 // run runs the command line; it returns the exit code.
@@ -87,6 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's seed brokers, comma-separated")
 	topic := fs.String("control-topic", versions.DefaultTopic, "the control topic")
 	asJSON := fs.Bool("json", false, "print JSON")
+	security := kafkasec.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: oxbow %s\n\n%s.\n\nflags:\n", cmd.usage, capitalize(cmd.help))
 		fs.PrintDefaults()
@@ -99,12 +102,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, json: *asJSON}
+	sec, err := security()
+	if err != nil {
+		fmt.Fprintln(stderr, "oxbow:", err)
+		return exitUsage
+	}
 	e.ctl = func() (*versions.Control, error) {
 		bs := split(*brokers)
 		if len(bs) == 0 {
 			return nil, errors.New("no brokers: give --brokers or set KAFKA_BROKERS")
 		}
-		return versions.New(bs, versions.Options{Topic: *topic})
+		c, err := versions.New(bs, versions.Options{Topic: *topic, KafkaSecurity: sec})
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Check(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 	return runCmd(e, fs.Args())
 }

@@ -187,3 +187,22 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("describe without the token: %+v", r)
 	}
 }
+
+// On the secured broker: the super user over SCRAM lists an application's
+// versions; a wrong password exits 1 saying so, the password nowhere in
+// what the command prints.
+func TestSecuredKafka(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	args := []string{"versions", "--app", fmt.Sprintf("secured-%d", time.Now().UnixNano()), "--brokers", s.SASL,
+		"--kafka-tls-ca", s.Admin.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "admin"}
+	r := oxbow("", append(args, "--kafka-sasl-password-file", s.Admin.PasswordFile)...)
+	if r.code != exitOK {
+		t.Fatalf("as admin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	const wrong = "Wr0ng-Pa55word"
+	t.Setenv("OXBOW_KAFKA_SASL_PASSWORD", wrong)
+	r = oxbow("", args...)
+	if r.code != exitFailed || !strings.Contains(r.stderr, "authentication failed") || strings.Contains(r.stdout+r.stderr, wrong) {
+		t.Fatalf("with a wrong password: exit %d\n%s%s\nwant exit 1 naming the failed authentication, without the password", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,184 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/cdc/postgres"
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
+)
+
+// securedDatabase is a database of the test's on the server
+// scripts/services.sh starts, owned by its role oxbow_secure, which may
+// connect only over TLS with its password (scram-sha-256): the DSN to it
+// as that role, without the password, and the password's file.
+func securedDatabase(t *testing.T) (dsn, passwordFile string) {
+	t.Helper()
+	secure := os.Getenv("OXBOW_PG_SECURE_DSN")
+	if secure == "" || os.Getenv("OXBOW_SECURE_DIR") == "" {
+		msg := "needs the secured PostgreSQL of scripts/services.sh: eval \"$(scripts/services.sh env)\""
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	db := pgtest.Database(t)
+	du, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(du.Path, "/")
+	pgtest.Exec(t, db, "ALTER DATABASE "+name+" OWNER TO oxbow_secure",
+		"CREATE TABLE shoes (id int PRIMARY KEY, name text)", "ALTER TABLE shoes OWNER TO oxbow_secure",
+		"INSERT INTO shoes VALUES (1, 'derby'), (2, 'loafer')")
+	su, err := url.Parse(secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su.Path = "/" + name
+	return su.String(), filepath.Join(os.Getenv("OXBOW_SECURE_DIR"), "oxbow_secure.password")
+}
+
+// TestSourceSecured captures a table from PostgreSQL over TLS with a
+// scram-sha-256 password into Kafka over SASL_SSL as a principal allowed
+// only its topics' prefix.
+func TestSourceSecured(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	dsn, pw := securedDatabase(t)
+	cfg := config(t, dsn, kafkaenv.ForTest(t), "public.shoes")
+	cfg.PasswordFile = pw
+	cfg.Brokers, cfg.KafkaSecurity = []string{s.SASL}, s.App
+	grantPrefix(t, s, cfg.TopicPrefix+".")
+	r := start(t, cfg)
+	pgtest.Exec(t, dsn+"&password="+url.QueryEscape(readFile(t, pw)), "INSERT INTO shoes VALUES (3, 'oxford')")
+	evs := decodeAll(t, changes(t, []string{s.Plaintext}, r.src.Topic("public.shoes"), 3))
+	if got := string(evs[2].ev.After["name"]); got != `"oxford"` {
+		t.Fatalf("the third event's name is %v, want oxford", got)
+	}
+}
+
+// TestSourceSecuredRefusals: what the database refuses ends Run with an
+// error saying so, and no password is in it or in the log.
+func TestSourceSecuredRefusals(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	dsn, pw := securedDatabase(t)
+	other := kafkasectest.NewCA(t)
+	const wrong = "Wr0ng-Pa55word"
+	withQuery := func(k, v string) string {
+		u, _ := url.Parse(dsn)
+		q := u.Query()
+		q.Set(k, v)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	withPassword := func(p string) string {
+		u, _ := url.Parse(dsn)
+		u.User = url.UserPassword("oxbow_secure", p)
+		return u.String()
+	}
+	for _, tc := range []struct {
+		name, dsn, passwordFile, want string
+	}{
+		{"wrong password", withPassword(wrong), "", "password authentication failed"},
+		{"no TLS", withQuery("sslmode", "disable"), pw, "no encryption"},
+		{"untrusted certificate", withQuery("sslrootcert", other.File), pw, "did not verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncBuffer
+			cfg := config(t, tc.dsn, kafkaenv.ForTest(t), "public.shoes")
+			cfg.PasswordFile = tc.passwordFile
+			cfg.Brokers, cfg.KafkaSecurity = []string{s.SASL}, s.App
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			grantPrefix(t, s, cfg.TopicPrefix+".")
+			src, err := postgres.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			err = src.Run(ctx)
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("Run: %v (context: %v), want it to stop with the refusal", err, ctx.Err())
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run: %v, want it to say %q", err, tc.want)
+			}
+			for _, secret := range []string{wrong, readFile(t, pw)} {
+				if strings.Contains(err.Error(), secret) || strings.Contains(logs.String(), secret) {
+					t.Errorf("a password is in the error or the log:\n%v\n%s", err, logs.String())
+				}
+			}
+		})
+	}
+}
+
+// grantPrefix allows oxbow-app what a source writing under the topic
+// prefix needs: its topics, the state topic among them.
+func grantPrefix(t *testing.T, s *kafkaenv.Secured, prefix string) {
+	t.Helper()
+	bs, err := engine.Builders([]engine.ACL{{Resource: "topic", Name: prefix, Prefixed: true,
+		Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"}}}, "User:oxbow-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := s.Admin.ClientOpts([]string{s.SASL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateACLs(context.Background(), bs[0])
+	if err == nil {
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
