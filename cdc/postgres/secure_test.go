@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,35 +22,14 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
 )
 
-// securedDatabase is a database of the test's on the server
-// scripts/services.sh starts, owned by its role oxbow_secure, which may
-// connect only over TLS with its password (scram-sha-256): the DSN to it
-// as that role, without the password, and the password's file.
+// securedDatabase is a database on the secured server with a table
+// shoes owned by oxbow_secure: the DSN as oxbow_secure, the password's file.
 func securedDatabase(t *testing.T) (dsn, passwordFile string) {
 	t.Helper()
-	secure := os.Getenv("OXBOW_PG_SECURE_DSN")
-	if secure == "" || os.Getenv("OXBOW_SECURE_DIR") == "" {
-		msg := "needs the secured PostgreSQL of scripts/services.sh: eval \"$(scripts/services.sh env)\""
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	db := pgtest.Database(t)
-	du, err := url.Parse(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.TrimPrefix(du.Path, "/")
-	pgtest.Exec(t, db, "ALTER DATABASE "+name+" OWNER TO oxbow_secure",
-		"CREATE TABLE shoes (id int PRIMARY KEY, name text)", "ALTER TABLE shoes OWNER TO oxbow_secure",
+	db := pgtest.SecureDatabase(t)
+	pgtest.Exec(t, db.AdminDSN, "CREATE TABLE shoes (id int PRIMARY KEY, name text)", "ALTER TABLE shoes OWNER TO oxbow_secure",
 		"INSERT INTO shoes VALUES (1, 'derby'), (2, 'loafer')")
-	su, err := url.Parse(secure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	su.Path = "/" + name
-	return su.String(), filepath.Join(os.Getenv("OXBOW_SECURE_DIR"), "oxbow_secure.password")
+	return db.DSN, db.PasswordFile
 }
 
 // TestSourceSecured captures a table from PostgreSQL over TLS with a

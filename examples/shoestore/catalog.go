@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
 // The catalog the store starts with, when the table is empty (or there is
@@ -34,15 +35,27 @@ type catalogSource struct {
 // logical-replication source captures it in the background until ctx is
 // done; without, Debezium-shaped events of the seed catalog are written to
 // the topic, once.
-func startCatalog(ctx context.Context, name, dsn string, brokers []string, log, captureLog *slog.Logger) (*catalogSource, error) {
+func startCatalog(ctx context.Context, cfg config, log *slog.Logger) (*catalogSource, error) {
+	name, dsn := cfg.Name, cfg.PGDSN
 	if dsn == "" {
-		if err := seedTopic(ctx, brokers, catalogTopic(name)); err != nil {
+		if err := seedTopic(ctx, cfg, catalogTopic(name)); err != nil {
 			return nil, err
 		}
 		log.Info("shoestore: no PostgreSQL (set -pg or OXBOW_PG_DSN): the catalog comes from a topic the store seeded itself", "topic", catalogTopic(name))
 		return &catalogSource{}, nil
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	pc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("shoestore: the catalog database: %w", err)
+	}
+	if cfg.PGPasswordFile != "" {
+		pw, err := kafkasec.ReadSecret(cfg.PGPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("shoestore: the catalog database: %w", err)
+		}
+		pc.Password = pw.Reveal()
+	}
+	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("shoestore: the catalog database: %w", err)
 	}
@@ -55,8 +68,8 @@ func startCatalog(ctx context.Context, name, dsn string, brokers []string, log, 
 			return nil, fmt.Errorf("shoestore: seeding the catalog: %w", err)
 		}
 	}
-	src, err := postgres.New(postgres.Config{DSN: dsn, Tables: []string{"public.catalog"}, Slot: slotName(name), TopicPrefix: name,
-		Brokers: brokers, Partitions: partitions, StatusInterval: time.Second, Logger: captureLog})
+	src, err := postgres.New(postgres.Config{DSN: dsn, PasswordFile: cfg.PGPasswordFile, Tables: []string{"public.catalog"}, Slot: slotName(name),
+		TopicPrefix: name, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, Partitions: partitions, StatusInterval: time.Second, Logger: cfg.EngineLogger})
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +91,12 @@ func (c *catalogSource) wait() error {
 
 // seedTopic writes the seed catalog as Debezium snapshot events, unless
 // the topic has records already.
-func seedTopic(ctx context.Context, brokers []string, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
+func seedTopic(ctx context.Context, cfg config, topic string) error {
+	opts, err := cfg.Kafka.ClientOpts(cfg.Brokers, kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

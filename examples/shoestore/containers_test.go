@@ -14,5 +14,5 @@ import (
 func TestShoeStoreOnContainers(t *testing.T) {
 	kafka := oxbowtest.Kafka(t, oxbowtest.KafkaOptions{})
 	pg := oxbowtest.Postgres(t, oxbowtest.PostgresOptions{})
-	shoeStoreScenario(t, kafka.Brokers, pg.DSN)
+	shoeStoreScenario(t, config{Brokers: kafka.Brokers, PGDSN: pg.DSN}, pg.DSN)
 }

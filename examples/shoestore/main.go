@@ -40,6 +40,7 @@ import (
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 	"github.com/oxbow-dev/oxbow/httpapi"
@@ -50,11 +51,16 @@ type config struct {
 	// Name names the application, its topics ("<Name>-inventory-commands",
 	// "<Name>.public.catalog", ...) and its replication slot; default
 	// "shoestore".
-	Name     string
-	Addr     string   // HTTP listen address
-	Brokers  []string // none: an embedded broker
-	PGDSN    string   // none: a seeded catalog
-	StateDir string   // none: a temporary directory
+	Name    string
+	Addr    string   // HTTP listen address
+	Brokers []string // none: an embedded broker
+	// Kafka is how to reach secured brokers (TLS, SASL).
+	Kafka kafkasec.Config
+	PGDSN string // none: a seeded catalog
+	// PGPasswordFile holds the database user's password, if not in PGDSN
+	// or $PGPASSWORD.
+	PGPasswordFile string
+	StateDir       string // none: a temporary directory
 	// InstanceID names this instance of the store among others in its
 	// group (default "shoestore-0"); each needs its own.
 	InstanceID string
@@ -69,19 +75,42 @@ func main() {
 	fs := flag.NewFlagSet("shoestore", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "the HTTP API's listen address")
 	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's brokers, comma-separated (default $KAFKA_BROKERS; none: an embedded broker)")
-	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
+	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog, TLS in it: sslmode=verify-full&sslrootcert=... (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
+	pgPassword := fs.String("pg-password-file", os.Getenv("OXBOW_PG_PASSWORD_FILE"), "file holding the database user's password (default $OXBOW_PG_PASSWORD_FILE)")
+	security := kafkasec.Flags(fs)
+	printACLs := fs.String("print-acls", "", "print the kafka-acls.sh commands that grant this principal (User:name) what the store needs, and exit")
 	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
 	instance := fs.String("instance", "shoestore-0", "this instance's id, unique among the store's instances on the same brokers")
 	verbose := fs.Bool("v", false, "log what the engine does, too")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sec, err := security()
+	if err != nil {
+		log.Error("shoestore: " + err.Error())
+		os.Exit(2)
+	}
+	if *printACLs != "" {
+		acls, err := storeACLs("shoestore")
+		if err != nil {
+			log.Error("shoestore: " + err.Error())
+			os.Exit(1)
+		}
+		bootstrap := *brokers
+		if bootstrap == "" {
+			bootstrap = "BROKER:9093"
+		}
+		for _, a := range acls {
+			fmt.Printf("# %s\n%s\n", a.Why, a.Command(bootstrap, *printACLs))
+		}
+		return
+	}
 	engineLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if *verbose {
 		engineLog = log
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Addr: *addr, PGDSN: *pg, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Addr: *addr, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		fmt.Printf("The shoe store serves %s\n  curl %s/views\n  curl -H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, url, url)
 	}}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -110,6 +139,10 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = "shoestore-0"
 	}
+	kopts, err := cfg.Kafka.Opts()
+	if err != nil {
+		return err
+	}
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
 		if err != nil {
@@ -133,12 +166,12 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	commands, events, replies := inv.Topics()
-	if err := createTopics(ctx, cfg.Brokers, commands, events, replies, catalogTopic(cfg.Name)); err != nil {
+	if err := createTopics(ctx, cfg, commands, events, replies, catalogTopic(cfg.Name)); err != nil {
 		return err
 	}
 	catCtx, catCancel := context.WithCancel(ctx)
 	defer catCancel()
-	catalog, err := startCatalog(catCtx, cfg.Name, cfg.PGDSN, cfg.Brokers, log, cfg.EngineLogger)
+	catalog, err := startCatalog(catCtx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -158,7 +191,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
-	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
+	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, StateDir: filepath.Join(cfg.StateDir, "engine"),
 		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters})
 	if err != nil {
 		return err
@@ -168,12 +201,12 @@ func run(ctx context.Context, cfg config) error {
 	appDone := make(chan error, 1)
 	go func() { appDone <- app.Run(runCtx) }()
 
-	client, err := inv.NewClient(ctx, aggregate.ClientConfig{Brokers: cfg.Brokers, Timeout: 10 * time.Second})
+	client, err := inv.NewClient(ctx, aggregate.ClientConfig{Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, Timeout: 10 * time.Second})
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers,
+	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaOptions: kopts,
 		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url}}, Logger: log, Metrics: metrics, MeterProvider: meters})
 	if err != nil {
 		return err
@@ -259,8 +292,12 @@ func awaitCatalog(ctx context.Context, app *engine.App) error {
 }
 
 // createTopics creates the store's topics if they are missing.
-func createTopics(ctx context.Context, brokers []string, topics ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func createTopics(ctx context.Context, cfg config, topics ...string) error {
+	opts, err := cfg.Kafka.ClientOpts(cfg.Brokers)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -275,6 +312,25 @@ func createTopics(ctx context.Context, brokers []string, topics ...string) error
 		}
 	}
 	return nil
+}
+
+// storeACLs are what the store's principal needs on a cluster with ACLs
+// on: the engine's (its group, the internal topics and transactional ids
+// under "<name>-", which the inventory's topics share, its inputs and
+// outputs) and the catalog capture's topics under "<name>.".
+func storeACLs(name string) ([]engine.ACL, error) {
+	inv, err := inventory.New(name + "-inventory")
+	if err != nil {
+		return nil, err
+	}
+	top, _, err := topology(name, inv)
+	if err != nil {
+		return nil, err
+	}
+	return append(engine.ACLs(top, engine.Config{AppID: name, Guarantee: engine.ExactlyOnce}), engine.ACL{
+		Resource: "topic", Name: name + ".", Prefixed: true, Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"},
+		Why: "the catalog's capture: its topic and state topic",
+	}), nil
 }
 
 // topicRecords counts a topic's records (end minus start offsets).

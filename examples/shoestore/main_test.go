@@ -31,15 +31,18 @@ func TestShoeStore(t *testing.T) {
 	if os.Getenv("OXBOW_PG_DSN") != "" {
 		pgDSN = pgtest.Database(t)
 	}
-	shoeStoreScenario(t, env.Brokers, pgDSN)
+	shoeStoreScenario(t, config{Brokers: env.Brokers, PGDSN: pgDSN}, pgDSN)
 }
 
-// shoeStoreScenario runs the store on the brokers, with its catalog in the
-// PostgreSQL database pgDSN names (or built in, if pgDSN is ""), and drives
-// it through the scenario.
-func shoeStoreScenario(t *testing.T, brokers []string, pgDSN string) {
-	cfg := config{Name: fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000), Addr: "127.0.0.1:0", Brokers: brokers,
-		StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), PGDSN: pgDSN}
+// shoeStoreScenario runs the store on cfg's brokers, with its catalog in
+// the PostgreSQL database cfg.PGDSN names (or built in, if it is ""),
+// and drives it through the scenario; adminDSN is the same database for
+// the test's own changes to the catalog.
+func shoeStoreScenario(t *testing.T, cfg config, adminDSN string) {
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000)
+	}
+	cfg.Addr, cfg.StateDir, cfg.Logger = "127.0.0.1:0", t.TempDir(), slog.New(slog.DiscardHandler)
 	ready := make(chan string, 1)
 	cfg.Ready = func(url string) { ready <- url }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +120,7 @@ func shoeStoreScenario(t *testing.T, brokers []string, pgDSN string) {
 		return
 	}
 	// The catalog lives in PostgreSQL: a new price reaches the next sale.
-	pgtest.Exec(t, cfg.PGDSN, `UPDATE catalog SET price_cents = 8000 WHERE model = 'green'`)
+	pgtest.Exec(t, adminDSN, `UPDATE catalog SET price_cents = 8000 WHERE model = 'green'`)
 	s.await("/views/catalog/keys/green", `{"key":"green","value":{"model":"green","name":"Green Loafer","price_cents":8000}}`)
 	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3500}}`, 200)
 	s.command("green", `{"type":"SellPair","data":{}}`, 200)

@@ -243,3 +243,42 @@ func Restart(tb testing.TB) {
 		tb.Fatalf("pgtest: restarting the server: %v\n%s", err, strings.TrimSpace(string(out)))
 	}
 }
+
+// Secured is a database of a test's on the secured side of the server
+// scripts/services.sh starts, owned by its role oxbow_secure, which may
+// connect only over TLS (verify-full) with its scram-sha-256 password.
+type Secured struct {
+	// DSN connects as oxbow_secure, without the password, which is in
+	// PasswordFile; AdminDSN connects to the same database as the test's
+	// superuser.
+	DSN, PasswordFile, AdminDSN string
+}
+
+// SecureDatabase makes a database for the test as Database does, and
+// hands it to oxbow_secure; it skips the test (fails it when CI=true)
+// without OXBOW_PG_SECURE_DSN and OXBOW_SECURE_DIR (`scripts/services.sh
+// env`).
+func SecureDatabase(tb testing.TB) Secured {
+	tb.Helper()
+	secure, dir := os.Getenv("OXBOW_PG_SECURE_DSN"), os.Getenv("OXBOW_SECURE_DIR")
+	if secure == "" || dir == "" {
+		msg := "needs the secured PostgreSQL of scripts/services.sh: eval \"$(scripts/services.sh env)\""
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	admin := Database(tb)
+	au, err := url.Parse(admin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	name := strings.TrimPrefix(au.Path, "/")
+	Exec(tb, admin, "ALTER DATABASE "+name+" OWNER TO oxbow_secure")
+	su, err := url.Parse(secure)
+	if err != nil {
+		tb.Fatalf("pgtest: OXBOW_PG_SECURE_DSN is not a URL: %v", err)
+	}
+	su.Path = "/" + name
+	return Secured{DSN: su.String(), PasswordFile: filepath.Join(dir, "oxbow_secure.password"), AdminDSN: admin}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+)
+
+// The classic scenario on the secured side of services.sh's servers: Kafka
+// over SASL_SSL (SCRAM-SHA-512) as oxbow-app allowed only the ACLs
+// storeACLs lists (the README's "Running it securely"), the catalog
+// captured from PostgreSQL over TLS with a scram-sha-256 password.
+func TestShoeStoreSecured(t *testing.T) {
+	s := kafkaenv.Secure(t)
+	db := pgtest.SecureDatabase(t)
+	cfg := config{Name: fmt.Sprintf("secured%d", time.Now().UnixNano()%1_000_000_000), Brokers: []string{s.SASL}, Kafka: s.App,
+		PGDSN: db.DSN, PGPasswordFile: db.PasswordFile}
+	acls, err := storeACLs(cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant(t, s, "User:oxbow-app", acls)
+	shoeStoreScenario(t, cfg, db.AdminDSN)
+}
+
+func grant(t *testing.T, s *kafkaenv.Secured, principal string, acls []engine.ACL) {
+	t.Helper()
+	bs, err := engine.Builders(acls, principal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := s.Admin.ClientOpts([]string{s.SASL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, b := range bs {
+		res, err := adm.CreateACLs(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("ACL on %s %s: %v", r.Type, r.Name, r.Err)
+			}
+		}
+	}
+}
