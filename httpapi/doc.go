@@ -67,9 +67,6 @@
 // the partition's start and end; any other is answered 400 saying what is
 // wrong, since a feed started from it would miss changes.
 //
-// Config.Auth authenticates every route but /healthz and /readyz;
-// [BearerToken] is one such middleware.
-//
 // Config.Metrics is served at /metrics; PrometheusMetrics makes a meter
 // provider and its handler. Given the provider as Config.MeterProvider, the
 // API measures itself in OpenTelemetry's semantic conventions:
@@ -83,4 +80,52 @@
 //
 // BenchmarkPointReads measures point reads from another process on
 // loopback.
+//
+// # Security
+//
+// Without Config.Authenticator the API is open to whoever reaches it (the
+// default). With one, every route but /healthz and /readyz needs an
+// [Identity] with the [Permission] of the route's class: [ReadViews] for
+// /views and what is under it, /openapi.json, /topology and /versions;
+// [ReadFeeds] for the change feeds; [SubmitCommands] for commands;
+// [Operate] for /status, /metrics and the operators' routes. Every route is
+// in a class when it is registered (a test checks them all); one that is
+// not is refused to everyone. A request without credentials, or with
+// refused ones, is answered 401 with a WWW-Authenticate challenge; one
+// whose caller lacks the permission, 403, naming the permission and the
+// caller's subject (never its credentials). The identity is in the
+// request's context ([IdentityFrom]) for a Submitter that wants it.
+//
+// The authenticators: [Tokens] (static bearer tokens, compared in
+// constant time), [JWT] (JWTs signed RS256, ES256 or EdDSA by a key of a
+// JWKS file, which is read again when it changes, so that keys rotate
+// without a restart; exp, nbf, iss and aud checked; none and HS* refused),
+// [ClientCertificates] (mTLS: the leaf of a chain the TLS server verified),
+// and [FirstOf] to take several kinds. An [Authenticator] answers
+// [ErrNoCredentials] for a request without credentials of its kind.
+//
+// Instances call each other (a key read forwarded to its owner, a scan
+// gathered from every instance). With Config.PeerSecret, shared by every
+// instance of the application, the forwarder does not pass the caller's
+// credentials on: it sends the caller's identity (Oxbow-Caller) signed
+// with HMAC-SHA256 over the method, path and query, the forwarding headers,
+// the version and the time (Oxbow-Signature); the receiver accepts it only
+// with a valid signature at most a minute from its clock, and authorizes
+// that identity for the route. Without a PeerSecret the forwarder passes
+// the caller's Authorization on and the receiver authenticates it again
+// (client certificates do not pass: give instances that take them a
+// PeerSecret). Either way, with an Authenticator, a request from outside
+// that carries peer headers it cannot back (Oxbow-Caller or
+// Oxbow-Signature without a valid signature; with a PeerSecret, also
+// [ForwardedHeader] or the scan's) is answered 401: no header skips a
+// check or names another caller. A request that came over TLS is forwarded
+// over TLS (Config.Client trusts the instances' certificates).
+//
+// [ServerTLS] makes a TLS configuration (TLS 1.2 at least, client
+// certificates verified against a CA file if given) whose certificate is
+// read again when its files change; [NewServer] an http.Server with limits
+// fit for the internet (5 s for the headers, 64 KiB of them, 30 s for a
+// body, 2 min idle, no write timeout for feeds). Config.CORS lets
+// browsers of the origins it names call the API (off by default); their
+// preflight requests are answered before authentication.
 package httpapi

@@ -95,7 +95,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	kcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, a.cfg.KafkaOptions...)...)
+	kcl, err := kgo.NewClient(append(slices.Clone(a.kopts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		a.problem(w, r, http.StatusInternalServerError, "feed failed", err.Error())
 		return

@@ -29,6 +29,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
@@ -56,8 +57,10 @@ type Config struct {
 	// RequestTimeout bounds a request, a forwarded one included (default:
 	// 10 seconds).
 	RequestTimeout time.Duration
-	// Client forwards requests for keys of other instances (default: a
-	// client with RequestTimeout).
+	// Client forwards requests for keys of other instances, over TLS if
+	// the request came over TLS (default: a client with RequestTimeout;
+	// give one with a TLS configuration that trusts the instances'
+	// certificates, and presents a client certificate if they ask).
 	Client *http.Client
 	// Logger gets the errors behind 5xx answers (default: discarded).
 	Logger *slog.Logger
@@ -70,16 +73,30 @@ type Config struct {
 	Commands map[string]Submitter
 	// MaxBodyBytes bounds a command's body (default: 1 MiB).
 	MaxBodyBytes int64
-	// Brokers and KafkaOptions let change feeds read the views' changelogs
-	// (without Brokers, a feed is answered 501).
-	Brokers      []string
-	KafkaOptions []kgo.Opt
+	// Brokers, KafkaSecurity (secured brokers: TLS, SASL) and KafkaOptions
+	// let change feeds read the views' changelogs (without Brokers, a feed
+	// is answered 501), and /status the groups' lag.
+	Brokers       []string
+	KafkaSecurity kafkasec.Config
+	KafkaOptions  []kgo.Opt
 	// Heartbeat is how often an idle change feed sends a comment, so that
 	// proxies keep it open (default: 15 seconds).
 	Heartbeat time.Duration
-	// Auth, if set, authenticates every request but /healthz and /readyz
-	// (BearerToken is one).
-	Auth func(http.Handler) http.Handler
+	// Authenticator, if set, authenticates every request but /healthz and
+	// /readyz, and each is authorized by its route's class (a Permission);
+	// nil (the default): the API is open.
+	Authenticator Authenticator
+	// PeerSecret is a secret every instance of the application shares
+	// (16 bytes or more): with an Authenticator, an instance that forwards
+	// a request signs it with the caller's identity instead of passing the
+	// caller's credentials on, and an instance trusts the identity a
+	// forwarded request carries only under a valid signature. Without
+	// one, a forwarded request carries the caller's Authorization and is
+	// authenticated again (default: none).
+	PeerSecret []byte
+	// CORS, if set, lets browsers of other origins call the API (default:
+	// none may).
+	CORS *CORS
 	// Topology is described at /topology; Version is the application's
 	// version, in /status.
 	Topology *engine.Topology
@@ -131,7 +148,8 @@ type Submitter interface {
 
 // ForwardedHeader marks a request forwarded by an instance to the owner of
 // its key, with the forwarder's id: an owner that does not hold the key
-// either answers 421 instead of forwarding again.
+// either answers 421 instead of forwarding again. With an Authenticator
+// and a PeerSecret, it is taken only under the forwarder's signature.
 const ForwardedHeader = "Oxbow-Forwarded-By"
 
 // Handler is the API: an http.Handler. Close it before the server shuts
@@ -196,11 +214,26 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
-	a := &api{cfg: cfg, done: make(chan struct{})}
+	if cfg.Authenticator != nil && len(cfg.PeerSecret) > 0 && len(cfg.PeerSecret) < 16 {
+		return nil, fmt.Errorf("httpapi: PeerSecret has %d bytes; give it 16 or more", len(cfg.PeerSecret))
+	}
+	kopts, err := cfg.KafkaSecurity.ClientOpts(cfg.Brokers, cfg.KafkaOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: KafkaSecurity: %w", err)
+	}
+	a := &api{cfg: cfg, kopts: kopts, done: make(chan struct{}), guard: &guard{auth: cfg.Authenticator, classes: map[string]Permission{},
+		peers: peering{secret: cfg.PeerSecret, now: time.Now}, logger: cfg.Logger}}
 	if err := a.instruments(); err != nil {
 		return nil, err
 	}
 	r := chi.NewRouter()
+	if cfg.CORS != nil {
+		c, err := cfg.CORS.handler()
+		if err != nil {
+			return nil, err
+		}
+		r.Use(c)
+	}
 	r.Use(a.recoverer)
 	if a.requestDuration != nil {
 		r.Use(a.measure)
@@ -229,25 +262,24 @@ func New(cfg Config) (*Handler, error) {
 		r.Get("/readyz", a.readyz)
 	})
 	r.Group(func(r chi.Router) {
-		if cfg.Auth != nil {
-			r.Use(cfg.Auth)
-		}
+		g := a.guard
+		r.Use(g.classified)
 		r.Group(func(r chi.Router) {
 			r.Use(a.timeout)
-			r.Get("/status", a.status)
-			r.Get("/topology", a.topology)
-			r.Get("/openapi.json", a.openAPIHandler)
+			g.route(r, Operate, http.MethodGet, "/status", a.status)
+			g.route(r, ReadViews, http.MethodGet, "/topology", a.topology)
+			g.route(r, ReadViews, http.MethodGet, "/openapi.json", a.openAPIHandler)
 			if cfg.Metrics != nil {
-				r.Method(http.MethodGet, "/metrics", cfg.Metrics)
+				g.route(r, Operate, http.MethodGet, "/metrics", cfg.Metrics.ServeHTTP)
 			}
-			r.Get("/views", a.listViews)
-			r.Get("/views/{view}", a.describeView)
-			r.Get("/views/{view}/keys/{key}", a.getKey)
-			r.Get("/views/{view}/entries", a.scan)
-			r.Get("/views/{view}/keys/{key}/windows", a.windows)
-			r.Post("/aggregates/{aggregate}/{id}/commands", a.command)
+			g.route(r, ReadViews, http.MethodGet, "/views", a.listViews)
+			g.route(r, ReadViews, http.MethodGet, "/views/{view}", a.describeView)
+			g.route(r, ReadViews, http.MethodGet, "/views/{view}/keys/{key}", a.getKey)
+			g.route(r, ReadViews, http.MethodGet, "/views/{view}/entries", a.scan)
+			g.route(r, ReadViews, http.MethodGet, "/views/{view}/keys/{key}/windows", a.windows)
+			g.route(r, SubmitCommands, http.MethodPost, "/aggregates/{aggregate}/{id}/commands", a.command)
 		})
-		r.Get("/views/{view}/changes", a.changes) // long-lived: no request timeout
+		g.route(r, ReadFeeds, http.MethodGet, "/views/{view}/changes", a.changes) // long-lived: no request timeout
 	})
 	return &Handler{Handler: r, a: a}, nil
 }
@@ -258,6 +290,8 @@ type api struct {
 	closeOnce sync.Once
 	admMu     sync.Mutex
 	adm       *kadm.Client // for /status's lag; closed by Handler.Close
+	kopts     []kgo.Opt    // the Kafka clients': Brokers, KafkaSecurity, KafkaOptions
+	guard     *guard
 
 	// requestDuration and commandDuration are nil without a MeterProvider.
 	requestDuration, commandDuration metric.Float64Histogram
@@ -273,6 +307,10 @@ type Problem struct {
 }
 
 func (a *api) problem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	problem(w, r, status, title, detail)
+}
+
+func problem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -574,20 +612,10 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 		a.problem(w, r, http.StatusServiceUnavailable, "owner unavailable", detail)
 		return
 	}
-	target := url.URL{Scheme: "http", Host: nl.Owner.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+	req, err := a.peerRequest(r, nl.Owner.Addr, ForwardedHeader)
 	if err != nil {
 		a.problem(w, r, http.StatusBadGateway, "forward failed", err.Error())
 		return
-	}
-	req.Header.Set(ForwardedHeader, a.cfg.Instance.ID())
-	if a.cfg.Version != "" {
-		req.Header.Set(VersionHeader, a.cfg.Version)
-	}
-	for _, h := range []string{"Accept", "Authorization", "traceparent", "tracestate"} {
-		if v := r.Header.Get(h); v != "" {
-			req.Header.Set(h, v)
-		}
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
@@ -889,17 +917,9 @@ func (a *api) peers() ([]engine.Instance, error) {
 
 // peerPage asks a peer for its page of the scan.
 func (a *api) peerPage(r *http.Request, p engine.Instance) (localPage, error) {
-	target := url.URL{Scheme: "http", Host: p.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target.String(), nil)
+	req, err := a.peerRequest(r, p.Addr, scanLocalHeader)
 	if err != nil {
 		return localPage{}, err
-	}
-	req.Header.Set(scanLocalHeader, a.cfg.Instance.ID())
-	if a.cfg.Version != "" {
-		req.Header.Set(VersionHeader, a.cfg.Version)
-	}
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		req.Header.Set("Authorization", auth)
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {

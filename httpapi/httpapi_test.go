@@ -311,7 +311,8 @@ func TestForwardToOwner(t *testing.T) {
 	}
 }
 
-// Whatever the path and query, the answer is never a 5xx and always JSON.
+// Whatever the path and query, the answer is never a 5xx and always JSON,
+// the API open or not (with credentials and without).
 func FuzzRequests(f *testing.F) {
 	for _, seed := range []string{
 		"/views/stock/keys/red", "/views/orders/keys/7", "/views/stock/entries?prefix=r&limit=2",
@@ -322,27 +323,41 @@ func FuzzRequests(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, target string) {
 		in, reg := shop(t)
-		h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg})
-		if err != nil {
-			t.Fatal(err)
-		}
 		u, err := url.ParseRequestURI(target)
 		if err != nil || u.Host != "" || u.Scheme != "" {
 			t.Skip()
 		}
-		req := httptest.NewRequest(http.MethodGet, "http://oxbow.test/", nil)
-		req.URL = u
-		req.RequestURI = target
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code >= 500 {
-			t.Errorf("GET %q: %d %s", target, rec.Code, rec.Body)
+		open, err := httpapi.New(httpapi.Config{Instance: in, Views: reg})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if ct := rec.Header().Get("Content-Type"); ct != "application/json" && ct != "application/problem+json" {
-			t.Errorf("GET %q: content type %q", target, ct)
+		cfg, _ := secured(t, in)
+		cfg.Metrics = nil // text, not JSON
+		guarded, err := httpapi.New(cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !json.Valid(rec.Body.Bytes()) {
-			t.Errorf("GET %q: not JSON: %s", target, rec.Body)
+		for _, c := range []struct {
+			h     http.Handler
+			token string
+		}{{open, ""}, {guarded, adminToken}, {guarded, ""}} {
+			req := httptest.NewRequest(http.MethodGet, "http://oxbow.test/", nil)
+			req.URL = u
+			req.RequestURI = target
+			if c.token != "" {
+				req.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			rec := httptest.NewRecorder()
+			c.h.ServeHTTP(rec, req)
+			if rec.Code >= 500 {
+				t.Errorf("GET %q: %d %s", target, rec.Code, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" && ct != "application/problem+json" {
+				t.Errorf("GET %q: content type %q", target, ct)
+			}
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Errorf("GET %q: not JSON: %s", target, rec.Body)
+			}
 		}
 	})
 }
@@ -414,7 +429,8 @@ func TestOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top, Version: "v7", Auth: httpapi.BearerToken("s3cret")})
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top, Version: "v7",
+		Authenticator: httpapi.Tokens(map[string]httpapi.Identity{"s3cret": {Subject: "ops", Permissions: []httpapi.Permission{httpapi.ReadViews, httpapi.Operate}}})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (a *api) openAPI() map[string]any {
 		return map[string]any{"type": "object", "properties": props}
 	}
 	position := obj(map[string]any{"topic": str, "partition": num, "offset": num})
-	return map[string]any{
+	doc := map[string]any{
 		"openapi": "3.1.0",
 		"info":    map[string]any{"title": "Oxbow", "version": a.cfg.Version},
 		"paths":   paths,
@@ -129,6 +129,31 @@ func (a *api) openAPI() map[string]any {
 				"version": num, "expectedVersion": num, "events": map[string]any{"type": "array", "items": position},
 				"rejection": obj(map[string]any{"code": str, "message": str}), "duplicate": map[string]any{"type": "boolean"}, "request": str}),
 		}},
+	}
+	if a.cfg.Authenticator != nil {
+		a.secureOpenAPI(doc, problem)
+	}
+	return doc
+}
+
+// secureOpenAPI declares the bearer scheme the API takes, and the 401 and
+// 403 answers of every route but /healthz and /readyz. (Client
+// certificates, where accepted, are the transport's.)
+func (a *api) secureOpenAPI(doc, problem map[string]any) {
+	doc["components"].(map[string]any)["securitySchemes"] = map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}
+	doc["security"] = []any{map[string]any{"bearer": []string{}}}
+	for path, item := range doc["paths"].(map[string]any) {
+		for _, op := range item.(map[string]any) {
+			op := op.(map[string]any)
+			if path == "/healthz" || path == "/readyz" {
+				op["security"] = []any{}
+				continue
+			}
+			responses := op["responses"].(map[string]any)
+			responses["401"] = map[string]any{"description": "no credentials, or refused ones", "content": problem["content"],
+				"headers": map[string]any{"WWW-Authenticate": map[string]any{"schema": map[string]any{"type": "string"}}}}
+			responses["403"] = map[string]any{"description": "the caller lacks the route's permission", "content": problem["content"]}
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -124,7 +123,7 @@ func (a *api) admin() (*kadm.Client, error) {
 	a.admMu.Lock()
 	defer a.admMu.Unlock()
 	if a.adm == nil {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.cfg.KafkaOptions...)...)
+		cl, err := kgo.NewClient(a.kopts...)
 		if err != nil {
 			return nil, err
 		}
@@ -178,25 +177,4 @@ func (a *api) readFrom(w http.ResponseWriter, r *http.Request) (Instance, bool) 
 		return nil, false
 	}
 	return standby{a.cfg.Instance, n}, true
-}
-
-// BearerToken is an authentication middleware: a request must carry
-// "Authorization: Bearer <token>" with one of the tokens, or it is
-// answered 401.
-func BearerToken(tokens ...string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if ok {
-				for _, t := range tokens {
-					if t != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
-						next.ServeHTTP(w, r)
-						return
-					}
-				}
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="oxbow"`)
-			(&api{}).problem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token> with a token this API accepts")
-		})
-	}
 }

@@ -30,7 +30,7 @@ func newVersioned(cfg Config) (*Handler, error) {
 			return nil, errors.New("httpapi: Config.Versions has a version without a name")
 		}
 		c := cfg
-		c.Versions, c.Active, c.versioned = nil, nil, true
+		c.Versions, c.Active, c.versioned, c.CORS = nil, nil, true, nil
 		c.Instance, c.Views, c.Topology, c.Version = sv.Instance, sv.Views, sv.Topology, v
 		sub, err := New(c)
 		if err != nil {
@@ -39,30 +39,29 @@ func newVersioned(cfg Config) (*Handler, error) {
 		subs[v] = sub
 		h.subs = append(h.subs, sub)
 	}
-	problem := func(w http.ResponseWriter, status int, title, detail string) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail})
-	}
-	h.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	list := subs[names[0]].a.guard.require(ReadViews, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		active := cfg.Active()
+		type served struct {
+			Version string `json:"version"`
+			State   string `json:"state"`
+			Active  bool   `json:"active"`
+		}
+		out := struct {
+			Active   string   `json:"active"`
+			Versions []served `json:"versions"`
+		}{Active: active, Versions: []served{}}
+		for _, v := range names {
+			out.Versions = append(out.Versions, served{v, cfg.Versions[v].Instance.State().String(), v == active})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	var dispatch http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/versions" && r.Method == http.MethodGet {
-			type served struct {
-				Version string `json:"version"`
-				State   string `json:"state"`
-				Active  bool   `json:"active"`
-			}
-			out := struct {
-				Active   string   `json:"active"`
-				Versions []served `json:"versions"`
-			}{Active: active, Versions: []served{}}
-			for _, v := range names {
-				out.Versions = append(out.Versions, served{v, cfg.Versions[v].Instance.State().String(), v == active})
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(out)
+			list.ServeHTTP(w, r)
 			return
 		}
+		active := cfg.Active()
 		v := r.Header.Get(VersionHeader)
 		if q := r.URL.Query(); q.Has("version") {
 			if v == "" {
@@ -81,16 +80,24 @@ func newVersioned(cfg Config) (*Handler, error) {
 		}
 		if v == "" {
 			w.Header().Set("Retry-After", "1")
-			problem(w, http.StatusServiceUnavailable, "no active version", fmt.Sprintf("no version of the application is promoted yet; name one (%s: one of %v)", VersionHeader, names))
+			problem(w, r, http.StatusServiceUnavailable, "no active version", fmt.Sprintf("no version of the application is promoted yet; name one (%s: one of %v)", VersionHeader, names))
 			return
 		}
 		sub, ok := subs[v]
 		if !ok {
-			problem(w, http.StatusNotFound, "no such version", fmt.Sprintf("this instance serves versions %v, not %q", names, v))
+			problem(w, r, http.StatusNotFound, "no such version", fmt.Sprintf("this instance serves versions %v, not %q", names, v))
 			return
 		}
 		w.Header().Set(VersionHeader, v)
 		sub.ServeHTTP(w, r)
 	})
+	if cfg.CORS != nil {
+		c, err := cfg.CORS.handler()
+		if err != nil {
+			return nil, err
+		}
+		dispatch = c(dispatch)
+	}
+	h.Handler = dispatch
 	return h, nil
 }

@@ -16,18 +16,29 @@ import (
 // ("http_server_request_duration_seconds").
 func Metrics(tb testing.TB, base string) map[string]*dto.MetricFamily {
 	tb.Helper()
-	resp, err := http.Get(base + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return MetricsOf(tb, req)
+}
+
+// MetricsOf is Metrics through a request of the caller's: one with
+// credentials, for an API with an Authenticator.
+func MetricsOf(tb testing.TB, req *http.Request) map[string]*dto.MetricFamily {
+	tb.Helper()
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		tb.Fatalf("GET %s/metrics: %s", base, resp.Status)
+		tb.Fatalf("GET %s: %s", req.URL, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		tb.Fatalf("%s/metrics does not parse: %v", base, err)
+		tb.Fatalf("%s does not parse: %v", req.URL, err)
 	}
 	return fams
 }
