@@ -61,6 +61,9 @@ type config struct {
 	// or $PGPASSWORD.
 	PGPasswordFile string
 	StateDir       string // none: a temporary directory
+	// Token, if set, is the bearer token every request but /healthz and
+	// /readyz needs (it may do everything); none: the API is open.
+	Token string
 	// InstanceID names this instance of the store among others in its
 	// group (default "shoestore-0"); each needs its own.
 	InstanceID string
@@ -78,6 +81,7 @@ func main() {
 	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog, TLS in it: sslmode=verify-full&sslrootcert=... (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
 	pgPassword := fs.String("pg-password-file", os.Getenv("OXBOW_PG_PASSWORD_FILE"), "file holding the database user's password (default $OXBOW_PG_PASSWORD_FILE)")
 	security := kafkasec.Flags(fs)
+	token := fs.String("token", os.Getenv("SHOESTORE_TOKEN"), "the bearer token the API requires of every request but /healthz and /readyz (default $SHOESTORE_TOKEN; none: the API is open)")
 	printACLs := fs.String("print-acls", "", "print the kafka-acls.sh commands that grant this principal (User:name) what the store needs, and exit")
 	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
 	instance := fs.String("instance", "shoestore-0", "this instance's id, unique among the store's instances on the same brokers")
@@ -110,8 +114,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Addr: *addr, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
-		fmt.Printf("The shoe store serves %s\n  curl %s/views\n  curl -H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, url, url)
+	cfg := config{Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+		auth := ""
+		if *token != "" {
+			auth = `-H "Authorization: Bearer $SHOESTORE_TOKEN" `
+			fmt.Println("The API takes requests only with the token (Authorization: Bearer <token>); /healthz and /readyz are open.")
+		} else {
+			fmt.Println("The API is open to whoever reaches it: give -token (or $SHOESTORE_TOKEN) to require a bearer token.")
+		}
+		fmt.Printf("The shoe store serves %s\n  curl %s%s/views\n  curl %s-H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, auth, url, auth, url)
 	}}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -138,10 +149,6 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = "shoestore-0"
-	}
-	kopts, err := cfg.Kafka.Opts()
-	if err != nil {
-		return err
 	}
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
@@ -206,12 +213,16 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer client.Close()
-	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaOptions: kopts,
-		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url}}, Logger: log, Metrics: metrics, MeterProvider: meters})
+	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
+		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Logger: log, Metrics: metrics, MeterProvider: meters}
+	if cfg.Token != "" {
+		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "shoestore", Permissions: httpapi.AllPermissions()}})
+	}
+	h, err := httpapi.New(hcfg)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpapi.NewServer(cfg.Addr, h)
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
 
@@ -360,6 +371,7 @@ func topicRecords(ctx context.Context, cl *kgo.Client, topic string) (int64, err
 type inCatalog struct {
 	client *aggregate.Client[inventory.Command]
 	url    string // the store's API
+	token  string // its token, if it needs one
 }
 
 // NotInCatalog is the rejection code of a sale of a shoe the catalog lacks.
@@ -373,6 +385,9 @@ func (c inCatalog) SubmitJSON(ctx context.Context, shoe string, envelope []byte,
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/views/catalog/keys/"+url.PathEscape(shoe), nil)
 		if err != nil {
 			return aggregate.Outcome{}, err
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

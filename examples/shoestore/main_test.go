@@ -37,8 +37,9 @@ func TestShoeStore(t *testing.T) {
 // shoeStoreScenario runs the store on cfg's brokers, with its catalog in
 // the PostgreSQL database cfg.PGDSN names (or built in, if it is ""),
 // and drives it through the scenario; adminDSN is the same database for
-// the test's own changes to the catalog.
-func shoeStoreScenario(t *testing.T, cfg config, adminDSN string) {
+// the test's own changes to the catalog. Then more, if given, looks at
+// the store before it stops.
+func shoeStoreScenario(t *testing.T, cfg config, adminDSN string, more ...func(*store)) {
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000)
 	}
@@ -62,7 +63,7 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the store is not serving after 2 minutes")
 	}
-	s := &store{t: t, url: url}
+	s := &store{t: t, url: url, token: cfg.Token}
 
 	s.command("red", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3000}}`, 200)
 	s.command("blue", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":2500}}`, 200)
@@ -114,7 +115,14 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string) {
 			shoe, today.Format(time.RFC3339), today.Add(24*time.Hour).Format(time.RFC3339)))
 	}
 	// The engine's, the API's and the commands' metrics, in seconds.
-	httpapitest.RequireFamilies(t, httpapitest.Metrics(t, url), "http_server_request_duration_seconds", "oxbow_command_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	httpapitest.RequireFamilies(t, httpapitest.MetricsOf(t, req), "http_server_request_duration_seconds", "oxbow_command_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
 
 	if cfg.PGDSN == "" {
 		return
@@ -125,18 +133,37 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string) {
 	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3500}}`, 200)
 	s.command("green", `{"type":"SellPair","data":{}}`, 200)
 	s.await("/views/till/keys/till", `{"key":"till","value":{"revenueCents":21000,"transactions":5,"sales":4,"returns":1}}`)
+	for _, f := range more {
+		f(s)
+	}
 }
 
 // store drives the store's API.
 type store struct {
-	t   *testing.T
-	url string
+	t     *testing.T
+	url   string
+	token string // sent as a bearer token, if set
+}
+
+// do sends a request with the store's token, if it has one.
+func (s *store) do(method, path, body string) (*http.Response, error) {
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // command posts a command and checks its status; it returns the body.
 func (s *store) command(shoe, body string, status int) string {
 	s.t.Helper()
-	resp, err := http.Post(s.url+"/aggregates/inventory/"+shoe+"/commands", "application/json", strings.NewReader(body))
+	resp, err := s.do(http.MethodPost, "/aggregates/inventory/"+shoe+"/commands", body)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -155,7 +182,7 @@ func (s *store) await(path, want string) string {
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for {
-		resp, err := http.Get(s.url + path)
+		resp, err := s.do(http.MethodGet, path, "")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

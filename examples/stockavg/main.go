@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
 )
@@ -42,11 +42,15 @@ type config struct {
 	Name     string // the application's id; default "stockavg"
 	Addr     string
 	Brokers  []string // none: an embedded broker
-	Trades   string   // the trades topic; default "<Name>-trades"
-	Generate bool     // write generated trades to it
-	Rate     int      // generated trades per second
+	Kafka    kafkasec.Config
+	Trades   string // the trades topic; default "<Name>-trades"
+	Generate bool   // write generated trades to it
+	Rate     int    // generated trades per second
 	StateDir string
 	Logger   *slog.Logger
+	// Token, if set, is the bearer token every request but /healthz and
+	// /readyz needs; none: the API is open.
+	Token string
 	// Table, if set, gets the terminal table every Every.
 	Table io.Writer
 	Every time.Duration
@@ -62,13 +66,27 @@ func main() {
 	rate := fs.Int("rate", 200, "generated trades per second")
 	quiet := fs.Bool("quiet", false, "no table in the terminal")
 	stateDir := fs.String("state-dir", "", "where the state is kept (default: a temporary directory)")
+	token := fs.String("token", os.Getenv("STOCKAVG_TOKEN"), "the bearer token the API requires of every request but /healthz and /readyz (default $STOCKAVG_TOKEN; none: the API is open)")
+	security := kafkasec.Flags(fs)
 	_ = fs.Parse(os.Args[1:])
+	sec, err := security()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stockavg:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Addr: *addr, Trades: *trades, Generate: *gen, Rate: *rate, StateDir: *stateDir, Every: 2 * time.Second,
+	cfg := config{Addr: *addr, Kafka: sec, Token: *token, Trades: *trades, Generate: *gen, Rate: *rate, StateDir: *stateDir, Every: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Ready: func(url string) {
-			fmt.Printf("stockavg serves %s\n  curl %s/views/top-movers/entries\n  curl %s/views/moving-average/keys/NVDA/windows\n", url, url, url)
+			auth := ""
+			if *token != "" {
+				auth = `-H "Authorization: Bearer $STOCKAVG_TOKEN" `
+				fmt.Println("The API takes requests only with the token (Authorization: Bearer <token>); /healthz and /readyz are open.")
+			} else {
+				fmt.Println("The API is open to whoever reaches it: give -token (or $STOCKAVG_TOKEN) to require a bearer token.")
+			}
+			fmt.Printf("stockavg serves %s\n  curl %s%s/views/top-movers/entries\n  curl %s%s/views/moving-average/keys/NVDA/windows\n", url, auth, url, auth, url)
 		}}
 	if !*quiet {
 		cfg.Table = os.Stdout
@@ -110,7 +128,11 @@ func run(ctx context.Context, cfg config) error {
 		defer os.RemoveAll(dir)
 		cfg.StateDir = dir
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	opts, err := cfg.Kafka.ClientOpts(cfg.Brokers)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -138,7 +160,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
-	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, StateDir: filepath.Join(cfg.StateDir, "engine"),
+	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, StateDir: filepath.Join(cfg.StateDir, "engine"),
 		InstanceID: cfg.Name + "-0", AdvertisedAddr: ln.Addr().String(), Logger: cfg.Logger, CommitInterval: time.Second, MeterProvider: meters})
 	if err != nil {
 		return err
@@ -147,11 +169,16 @@ func run(ctx context.Context, cfg config) error {
 	defer cancel()
 	appDone := make(chan error, 1)
 	go func() { appDone <- app.Run(runCtx) }()
-	h, err := httpapi.New(httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, Logger: cfg.Logger, Metrics: metrics, MeterProvider: meters})
+	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
+		Logger: cfg.Logger, Metrics: metrics, MeterProvider: meters}
+	if cfg.Token != "" {
+		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "stockavg", Permissions: httpapi.AllPermissions()}})
+	}
+	h, err := httpapi.New(hcfg)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpapi.NewServer(cfg.Addr, h)
 	go func() { _ = srv.Serve(ln) }()
 	genDone := make(chan error, 1)
 	if cfg.Generate {
