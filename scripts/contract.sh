@@ -80,9 +80,9 @@ check() {
 		echo "contract: $name (a token required: $([ -n "$token" ] && echo yes || echo no)), schemathesis sending $sends"
 		# Change feeds stream until the client goes: not for a
 		# request-response fuzzer.
-		timeout 600 "$venv/bin/schemathesis" run "$work/$name-openapi.json" --url "$url" "${header[@]}" \
+		(cd "$work" && timeout 600 "$venv/bin/schemathesis" run "$work/$name-openapi.json" --url "$url" "${header[@]}" \
 			--checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
-			--exclude-path-regex '/changes$' -n "$examples" --request-timeout 15 --generation-deterministic --no-color
+			--exclude-path-regex '/changes$' -n "$examples" --request-timeout 15 --generation-deterministic --no-color)
 	done
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
