@@ -21,46 +21,8 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
-	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
+	"github.com/oxbow-dev/oxbow/internal/testpki"
 )
-
-// grant gives principal the ACLs on the secured broker (as its super
-// user, through the SASL listener) until the test ends.
-func grant(t *testing.T, s *kafkaenv.Secured, principal string, acls []engine.ACL) {
-	t.Helper()
-	opts, err := s.Admin.ClientOpts([]string{s.SASL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	bs, err := engine.Builders(acls, principal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, b := range bs {
-		res, err := adm.CreateACLs(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("ACL %s %s: %v", r.Type, r.Name, r.Err)
-			}
-		}
-	}
-	t.Cleanup(func() {
-		for _, b := range bs {
-			_, _ = adm.DeleteACLs(context.Background(), b)
-		}
-	})
-}
 
 // TestSecuredApp runs the word count exactly once on the secured broker as
 // a principal with only the ACLs engine.ACLs lists, over SASL (SCRAM) and
@@ -78,7 +40,7 @@ func TestSecuredApp(t *testing.T) {
 			k.create(2, in, out)
 			top := wordCount(in, out)
 			cfg := engine.Config{AppID: k.prefix, Guarantee: engine.ExactlyOnce, Brokers: []string{tc.addr}, KafkaSecurity: tc.sec}
-			grant(t, s, "User:oxbow-app", engine.ACLs(top, cfg))
+			s.Grant(t, "User:oxbow-app", engine.ACLs(top, cfg))
 			recs := genLines(3, 200)
 			want := wordCounts(recs)
 			k.produce(in, recs...)
@@ -109,7 +71,7 @@ func TestSecuredRefusals(t *testing.T) {
 	if err := os.WriteFile(wrong, []byte("not-the-password"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	other := kafkasectest.NewCA(t)
+	other := testpki.NewCA(t)
 	without := func(resource string) func([]engine.ACL) []engine.ACL {
 		return func(acls []engine.ACL) []engine.ACL {
 			return slices.DeleteFunc(slices.Clone(acls), func(a engine.ACL) bool { return a.Resource == resource && (resource != "topic" || a.Prefixed) })
@@ -155,7 +117,7 @@ func TestSecuredRefusals(t *testing.T) {
 				acls = tc.acls(acls)
 			}
 			if len(acls) > 0 {
-				grant(t, s, "User:oxbow-app", acls)
+				s.Grant(t, "User:oxbow-app", acls)
 			}
 			k.produce(in, genLines(5, 10)...)
 			a, err := engine.NewApp(top, cfg)

@@ -15,7 +15,6 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/testpki"
 )
 
 // signingKey is a private key with its id and algorithm.
@@ -66,19 +66,7 @@ func writeJWKS(t *testing.T, file string, keys ...signingKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replaceFile(t, file, b)
-}
-
-// replaceFile replaces a file at once, as a rotation does (a rename).
-func replaceFile(t *testing.T, file string, b []byte) {
-	t.Helper()
-	tmp := file + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		t.Fatal(err)
-	}
+	testpki.Replace(t, file, b)
 }
 
 // sign makes a JWT of claims signed by k, under kid.
@@ -181,7 +169,7 @@ func TestJWT(t *testing.T) {
 	if rec := call(h, http.MethodGet, "/views", oldTok); rec.Code != 401 {
 		t.Errorf("a key rotated out: %d %s", rec.Code, rec.Body)
 	}
-	replaceFile(t, file, []byte(`{"keys": [`))
+	testpki.Replace(t, file, []byte(`{"keys": [`))
 	waitFor(t, 5*time.Second, "the broken JWKS noticed", func() bool {
 		call(h, http.MethodGet, "/views", newTok)
 		return strings.Contains(log.String(), "do not load")

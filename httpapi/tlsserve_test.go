@@ -2,13 +2,8 @@ package httpapi_test
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log"
@@ -25,75 +20,18 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/testpki"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
-// pki is a CA that issues certificates for a test.
-type pki struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-	file string // the CA's certificate, PEM
-}
-
-func newPKI(t *testing.T) *pki {
+// serverFiles writes a new server certificate of the CA, and its key,
+// into dir (replacing those there): the files, and the certificate.
+func serverFiles(t *testing.T, ca *testpki.CA, dir string) (httpapi.TLSFiles, *x509.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pki{key: key, pool: x509.NewCertPool(), file: filepath.Join(t.TempDir(), "ca.pem")}
-	p.cert, _ = x509.ParseCertificate(der)
-	p.pool.AddCert(p.cert)
-	replaceFile(t, p.file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return p
-}
-
-// issue makes a certificate for cn (a server's for localhost and
-// 127.0.0.1, or a client's) with the serial, signed by the CA, or by
-// itself if selfSigned.
-func (p *pki) issue(t *testing.T, cn string, serial int64, selfSigned bool) (certPEM, keyPEM []byte, pair tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	parent, signer := p.cert, p.key
-	if selfSigned {
-		parent, signer = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
-	if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	return certPEM, keyPEM, pair
-}
-
-// serverFiles writes a server certificate with the serial and its key.
-func (p *pki) serverFiles(t *testing.T, dir string, serial int64) httpapi.TLSFiles {
-	t.Helper()
-	c, k, _ := p.issue(t, "localhost", serial, false)
+	l := ca.Issue(t, "localhost")
 	f := httpapi.TLSFiles{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
-	replaceFile(t, f.CertFile, c)
-	replaceFile(t, f.KeyFile, k)
-	return f
+	l.WriteFiles(t, f.CertFile, f.KeyFile)
+	return f, l.Cert
 }
 
 // start serves h with NewServer (as changed by edit) on a loopback port,
@@ -130,9 +68,9 @@ func start(t *testing.T, h http.Handler, tlsCfg *tls.Config, edit func(*http.Ser
 // A certificate replaced on disk is served to the next connections, with
 // no restart; files that do not load leave the last good pair in use.
 func TestServerTLSReloads(t *testing.T) {
-	p := newPKI(t)
+	p := testpki.NewCA(t)
 	dir := t.TempDir()
-	files := p.serverFiles(t, dir, 1001)
+	files, first := serverFiles(t, p, dir)
 	logs := &syncBuffer{}
 	files.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg, err := httpapi.ServerTLS(files)
@@ -148,27 +86,27 @@ func TestServerTLSReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := start(t, h, cfg, nil)
-	serial := func() int64 {
+	served := func() *big.Int {
 		t.Helper()
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.pool, ServerName: "localhost"})
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.Pool(), ServerName: "localhost"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
 	}
-	if s := serial(); s != 1001 {
-		t.Fatalf("serial %d", s)
+	if s := served(); s.Cmp(first.SerialNumber) != 0 {
+		t.Fatalf("serial %v, want %v", s, first.SerialNumber)
 	}
-	p.serverFiles(t, dir, 1002)
-	waitFor(t, 5*time.Second, "the new certificate", func() bool { return serial() == 1002 })
-	replaceFile(t, files.CertFile, []byte("-----BEGIN CERTIFICATE-----\nhalf"))
+	_, second := serverFiles(t, p, dir)
+	waitFor(t, 5*time.Second, "the new certificate", func() bool { return served().Cmp(second.SerialNumber) == 0 })
+	testpki.Replace(t, files.CertFile, []byte("-----BEGIN CERTIFICATE-----\nhalf"))
 	waitFor(t, 5*time.Second, "the broken certificate noticed", func() bool {
-		serial()
+		served()
 		return strings.Contains(logs.String(), "do not load")
 	})
-	if s := serial(); s != 1002 {
-		t.Errorf("after a broken file, serial %d", s)
+	if s := served(); s.Cmp(second.SerialNumber) != 0 {
+		t.Errorf("after a broken file, serial %v, want %v", s, second.SerialNumber)
 	}
 	if _, err := httpapi.ServerTLS(httpapi.TLSFiles{CertFile: files.CertFile, KeyFile: files.KeyFile}); err == nil {
 		t.Error("ServerTLS accepted a broken certificate")
@@ -179,9 +117,8 @@ func TestServerTLSReloads(t *testing.T) {
 // it did not is no credential; and a request that came over TLS is
 // forwarded over TLS.
 func TestClientCertificates(t *testing.T) {
-	p := newPKI(t)
-	_, _, robot := p.issue(t, "robot", 7, false)
-	_, _, stranger := p.issue(t, "robot", 8, true)
+	p := testpki.NewCA(t)
+	robot, stranger := p.Issue(t, "robot").TLS, testpki.SelfSigned(t, "robot").TLS
 	in, reg := shop(t)
 	auth := httpapi.FirstOf(httpapi.ClientCertificates(func(c *x509.Certificate) (httpapi.Identity, bool) {
 		id, ok := map[string]httpapi.Identity{"robot": {Subject: "robot", Permissions: []httpapi.Permission{httpapi.ReadViews}}}[c.Subject.CommonName]
@@ -192,8 +129,8 @@ func TestClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := func(clientAuth tls.ClientAuthType) string {
-		files := p.serverFiles(t, t.TempDir(), 1)
-		files.ClientCAFile, files.ClientAuth = p.file, clientAuth
+		files, _ := serverFiles(t, p, t.TempDir())
+		files.ClientCAFile, files.ClientAuth = p.File, clientAuth
 		cfg, err := httpapi.ServerTLS(files)
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +139,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 	verifying, requesting := serve(0), serve(tls.RequestClientCert)
 	get := func(addr, path string, cert *tls.Certificate) (int, error) {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool()}}
 		defer tr.CloseIdleConnections()
 		if cert != nil { // sent whatever CAs the server names
 			tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
@@ -236,17 +173,17 @@ func TestClientCertificates(t *testing.T) {
 	// Forwarding over TLS: the owner serves TLS only.
 	owner := verifying
 	front, err := httpapi.New(httpapi.Config{Instance: &remote{instance: &instance{Driver: in.Driver, state: engine.AppRunning, id: "i3"}, owner: owner}, Views: reg,
-		Authenticator: auth, PeerSecret: []byte(peerSecret), Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}})
+		Authenticator: auth, PeerSecret: []byte(peerSecret), Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool()}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := p.serverFiles(t, t.TempDir(), 2)
+	files, _ := serverFiles(t, p, t.TempDir())
 	cfg, err := httpapi.ServerTLS(files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	frontAddr := start(t, front, cfg, nil)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool()}}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodGet, "https://"+frontAddr+"/views/stock/keys/red", nil)
 	req.Header.Set("Authorization", "Bearer tok-reader-91c2")

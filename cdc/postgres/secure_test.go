@@ -3,23 +3,18 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
-	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
+	"github.com/oxbow-dev/oxbow/internal/testpki"
 )
 
 // securedDatabase is a database on the secured server with a table
@@ -55,7 +50,7 @@ func TestSourceSecured(t *testing.T) {
 func TestSourceSecuredRefusals(t *testing.T) {
 	s := kafkaenv.Secure(t)
 	dsn, pw := securedDatabase(t)
-	other := kafkasectest.NewCA(t)
+	other := testpki.NewCA(t)
 	const wrong = "Wr0ng-Pa55word"
 	withQuery := func(k, v string) string {
 		u, _ := url.Parse(dsn)
@@ -77,7 +72,7 @@ func TestSourceSecuredRefusals(t *testing.T) {
 		{"untrusted certificate", withQuery("sslrootcert", other.File), pw, "did not verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs bytes.Buffer // slog's handler writes one line at a time
 			cfg := config(t, tc.dsn, kafkaenv.ForTest(t), "public.shoes")
 			cfg.PasswordFile = tc.passwordFile
 			cfg.Brokers, cfg.KafkaSecurity = []string{s.SASL}, s.App
@@ -109,30 +104,8 @@ func TestSourceSecuredRefusals(t *testing.T) {
 // grantPrefix allows oxbow-app what a source writing under the topic
 // prefix needs: its topics, the state topic among them.
 func grantPrefix(t *testing.T, s *kafkaenv.Secured, prefix string) {
-	t.Helper()
-	bs, err := engine.Builders([]engine.ACL{{Resource: "topic", Name: prefix, Prefixed: true,
-		Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"}}}, "User:oxbow-app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := s.Admin.ClientOpts([]string{s.SASL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	res, err := kadm.NewClient(cl).CreateACLs(context.Background(), bs[0])
-	if err == nil {
-		for _, r := range res {
-			err = errors.Join(err, r.Err)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.Grant(t, "User:oxbow-app", []engine.ACL{{Resource: "topic", Name: prefix, Prefixed: true,
+		Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"}}})
 }
 
 func readFile(t *testing.T, path string) string {
@@ -142,21 +115,4 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 )
 
@@ -278,4 +279,44 @@ func Secure(tb testing.TB) *Secured {
 	s.App = kafkasec.Config{CAFile: ca, SASL: kafkasec.ScramSHA512, User: "oxbow-app", PasswordFile: filepath.Join(s.Dir, "oxbow-app.password")}
 	s.AppMTLS = kafkasec.Config{CAFile: ca, CertFile: filepath.Join(s.Dir, "client.pem"), KeyFile: filepath.Join(s.Dir, "client.key")}
 	return s
+}
+
+// Grant allows principal ("User:name") the ACLs on the secured broker,
+// through its SASL listener as the super user, until the test ends.
+func (s *Secured) Grant(tb testing.TB, principal string, acls []engine.ACL) {
+	tb.Helper()
+	bs, err := engine.Builders(acls, principal)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts, err := s.Admin.ClientOpts([]string{s.SASL})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, b := range bs {
+			_, _ = adm.DeleteACLs(ctx, b)
+		}
+		cl.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, b := range bs {
+		res, err := adm.CreateACLs(ctx, b)
+		if err == nil {
+			for _, r := range res {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err != nil {
+			tb.Fatalf("granting %s ACLs: %v", principal, err)
+		}
+	}
 }

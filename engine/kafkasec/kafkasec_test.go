@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
-	"github.com/oxbow-dev/oxbow/engine/kafkasec/kafkasectest"
+	"github.com/oxbow-dev/oxbow/internal/testpki"
 )
 
 const password = "s3cr3t-Pa55word"
@@ -92,7 +92,7 @@ func TestFlags(t *testing.T) {
 	if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca := kafkasectest.NewCA(t)
+	ca := testpki.NewCA(t)
 	t.Setenv("OXBOW_KAFKA_TLS_CA", ca.File)
 	t.Setenv("OXBOW_KAFKA_SASL_MECHANISM", "SCRAM-SHA-256")
 	t.Setenv("OXBOW_KAFKA_SASL_USER", "from-env")
@@ -134,9 +134,9 @@ func TestFlags(t *testing.T) {
 
 // secured is a kfake cluster with TLS (ca) and SASL, its superuser "admin"
 // with password under SCRAM-SHA-512 and PLAIN.
-func secured(t *testing.T, ca *kafkasectest.CA, clientAuth tls.ClientAuthType) *kfake.Cluster {
+func secured(t *testing.T, ca *testpki.CA, clientAuth tls.ClientAuthType) *kfake.Cluster {
 	t.Helper()
-	srv := ca.Server(t, "broker")
+	srv := ca.Issue(t, "broker")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
 		kfake.Superuser(kafkasec.ScramSHA512, "admin", password), kfake.Superuser(kafkasec.Plain, "admin", password),
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{srv.TLS}, ClientCAs: ca.Pool(), ClientAuth: clientAuth, MinVersion: tls.VersionTLS12}))
@@ -165,8 +165,8 @@ func check(t *testing.T, cluster *kfake.Cluster, cfg kafkasec.Config) error {
 // broker (integration/secure_test.go): kfake closes the connection where
 // Kafka answers SASL_AUTHENTICATION_FAILED.
 func TestCheck(t *testing.T) {
-	ca := kafkasectest.NewCA(t)
-	other := kafkasectest.NewCA(t)
+	ca := testpki.NewCA(t)
+	other := testpki.NewCA(t)
 	pwFile := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pwFile, []byte(password), 0o600); err != nil {
 		t.Fatal(err)
@@ -202,9 +202,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckMutualTLS(t *testing.T) {
-	ca := kafkasectest.NewCA(t)
+	ca := testpki.NewCA(t)
 	cluster := secured(t, ca, tls.RequireAndVerifyClientCert)
-	client := ca.Client(t, "oxbow-app")
+	client := ca.Issue(t, "oxbow-app")
 	sasl := kafkasec.Config{SASL: "SCRAM-SHA-512", User: "admin", Password: kafkasec.NewSecret(password)}
 
 	with := sasl

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
-	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 )
 
@@ -32,7 +27,7 @@ func TestShoeStoreSecured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grant(t, s, "User:oxbow-app", acls)
+	s.Grant(t, "User:oxbow-app", acls)
 	shoeStoreScenario(t, cfg, db.AdminDSN, func(st *store) {
 		anonymous := &store{t: t, url: st.url}
 		for _, c := range []struct{ method, path, body string }{
@@ -68,33 +63,4 @@ func readSecret(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func grant(t *testing.T, s *kafkaenv.Secured, principal string, acls []engine.ACL) {
-	t.Helper()
-	bs, err := engine.Builders(acls, principal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := s.Admin.ClientOpts([]string{s.SASL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for _, b := range bs {
-		res, err := adm.CreateACLs(context.Background(), b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("ACL on %s %s: %v", r.Type, r.Name, r.Err)
-			}
-		}
-	}
 }
