@@ -254,8 +254,10 @@ func TestNewServer(t *testing.T) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("the server kept a slow client for 30s")
 	}
-	if cut < 4*time.Second || cut > 10*time.Second {
-		t.Errorf("a slow client was cut off after %v, want 5s", cut)
+	// Cut off (above), and not before its 5 seconds: a limit, not a
+	// measure of speed.
+	if cut < 5*time.Second-100*time.Millisecond {
+		t.Errorf("a slow client was cut off after %v, before the 5s it is allowed", cut)
 	}
 }
 
