@@ -111,7 +111,15 @@ func progress(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig
 			return time.Since(start)
 		}
 		if time.Since(start) > limit {
-			t.Fatalf("%s: no input committed within %v:\n%s", what, limit, ch.output())
+			// What the test itself sees, apart from the instance: the
+			// group's committed input, and the input's end (whether the
+			// feeder still writes).
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			offs, ferr := adm.FetchOffsets(lctx, c.appID)
+			ends, lerr := adm.ListEndOffsets(lctx, c.in)
+			cancel()
+			t.Fatalf("%s: no input committed within %v (from %d; now the group's offsets %v, err %v; the input's ends %v, err %v):\n%s",
+				what, limit, from, offs, ferr, ends, lerr, ch.output())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

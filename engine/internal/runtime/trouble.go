@@ -131,10 +131,12 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		cctx, cancel := context.WithTimeout(ctx, left)
 		err := r.coordinatorsAnswer(cctx)
 		if err == nil {
-			if err = r.newGroupClient(cctx); err != nil && r.cl != nil {
+			ictx, icancel := context.WithTimeout(cctx, initTimeout)
+			if err = r.newGroupClient(ictx); err != nil && r.cl != nil {
 				r.cl.Close()
 				r.clCancel()
 			}
+			icancel()
 		}
 		cancel()
 		if err == nil {
@@ -152,6 +154,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
 		}
 	}
+	r.log.Info("reconnected to Kafka", "after", time.Since(r.troubleSince).Round(time.Millisecond))
 	r.lastCommit = r.cfg.Now()
 	return nil
 }
@@ -279,6 +282,16 @@ const flushStall = 10 * time.Second
 // hang and the instance never said it was Degraded, while the cluster had
 // moved the coordinator after 10s.
 const endTimeout = 30 * time.Second
+
+// initTimeout bounds, while riding out trouble, how long a new group
+// client waits for its producer id (under exactly-once): franz-go retries
+// InitProducerID for as long as its context lasts, which was the loop's
+// whole TaskTimeout. A run of the broker fault campaign under load went
+// silent for over a minute after the restarted broker answered, somewhere
+// between reconnecting and processing; now the loop logs an attempt that
+// has no producer id in 30s, and tries again with a new client, and says
+// when it has reconnected.
+const initTimeout = 30 * time.Second
 
 // acks counts the records Kafka acknowledged or failed, for flushProduced.
 type acks struct{ n atomic.Int64 }
