@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -203,5 +204,30 @@ func TestSecuredOAuthBearer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A configuration printed whole — in a log line, an error, a panic's
+// message made with fmt — shows no password.
+func TestConfigShowsNoPassword(t *testing.T) {
+	const password = "Pa55-in-a-config"
+	cfg := engine.Config{AppID: "shop", KafkaSecurity: kafkasec.Config{SASL: kafkasec.ScramSHA512, User: "shop", Password: kafkasec.NewSecret(password)}}
+	var shown strings.Builder
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		fmt.Fprintf(&shown, verb+"\n", cfg)
+		fmt.Fprintf(&shown, verb+"\n", &cfg)
+	}
+	func() {
+		defer func() { fmt.Fprintf(&shown, "%v\n", recover()) }()
+		panic(fmt.Sprintf("bad config: %+v", cfg))
+	}()
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "cfg", cfg)
+	shown.WriteString(logs.String())
+	if strings.Contains(shown.String(), password) {
+		t.Fatalf("the password is shown:\n%s", shown.String())
+	}
+	if !strings.Contains(shown.String(), "[redacted]") && !strings.Contains(shown.String(), "SASL SCRAM-SHA-512, as shop") {
+		t.Fatalf("the security settings are not shown at all:\n%s", shown.String())
 	}
 }
