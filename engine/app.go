@@ -344,7 +344,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 			metric.WithInstrumentationAttributes(attribute.String("oxbow.app", cfg.AppID), attribute.String("oxbow.version", cfg.Version)))
 	}
 	rcfg := runtime.Config{
-		AppID:              group,
+		Group:              group,
 		Brokers:            cfg.Brokers,
 		StateDir:           cfg.StateDir,
 		CommitInterval:     cfg.CommitInterval,
@@ -355,7 +355,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		AdvertisedAddr:     cfg.AdvertisedAddr,
 		Rack:               cfg.Rack,
 		Tags:               clientTags(cfg),
-		ProcessID:          cfg.InstanceID,
+		InstanceID:         cfg.InstanceID,
 		Logger:             cfg.Logger,
 		Meter:              meter,
 		Tracer:             tracer,
@@ -504,7 +504,7 @@ func (a *App) Instances() []Instance {
 }
 
 func instanceOf(m runtime.Instance) Instance {
-	return Instance{ID: m.ProcessID, Addr: m.Addr, Tags: m.Tags}
+	return Instance{ID: m.InstanceID, Addr: m.Addr, Tags: m.Tags}
 }
 
 // clientTags are Config.Tags with Config.Rack as "rack".
@@ -643,7 +643,7 @@ func KeyOwner[K any](a *App, store string, key K, keySerde serde.Serde[K]) (Inst
 	if err != nil {
 		return Instance{}, false, err
 	}
-	return Instance{ID: in.ProcessID, Addr: in.Addr}, local, nil
+	return Instance{ID: in.InstanceID, Addr: in.Addr}, local, nil
 }
 
 // instanceIDFile is the file in the state directory that keeps the

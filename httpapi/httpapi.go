@@ -619,7 +619,7 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
-		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.ProcessID, nl.Owner.Addr, err))
+		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.InstanceID, nl.Owner.Addr, err))
 		return
 	}
 	defer resp.Body.Close()
@@ -628,7 +628,7 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 			w.Header().Set(h, v)
 		}
 	}
-	w.Header().Set("Oxbow-Served-By", nl.Owner.ProcessID)
+	w.Header().Set("Oxbow-Served-By", nl.Owner.InstanceID)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }

@@ -102,9 +102,9 @@ type Member struct {
 
 // MemberInfo is what a member tells the leader about itself when it joins.
 type MemberInfo struct {
-	// ProcessID names the instance stably across restarts and rejoins (a
+	// InstanceID names the instance stably across restarts and rejoins (a
 	// group member id changes when a process restarts).
-	ProcessID string
+	InstanceID string
 	// Addr is the instance's advertised HTTP address; empty if it serves none.
 	Addr string
 	// Tags are the instance's client tags, such as {"rack": "r1"} or
@@ -219,7 +219,7 @@ func AssignWarm(members []Member, tasks []topo.TaskID, standbys int, w Warmups) 
 	}
 	ms := slices.Clone(members)
 	slices.SortFunc(ms, func(a, b Member) int {
-		if c := strings.Compare(a.Info.ProcessID, b.Info.ProcessID); c != 0 {
+		if c := strings.Compare(a.Info.InstanceID, b.Info.InstanceID); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)

@@ -24,7 +24,7 @@ func tasksOf(sub int, n int32) []topo.TaskID {
 
 // member builds a member whose id is "m-" + its process id.
 func member(process string, active ...topo.TaskID) Member {
-	return Member{ID: "m-" + process, Info: MemberInfo{ProcessID: process, Active: active}}
+	return Member{ID: "m-" + process, Info: MemberInfo{InstanceID: process, Active: active}}
 }
 
 func withSums(m Member, sums map[topo.TaskID]int64) Member {
@@ -685,7 +685,7 @@ func TestDistinctness(t *testing.T) {
 // inst builds an instance whose member id is "m-" + its process id, with
 // the tags of key-value pairs kv.
 func inst(process string, kv ...string) Instance {
-	in := Instance{MemberID: "m-" + process, ProcessID: process}
+	in := Instance{MemberID: "m-" + process, InstanceID: process}
 	if len(kv) > 0 {
 		in.Tags = map[string]string{}
 		for i := 0; i < len(kv); i += 2 {

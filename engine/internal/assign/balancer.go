@@ -46,7 +46,7 @@ type Config struct {
 	// members. Default 0.
 	Standbys int
 	// Metadata is called at every join for what this member tells the
-	// leader. Its ProcessID, Addr and Tags are the instance's own (Tags are
+	// leader. Its InstanceID, Addr and Tags are the instance's own (Tags are
 	// its client tags, which make standbys rack aware; see [Assign]); its
 	// Active and Standby are usually Current().Active and .Standby; its
 	// OffsetSums come from the local state. Default: an empty MemberInfo,
@@ -59,10 +59,10 @@ type Config struct {
 
 // Instance names a group member in an [Assignment].
 type Instance struct {
-	MemberID  string // the Kafka group member id in this generation
-	ProcessID string
-	Addr      string            // advertised HTTP address; may be empty
-	Tags      map[string]string // client tags (see [MemberInfo]); may be nil
+	MemberID   string // the Kafka group member id in this generation
+	InstanceID string
+	Addr       string            // advertised HTTP address; may be empty
+	Tags       map[string]string // client tags (see [MemberInfo]); may be nil
 }
 
 // Placement says where a task runs.
@@ -302,7 +302,7 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	}
 
 	slices.SortFunc(members, func(x, y Member) int {
-		if c := strings.Compare(x.Info.ProcessID, y.Info.ProcessID); c != 0 {
+		if c := strings.Compare(x.Info.InstanceID, y.Info.InstanceID); c != 0 {
 			return c
 		}
 		return strings.Compare(x.ID, y.ID)
@@ -316,7 +316,7 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	}
 	index := map[string]int{}
 	for i, m := range members {
-		w.members[i] = Instance{MemberID: m.ID, ProcessID: m.Info.ProcessID, Addr: m.Info.Addr, Tags: m.Info.Tags}
+		w.members[i] = Instance{MemberID: m.ID, InstanceID: m.Info.InstanceID, Addr: m.Info.Addr, Tags: m.Info.Tags}
 		index[m.ID] = i
 	}
 	for _, t := range tasks {

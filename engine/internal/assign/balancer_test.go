@@ -62,7 +62,7 @@ func TestBalancerWithoutKafka(t *testing.T) {
 		var b *Balancer
 		b = New(Config{Groups: groups, Standbys: 1, Metadata: func() MemberInfo {
 			cur := b.Current()
-			return MemberInfo{ProcessID: "p-" + id, Addr: "http://" + id, Active: cur.Active, Standby: cur.Standby}
+			return MemberInfo{InstanceID: "p-" + id, Addr: "http://" + id, Active: cur.Active, Standby: cur.Standby}
 		}})
 		bs[id] = b
 	}
@@ -84,7 +84,7 @@ func TestBalancerWithoutKafka(t *testing.T) {
 	if !reflect.DeepEqual(a1.Tasks, a2.Tasks) || !reflect.DeepEqual(a1.Members, a2.Members) {
 		t.Errorf("members disagree on the owner map:\n%v\n%v", a1.Tasks, a2.Tasks)
 	}
-	if a1.Self.ProcessID != "p-m1" || a2.Self.Addr != "http://m2" {
+	if a1.Self.InstanceID != "p-m1" || a2.Self.Addr != "http://m2" {
 		t.Errorf("self: %+v, %+v", a1.Self, a2.Self)
 	}
 	if s := fmt.Sprint(a1.Active, a1.Standby, a2.Active, a2.Standby); s != "[0_0 0_2 1_1] [0_1 1_0] [0_1 1_0] [0_0 0_2 1_1]" {
@@ -125,7 +125,7 @@ func TestBalancerTags(t *testing.T) {
 	bs := map[string]*Balancer{}
 	for id, rack := range racks {
 		bs[id] = New(Config{Groups: groups, Standbys: 1, Metadata: func() MemberInfo {
-			return MemberInfo{ProcessID: "p-" + id, Tags: map[string]string{"rack": rack}}
+			return MemberInfo{InstanceID: "p-" + id, Tags: map[string]string{"rack": rack}}
 		}})
 	}
 	if _, err := syncGroup(t, bs["m1"], bs, map[string]int32{"orders": 3}, []string{"orders"}); err != nil {
@@ -196,7 +196,7 @@ func startInstance(t *testing.T, brokers []string, group string, groups []Group,
 	in := &instance{name: name, assigned: map[string][]int32{}}
 	in.b = New(Config{Groups: groups, Standbys: 1, Metadata: func() MemberInfo {
 		cur := in.b.Current()
-		return MemberInfo{ProcessID: name, Addr: "http://" + name + ":8080", Active: cur.Active, Standby: cur.Standby}
+		return MemberInfo{InstanceID: name, Addr: "http://" + name + ":8080", Active: cur.Active, Standby: cur.Standby}
 	}})
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
@@ -258,8 +258,8 @@ func settled(ins []*instance, topics []string, partitions int32) string {
 		if len(cur.Members) != len(ins) {
 			return fmt.Sprintf("generation %d has %d members, want %d", cur.Generation, len(cur.Members), len(ins))
 		}
-		if cur.Self.ProcessID != in.name {
-			return fmt.Sprintf("%s thinks it is %q", in.name, cur.Self.ProcessID)
+		if cur.Self.InstanceID != in.name {
+			return fmt.Sprintf("%s thinks it is %q", in.name, cur.Self.InstanceID)
 		}
 		c := in.consuming()
 		var mine []int32
@@ -277,8 +277,8 @@ func settled(ins []*instance, topics []string, partitions int32) string {
 				return fmt.Sprintf("task 0_%d is active on %s and %s", p, o, in.name)
 			}
 			owner[p] = in.name
-			if pl := cur.Tasks[topo.TaskID{Partition: p}]; pl.Active.ProcessID != in.name {
-				return fmt.Sprintf("the owner map says task 0_%d runs on %s, not %s", p, pl.Active.ProcessID, in.name)
+			if pl := cur.Tasks[topo.TaskID{Partition: p}]; pl.Active.InstanceID != in.name {
+				return fmt.Sprintf("the owner map says task 0_%d runs on %s, not %s", p, pl.Active.InstanceID, in.name)
 			}
 		}
 	}
@@ -286,7 +286,7 @@ func settled(ins []*instance, topics []string, partitions int32) string {
 		return fmt.Sprintf("%d of %d tasks are consumed", len(owner), partitions)
 	}
 	for task, pl := range first.Tasks {
-		if len(pl.Standbys) != 1 || pl.Standbys[0].ProcessID == pl.Active.ProcessID {
+		if len(pl.Standbys) != 1 || pl.Standbys[0].InstanceID == pl.Active.InstanceID {
 			return fmt.Sprintf("task %s has standbys %+v and active %+v", task, pl.Standbys, pl.Active)
 		}
 		if !strings.HasSuffix(pl.Active.Addr, ":8080") {
@@ -379,7 +379,7 @@ func TestBalancerOnKfake(t *testing.T) {
 		}
 	}
 	for _, task := range moving {
-		if p := cur.Tasks[task].Active.ProcessID; p == gone.name || p == "" {
+		if p := cur.Tasks[task].Active.InstanceID; p == gone.name || p == "" {
 			t.Errorf("task %s is on %q after %s left", task, p, gone.name)
 		}
 	}
@@ -389,6 +389,6 @@ func logPlacement(t *testing.T, a Assignment) {
 	t.Helper()
 	for _, task := range slices.SortedFunc(maps.Keys(a.Tasks), compareTasks) {
 		pl := a.Tasks[task]
-		t.Logf("generation %d: task %s active on %s, standby on %s", a.Generation, task, pl.Active.ProcessID, pl.Standbys[0].ProcessID)
+		t.Logf("generation %d: task %s active on %s, standby on %s", a.Generation, task, pl.Active.InstanceID, pl.Standbys[0].InstanceID)
 	}
 }

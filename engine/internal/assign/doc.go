@@ -31,7 +31,7 @@
 //
 // [Assign] is a pure function, so the algorithm is tested without Kafka:
 //
-//	members := []assign.Member{{ID: "m1", Info: assign.MemberInfo{ProcessID: "a"}}, …}
+//	members := []assign.Member{{ID: "m1", Info: assign.MemberInfo{InstanceID: "a"}}, …}
 //	plan, err := assign.Assign(members, tasks, 1)
 //
 // Under [WarmProtocol], a task moves only once its new owner has caught up

@@ -97,7 +97,7 @@ func encodeMember(info MemberInfo) []byte {
 		version = memberVersion
 	}
 	b := []byte{version}
-	b = appendString(b, info.ProcessID)
+	b = appendString(b, info.InstanceID)
 	b = appendString(b, info.Addr)
 	b = appendTasks(b, info.Active)
 	b = appendTasks(b, info.Standby)
@@ -124,7 +124,7 @@ func decodeMember(b []byte) (MemberInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	info.ProcessID = r.string()
+	info.InstanceID = r.string()
 	info.Addr = r.string()
 	info.Active = r.tasks()
 	info.Standby = r.tasks()
@@ -162,7 +162,7 @@ func encodeAssignment(w wireAssignment) []byte {
 	b = binary.AppendUvarint(b, uint64(len(w.members)))
 	for _, m := range w.members {
 		b = appendString(b, m.MemberID)
-		b = appendString(b, m.ProcessID)
+		b = appendString(b, m.InstanceID)
 		b = appendString(b, m.Addr)
 		if version >= 2 {
 			b = appendTags(b, m.Tags)
@@ -197,7 +197,7 @@ func decodeAssignment(b []byte) (Assignment, error) {
 	}
 	members := make([]Instance, r.count(minSize))
 	for i := range members {
-		members[i] = Instance{MemberID: r.string(), ProcessID: r.string(), Addr: r.string()}
+		members[i] = Instance{MemberID: r.string(), InstanceID: r.string(), Addr: r.string()}
 		if version >= 2 {
 			members[i].Tags = r.tags()
 		}

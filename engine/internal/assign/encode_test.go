@@ -14,17 +14,17 @@ func TestMemberRoundTrip(t *testing.T) {
 	for _, info := range []MemberInfo{
 		{},
 		{
-			ProcessID:  "5b2f0c1e-host-a",
+			InstanceID: "5b2f0c1e-host-a",
 			Addr:       "http://10.0.0.7:8080",
 			Active:     []topo.TaskID{tk(0, 1), tk(2, 300)},
 			Standby:    []topo.TaskID{tk(1, 0)},
 			OffsetSums: map[topo.TaskID]int64{tk(0, 1): 1 << 40, tk(1, 0): 0, tk(3, 3): -2},
 		},
-		{ProcessID: "a", Tags: map[string]string{"rack": "r1"}},
+		{InstanceID: "a", Tags: map[string]string{"rack": "r1"}},
 		{
-			ProcessID: "b",
-			Active:    []topo.TaskID{tk(0, 0)},
-			Tags:      map[string]string{"zone": "eu-1a", "cluster": "k1"},
+			InstanceID: "b",
+			Active:     []topo.TaskID{tk(0, 0)},
+			Tags:       map[string]string{"zone": "eu-1a", "cluster": "k1"},
 		},
 	} {
 		got, err := decodeMember(encodeMember(info))
@@ -61,10 +61,10 @@ func TestEncodingVersions(t *testing.T) {
 		b    []byte
 		want byte
 	}{
-		{"member without tags", encodeMember(MemberInfo{ProcessID: "a"}), 1},
-		{"member with tags", encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"rack": "r1"}}), 2},
+		{"member without tags", encodeMember(MemberInfo{InstanceID: "a"}), 1},
+		{"member with tags", encodeMember(MemberInfo{InstanceID: "a", Tags: map[string]string{"rack": "r1"}}), 2},
 		// Tags{"zone": os.Getenv("ZONE")} with the variable unset.
-		{"member with only empty tags", encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"zone": ""}}), 1},
+		{"member with only empty tags", encodeMember(MemberInfo{InstanceID: "a", Tags: map[string]string{"zone": ""}}), 1},
 		{"assignment with only empty tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m", Tags: map[string]string{"zone": ""}}}}), 1},
 		{"assignment without tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n"}}}), 1},
 		{"assignment with a member with tags", encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}, {MemberID: "n", Tags: map[string]string{"rack": "r1"}}}}), 2},
@@ -77,7 +77,7 @@ func TestEncodingVersions(t *testing.T) {
 
 // An empty tag is not written: it reads back as no tag at all.
 func TestEmptyTagsNotWritten(t *testing.T) {
-	got, err := decodeMember(encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"zone": "", "rack": "r1"}}))
+	got, err := decodeMember(encodeMember(MemberInfo{InstanceID: "a", Tags: map[string]string{"zone": "", "rack": "r1"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestDecodeMember(t *testing.T) {
 			{1, 1, 0, 14}, // offset sum of 1_0: 7
 		},
 		want: MemberInfo{
-			ProcessID:  "proc-a",
+			InstanceID: "proc-a",
 			Addr:       "http://a:80",
 			Active:     []topo.TaskID{tk(0, 2)},
 			Standby:    []topo.TaskID{tk(1, 0)},
@@ -116,11 +116,11 @@ func TestDecodeMember(t *testing.T) {
 			{0}, {0}, {0},
 			{2}, str("cluster"), str("k1"), str("zone"), str("eu-1a"),
 		},
-		want: MemberInfo{ProcessID: "proc-a", Tags: map[string]string{"cluster": "k1", "zone": "eu-1a"}},
+		want: MemberInfo{InstanceID: "proc-a", Tags: map[string]string{"cluster": "k1", "zone": "eu-1a"}},
 	}, {
 		name: "version 2 without tags",
 		b:    [][]byte{{2}, str("proc-a"), str(""), {0}, {0}, {0}, {0}},
-		want: MemberInfo{ProcessID: "proc-a"},
+		want: MemberInfo{InstanceID: "proc-a"},
 	}} {
 		got, err := decodeMember(slices.Concat(tc.b...))
 		if err != nil {
@@ -138,9 +138,9 @@ func TestAssignmentRoundTrip(t *testing.T) {
 		generation: 42,
 		self:       1,
 		members: []Instance{
-			{MemberID: "m-a", ProcessID: "a", Addr: "http://a:80", Tags: map[string]string{"rack": "r1", "zone": "z"}},
-			{MemberID: "m-b", ProcessID: "b"},
-			{MemberID: "m-c", ProcessID: "c", Addr: "http://c:80", Tags: map[string]string{"rack": "r2"}},
+			{MemberID: "m-a", InstanceID: "a", Addr: "http://a:80", Tags: map[string]string{"rack": "r1", "zone": "z"}},
+			{MemberID: "m-b", InstanceID: "b"},
+			{MemberID: "m-c", InstanceID: "c", Addr: "http://c:80", Tags: map[string]string{"rack": "r2"}},
 		},
 		tasks:   []topo.TaskID{tk(0, 0), tk(0, 1), tk(1, 0)},
 		active:  map[topo.TaskID]int{tk(0, 0): 0, tk(0, 1): 1, tk(1, 0): 2},
@@ -183,7 +183,7 @@ func TestDecodeAssignmentVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, bi := Instance{MemberID: "m-a", ProcessID: "a", Addr: "http://a:80"}, Instance{MemberID: "m-b", ProcessID: "b"}
+	a, bi := Instance{MemberID: "m-a", InstanceID: "a", Addr: "http://a:80"}, Instance{MemberID: "m-b", InstanceID: "b"}
 	want := Assignment{
 		Generation: 7,
 		Self:       bi,
@@ -203,7 +203,7 @@ func TestDecodeAssignmentVersion1(t *testing.T) {
 
 func TestDecodeVersionMismatch(t *testing.T) {
 	for _, v := range []byte{0, memberVersion + 1} {
-		m := encodeMember(MemberInfo{ProcessID: "a"})
+		m := encodeMember(MemberInfo{InstanceID: "a"})
 		m[0] = v
 		if _, err := decodeMember(m); !errors.Is(err, ErrVersion) {
 			t.Errorf("member version %d: err = %v, want ErrVersion", v, err)
@@ -219,7 +219,7 @@ func TestDecodeVersionMismatch(t *testing.T) {
 }
 
 func TestDecodeCorrupt(t *testing.T) {
-	m := encodeMember(MemberInfo{ProcessID: "abc", Active: []topo.TaskID{tk(0, 1)}, OffsetSums: map[topo.TaskID]int64{tk(0, 1): 9}, Tags: map[string]string{"rack": "r1"}})
+	m := encodeMember(MemberInfo{InstanceID: "abc", Active: []topo.TaskID{tk(0, 1)}, OffsetSums: map[topo.TaskID]int64{tk(0, 1): 9}, Tags: map[string]string{"rack": "r1"}})
 	for i := range len(m) {
 		if _, err := decodeMember(m[:i]); err == nil {
 			t.Errorf("member truncated to %d bytes decoded", i)
@@ -255,9 +255,9 @@ func TestDecodeCorrupt(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(encodeMember(MemberInfo{ProcessID: "a", Active: []topo.TaskID{tk(0, 1)}}))
+	f.Add(encodeMember(MemberInfo{InstanceID: "a", Active: []topo.TaskID{tk(0, 1)}}))
 	f.Add(encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m"}}, tasks: []topo.TaskID{tk(0, 0)}, active: map[topo.TaskID]int{}}))
-	f.Add(encodeMember(MemberInfo{ProcessID: "a", Tags: map[string]string{"rack": "r1"}}))
+	f.Add(encodeMember(MemberInfo{InstanceID: "a", Tags: map[string]string{"rack": "r1"}}))
 	f.Add(encodeAssignment(wireAssignment{members: []Instance{{MemberID: "m", Tags: map[string]string{"rack": "r1"}}}, tasks: []topo.TaskID{tk(0, 0)}, active: map[topo.TaskID]int{}}))
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -16,8 +16,8 @@ func ExampleAssign() {
 	}
 	// Instance a ran every task; b just started and has a copy of 0_3's state.
 	members := []assign.Member{
-		{ID: "member-1", Info: assign.MemberInfo{ProcessID: "a", Active: tasks}},
-		{ID: "member-2", Info: assign.MemberInfo{ProcessID: "b", OffsetSums: map[topo.TaskID]int64{{Sub: 0, Partition: 3}: 1200}}},
+		{ID: "member-1", Info: assign.MemberInfo{InstanceID: "a", Active: tasks}},
+		{ID: "member-2", Info: assign.MemberInfo{InstanceID: "b", OffsetSums: map[topo.TaskID]int64{{Sub: 0, Partition: 3}: 1200}}},
 	}
 	plan, err := assign.Assign(members, tasks, 1)
 	if err != nil {
@@ -25,7 +25,7 @@ func ExampleAssign() {
 	}
 	for _, m := range members {
 		active, standby := plan.Of(m.ID)
-		fmt.Println(m.Info.ProcessID, "active", active, "standby", standby)
+		fmt.Println(m.Info.InstanceID, "active", active, "standby", standby)
 	}
 	// Output:
 	// a active [0_0 0_1] standby [0_2 0_3]

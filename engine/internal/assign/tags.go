@@ -84,8 +84,8 @@ func formatTags(tags map[string]string) string {
 // name is how an explanation names an instance: its process id, else its
 // member id.
 func (in Instance) name() string {
-	if in.ProcessID != "" {
-		return in.ProcessID
+	if in.InstanceID != "" {
+		return in.InstanceID
 	}
 	return in.MemberID
 }

@@ -131,7 +131,7 @@ const (
 // Config is a validated instance configuration (package engine fills in the
 // defaults and validates).
 type Config struct {
-	AppID          string // names the group and prefixes internal topics
+	Group          string // the consumer group, "<AppID>[-<Version>]"; prefixes internal topics
 	Brokers        []string
 	StateDir       string
 	CommitInterval time.Duration
@@ -140,7 +140,7 @@ type Config struct {
 	Workers        int
 	MaxTaskIdle    time.Duration
 	AdvertisedAddr string
-	ProcessID      string
+	InstanceID     string
 	Rack           string            // the Kafka clients' rack (kgo.Rack)
 	Tags           map[string]string // client tags, for rack-aware standbys
 	Logger         *slog.Logger
@@ -149,7 +149,7 @@ type Config struct {
 	Tracing        bool // a tracer provider was configured: trace every record
 	KafkaOpts      []kgo.Opt
 	SessionTimeout time.Duration
-	// StaticMember: the instance joins its group with ProcessID as its
+	// StaticMember: the instance joins its group with InstanceID as its
 	// group.instance.id (KIP-345); LeaveOnClose says whether a clean stop
 	// leaves the group anyway (a dynamic member always does).
 	StaticMember bool
@@ -189,8 +189,8 @@ type Config struct {
 // Validate reports every problem of the configuration, joined.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.AppID == "" {
-		errs = append(errs, errors.New("engine: AppID is empty"))
+	if c.Group == "" {
+		errs = append(errs, errors.New("engine: the group is empty"))
 	}
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("engine: Brokers is empty"))

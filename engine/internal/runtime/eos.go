@@ -416,14 +416,14 @@ func (r *Runtime) fenced(err error) error {
 	case errors.Is(err, kerr.FencedInstanceID):
 		return r.fencedInstance(err)
 	case errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced):
-		return fmt.Errorf("engine: fenced: another instance with InstanceID %q (transactional id %s) started and took over this one's transactions; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, err)
+		return fmt.Errorf("engine: fenced: another instance with InstanceID %q (transactional id %s) started and took over this one's transactions; give every instance its own InstanceID: %w", r.cfg.InstanceID, r.cfg.TransactionalID, err)
 	case errors.Is(err, kerr.InvalidTxnState):
 		// With transactions v2 (Kafka 4), a commit that races with the
 		// coordinator aborting the transaction, because a producer with
 		// the same transactional id started or the transaction timed out,
 		// fails with INVALID_TXN_STATE rather than PRODUCER_FENCED
 		// (KAFKA-20785).
-		return fmt.Errorf("engine: the broker aborted this instance's transaction: another instance with InstanceID %q (transactional id %s) started and took over its transactions, or the transaction outlived TransactionTimeout (%v); give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.TransactionalID, r.cfg.TransactionTimeout, err)
+		return fmt.Errorf("engine: the broker aborted this instance's transaction: another instance with InstanceID %q (transactional id %s) started and took over its transactions, or the transaction outlived TransactionTimeout (%v); give every instance its own InstanceID: %w", r.cfg.InstanceID, r.cfg.TransactionalID, r.cfg.TransactionTimeout, err)
 	}
 	return err
 }
@@ -431,7 +431,7 @@ func (r *Runtime) fenced(err error) error {
 // fencedInstance explains FENCED_INSTANCE_ID: another static member with
 // this instance's id joined the group and took its place.
 func (r *Runtime) fencedInstance(err error) error {
-	return fmt.Errorf("engine: fenced: another instance with InstanceID %q joined group %s and took this one's place; give every instance its own InstanceID: %w", r.cfg.ProcessID, r.cfg.AppID, err)
+	return fmt.Errorf("engine: fenced: another instance with InstanceID %q joined group %s and took this one's place; give every instance its own InstanceID: %w", r.cfg.InstanceID, r.cfg.Group, err)
 }
 
 // isFenced: err says that another instance took this one's place in the

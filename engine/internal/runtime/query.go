@@ -29,7 +29,7 @@ func (e *NotLocalError) Error() string {
 	if e.Owner.MemberID == "" {
 		return fmt.Sprintf("engine: store %s: task %s has no owner right now (the group is rebalancing)", e.Store, e.Task)
 	}
-	return fmt.Sprintf("engine: store %s: the key belongs to task %s on instance %s (%s)", e.Store, e.Task, e.Owner.ProcessID, e.Owner.Addr)
+	return fmt.Sprintf("engine: store %s: the key belongs to task %s on instance %s (%s)", e.Store, e.Task, e.Owner.InstanceID, e.Owner.Addr)
 }
 
 // ErrNotRunning is returned by queries before the instance has joined its

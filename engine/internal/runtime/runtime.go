@@ -156,14 +156,14 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{
-		cfg: cfg, topo: t, log: cfg.Logger.With("app", cfg.AppID, "process", cfg.ProcessID), m: m,
+		cfg: cfg, topo: t, log: cfg.Logger.With("group", cfg.Group, "instance", cfg.InstanceID), m: m,
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
 	}
 	r.workers.Store(int32(cfg.Workers))
 	m.workers.Store(int64(cfg.Workers))
 	r.restorer = newRestorer(r, r.baseOpts())
-	prefix := &topicPlan{prefix: cfg.AppID}
+	prefix := &topicPlan{prefix: cfg.Group}
 	r.balancer = assign.New(assign.Config{Groups: assign.GroupsOf(t, prefix.name), Standbys: max(cfg.Standbys, 0), Metadata: r.memberInfo,
 		Warmups: assign.Warmups{Max: max(cfg.MaxWarmups, 0), AcceptableLag: max(cfg.AcceptableLag, 0)}})
 	return r, nil
@@ -300,7 +300,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 	if err := kafkasec.Check(ctx, admCl); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	plan, err := planTopics(ctx, admCl, r.adm, r.topo, r.cfg.AppID)
+	plan, err := planTopics(ctx, admCl, r.adm, r.topo, r.cfg.Group)
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	r.clCancel = ccancel
 	opts := append(r.baseOpts(),
 		kgo.WithContext(cctx),
-		kgo.ConsumerGroup(r.cfg.AppID),
+		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(topics...),
 		// Cooperative, or eager while an instance of an older Oxbow
 		// in the group speaks only that.
@@ -365,7 +365,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.WithHooks(&r.acks),
 	)
 	if r.cfg.StaticMember {
-		opts = append(opts, kgo.InstanceID(r.cfg.ProcessID))
+		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
 	}
 	if r.cfg.SessionTimeout > 0 {
 		// Heartbeats a third of the session apart, as Kafka advises
@@ -752,7 +752,7 @@ func (r *Runtime) shutdown() error {
 // naming its group.instance.id), so that the group rebalances at once and
 // its tasks move.
 func (r *Runtime) leaveStatic(ctx context.Context) {
-	resp, err := r.adm.LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.AppID).InstanceIDs(r.cfg.ProcessID).Reason("the instance closed and leaves its tasks to the others"))
+	resp, err := r.adm.LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.Group).InstanceIDs(r.cfg.InstanceID).Reason("the instance closed and leaves its tasks to the others"))
 	if err == nil {
 		err = resp.Error()
 	}
@@ -760,7 +760,7 @@ func (r *Runtime) leaveStatic(ctx context.Context) {
 		r.log.Warn("leave group", "err", err)
 		return
 	}
-	r.log.Info("left the group", "instance", r.cfg.ProcessID)
+	r.log.Info("left the group", "instance", r.cfg.InstanceID)
 }
 
 func (r *Runtime) teardown(err error) {
@@ -809,7 +809,7 @@ func (r *Runtime) teardown(err error) {
 // memberInfo is what this instance tells the group leader when it joins.
 func (r *Runtime) memberInfo() assign.MemberInfo {
 	cur := r.balancer.Current()
-	info := assign.MemberInfo{ProcessID: r.cfg.ProcessID, Addr: r.cfg.AdvertisedAddr, Tags: r.cfg.Tags, Active: cur.Active, Standby: cur.Standby, OffsetSums: map[topo.TaskID]int64{}}
+	info := assign.MemberInfo{InstanceID: r.cfg.InstanceID, Addr: r.cfg.AdvertisedAddr, Tags: r.cfg.Tags, Active: cur.Active, Standby: cur.Standby, OffsetSums: map[topo.TaskID]int64{}}
 	if r.db == nil || r.plan == nil {
 		return info
 	}
@@ -877,7 +877,7 @@ func (r *Runtime) fetchErrors(fetches kgo.Fetches, what string) error {
 		switch {
 		case kgoRetriable(err):
 		case topic == "": // the group's, not a partition's
-			errs = errors.Join(errs, fmt.Errorf("engine: %s: the consumer group %s: %w", what, r.cfg.AppID, err))
+			errs = errors.Join(errs, fmt.Errorf("engine: %s: the consumer group %s: %w", what, r.cfg.Group, err))
 		default:
 			errs = errors.Join(errs, fmt.Errorf("engine: %s %s[%d]: %w", what, topic, p, err))
 		}

@@ -429,7 +429,7 @@ func taskList(ids map[topo.TaskID]bool) []string {
 
 // refOf maps a real topic name back to the graph's reference.
 func (r *Runtime) refOf(topic string) topo.TopicRef {
-	if p := r.cfg.AppID + "-"; len(topic) > len(p) && topic[:len(p)] == p {
+	if p := r.cfg.Group + "-"; len(topic) > len(p) && topic[:len(p)] == p {
 		ref := topo.TopicRef{Name: topic[len(p):], Internal: true}
 		if r.topo.SubFor(ref) != nil {
 			return ref
@@ -835,7 +835,7 @@ func (c *collector) produced(rec *kgo.Record, err error) {
 		}
 		// Losing a changelog or repartition record would make state and the
 		// topics disagree: no policy skips that.
-		c.internal = c.internal || strings.HasPrefix(rec.Topic, c.r.cfg.AppID+"-")
+		c.internal = c.internal || strings.HasPrefix(rec.Topic, c.r.cfg.Group+"-")
 		return
 	}
 	tp := topicPartition{rec.Topic, rec.Partition}

@@ -181,14 +181,14 @@ func (r *Runtime) coordinatorsAnswer(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	ds, err := adm.DescribeGroups(pctx, r.cfg.AppID)
+	ds, err := adm.DescribeGroups(pctx, r.cfg.Group)
 	if err == nil {
-		err = ds[r.cfg.AppID].Err
+		err = ds[r.cfg.Group].Err
 	}
 	// An answer that is an error (not authorized to describe, say) is
 	// an answer.
 	if brokerTrouble(err) {
-		return fmt.Errorf("engine: the group coordinator of %s does not answer: %w", r.cfg.AppID, err)
+		return fmt.Errorf("engine: the group coordinator of %s does not answer: %w", r.cfg.Group, err)
 	}
 	if !r.cfg.ExactlyOnce {
 		return nil
@@ -220,12 +220,12 @@ func (r *Runtime) takenOver(ctx context.Context) bool {
 	self, _ := r.cl.GroupMetadata()
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ds, err := r.adm.DescribeGroups(dctx, r.cfg.AppID)
+	ds, err := r.adm.DescribeGroups(dctx, r.cfg.Group)
 	if err != nil {
 		return false
 	}
-	for _, m := range ds[r.cfg.AppID].Members {
-		if m.InstanceID != nil && *m.InstanceID == r.cfg.ProcessID && m.MemberID != self {
+	for _, m := range ds[r.cfg.Group].Members {
+		if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && m.MemberID != self {
 			return true
 		}
 	}
@@ -237,7 +237,7 @@ func (r *Runtime) takenOver(ctx context.Context) bool {
 func (r *Runtime) gaveUp(cause error) error {
 	hint := ""
 	if isFenced(cause) {
-		hint = fmt.Sprintf(" (if another instance with InstanceID %q runs, it took over this one's transactions: give every instance its own InstanceID)", r.cfg.ProcessID)
+		hint = fmt.Sprintf(" (if another instance with InstanceID %q runs, it took over this one's transactions: give every instance its own InstanceID)", r.cfg.InstanceID)
 	}
 	return fmt.Errorf("engine: Kafka (%v) has failed every round for TaskTimeout (%v)%s: %w", r.cfg.Brokers, r.cfg.TaskTimeout, hint, cause)
 }
