@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -828,99 +827,6 @@ func (ev event) record(prefix string, run *runInfo) *kgo.Record {
 	b = append(b, '}')
 	r.Value = b
 	return r
-}
-
-// acks follows which transactions Kafka has acknowledged every change of,
-// in commit order: the position reported to the server is the end of the
-// last transaction that is acknowledged and after only acknowledged ones.
-type acks struct {
-	mu      sync.Mutex
-	queue   []*txnAck
-	flushed pglogrepl.LSN
-	err     error
-}
-
-type txnAck struct {
-	pending   int
-	committed bool
-	end       pglogrepl.LSN
-}
-
-func newAcks() *acks { return &acks{} }
-
-func (a *acks) begin() *txnAck {
-	t := &txnAck{}
-	a.mu.Lock()
-	a.queue = append(a.queue, t)
-	a.mu.Unlock()
-	return t
-}
-
-func (a *acks) add(t *txnAck) {
-	a.mu.Lock()
-	t.pending++
-	a.mu.Unlock()
-}
-
-func (a *acks) done(t *txnAck, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t.pending--
-	if err != nil && a.err == nil {
-		a.err = err
-	}
-	a.advance()
-}
-
-func (a *acks) commit(t *txnAck, end pglogrepl.LSN) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t.committed, t.end = true, end
-	a.advance()
-}
-
-// advance must be called with mu held.
-func (a *acks) advance() {
-	if a.err != nil {
-		return // nothing after a failed write is acknowledged
-	}
-	for len(a.queue) > 0 && a.queue[0].committed && a.queue[0].pending == 0 {
-		if a.queue[0].end > a.flushed {
-			a.flushed = a.queue[0].end
-		}
-		a.queue[0] = nil
-		a.queue = a.queue[1:]
-	}
-}
-
-// idle moves the position to the server's WAL end when no transaction is
-// waiting for Kafka: the WAL up to there holds nothing for the slot.
-func (a *acks) idle(walEnd pglogrepl.LSN) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.queue) == 0 && a.err == nil && walEnd > a.flushed {
-		a.flushed = walEnd
-	}
-}
-
-func (a *acks) position() pglogrepl.LSN {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.flushed
-}
-
-func (a *acks) fail(err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.err == nil {
-		a.err = err
-	}
-}
-
-func (a *acks) failed() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
 }
 
 // refused makes an error of connecting fatal when the server refused the
