@@ -15,6 +15,31 @@ import (
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 )
 
+// /metrics serves what the meter provider records, in Prometheus' format.
+func TestPrometheusMetrics(t *testing.T) {
+	in, reg := shop(t)
+	mp, metrics, err := httpapi.PrometheusMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	c, err := mp.Meter("test").Int64Counter("oxbow.test.requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(context.Background(), 3)
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	status, _, body := get(t, s, "/metrics")
+	if status != 200 || !strings.Contains(body, "oxbow_test_requests_total") || !strings.Contains(body, " 3") {
+		t.Errorf("/metrics: %d %s", status, body)
+	}
+}
+
 // accepting is a Submitter that accepts every command but "bad".
 type accepting struct{}
 

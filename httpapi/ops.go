@@ -12,6 +12,38 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 )
 
+// healthz: the process is alive, unless its instance failed (Run returned
+// an error: the instance processes nothing more, and a supervisor should
+// restart it).
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	if st := a.cfg.Instance.State(); st == engine.AppFailed {
+		a.problem(w, r, http.StatusServiceUnavailable, "failed", "the instance failed and processes nothing more: restart it")
+		return
+	}
+	a.json(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: ready while the instance runs (not while it starts, restores
+// state, rebalances or stops).
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	st := a.cfg.Instance.State()
+	if st == engine.AppDegraded {
+		w.Header().Set("Retry-After", "1")
+		detail := "Kafka does not answer; the instance retries"
+		if tr, ok := a.cfg.Instance.(interface{ Trouble() error }); ok && tr.Trouble() != nil {
+			detail += ": " + tr.Trouble().Error()
+		}
+		a.problem(w, r, http.StatusServiceUnavailable, "degraded", detail)
+		return
+	}
+	if st != engine.AppRunning {
+		w.Header().Set("Retry-After", "1")
+		a.problem(w, r, http.StatusServiceUnavailable, "not ready", fmt.Sprintf("the instance is %s", st))
+		return
+	}
+	a.json(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
 // reporter is what the status endpoint reads of an instance beyond
 // Instance: *engine.App.
 type reporter interface {

@@ -8,6 +8,10 @@ import (
 	"slices"
 )
 
+// VersionHeader names the version of the application that serves, or is
+// asked to serve, a request.
+const VersionHeader = "Oxbow-Version"
+
 // newVersioned is New with Config.Versions: a handler per version, and a
 // dispatcher that picks one per request.
 func newVersioned(cfg Config) (*Handler, error) {

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/projection"
+)
+
+// Instance is what the API serves: an application instance (*engine.App).
+type Instance interface {
+	engine.Queryable
+	State() engine.AppState
+	ID() string
+	// Positions: per input partition, the offset after the last record
+	// the queryable state reflects (engine.App.Positions).
+	Positions() map[string]map[int32]int64
+}
+
+var _ Instance = (*engine.App)(nil)
+
+// Config configures the API.
+type Config struct {
+	// Instance is the running instance whose views are served.
+	Instance Instance
+	// Views are the views served.
+	Views *projection.Registry
+	// DefaultLimit and MaxLimit bound the entries of one page of a scan
+	// (defaults: 100 and 1,000).
+	DefaultLimit, MaxLimit int
+	// RequestTimeout bounds a request, a forwarded one included (default:
+	// 10 seconds).
+	RequestTimeout time.Duration
+	// Client forwards requests for keys of other instances, over TLS if
+	// the request came over TLS (default: a client with RequestTimeout;
+	// give one with a TLS configuration that trusts the instances'
+	// certificates, and presents a client certificate if they ask).
+	Client *http.Client
+	// Logger gets the errors behind 5xx answers (default: discarded).
+	Logger *slog.Logger
+	// PositionWait bounds how long a read with ?minPosition= waits for the
+	// instance to reflect it (default: 5 seconds; never past the
+	// RequestTimeout).
+	PositionWait time.Duration
+	// Commands are the aggregates that take commands, by name (an
+	// *aggregate.Client each).
+	Commands map[string]Submitter
+	// MaxBodyBytes bounds a command's body (default: 1 MiB).
+	MaxBodyBytes int64
+	// Brokers, KafkaSecurity (secured brokers: TLS, SASL) and KafkaOptions
+	// let change feeds read the views' changelogs (without Brokers, a feed
+	// is answered 501), and /status the groups' lag.
+	Brokers       []string
+	KafkaSecurity kafkasec.Config
+	KafkaOptions  []kgo.Opt
+	// Heartbeat is how often an idle change feed sends a comment, so that
+	// proxies keep it open (default: 15 seconds).
+	Heartbeat time.Duration
+	// Authenticator, if set, authenticates every request but /healthz and
+	// /readyz, and each is authorized by its route's class (a Permission);
+	// nil (the default): the API is open.
+	Authenticator Authenticator
+	// PeerSecret is a secret every instance of the application shares
+	// (16 bytes or more): with an Authenticator, an instance that forwards
+	// a request signs it with the caller's identity instead of passing the
+	// caller's credentials on, and an instance trusts the identity a
+	// forwarded request carries only under a valid signature. Without
+	// one, a forwarded request carries the caller's Authorization and is
+	// authenticated again (default: none).
+	PeerSecret []byte
+	// CORS, if set, lets browsers of other origins call the API (default:
+	// none may).
+	CORS *CORS
+	// Topology is described at /topology; Version is the application's
+	// version, in /status.
+	Topology *engine.Topology
+	Version  string
+	// Metrics, if set, is served at /metrics (PrometheusMetrics makes one).
+	Metrics http.Handler
+	// MeterProvider, if set, gets the API's instruments, in OpenTelemetry's
+	// semantic conventions: http.server.request.duration (seconds, by
+	// method, route and status) and oxbow.command.duration (seconds, by
+	// aggregate and outcome). PrometheusMetrics makes one that Metrics
+	// serves.
+	MeterProvider metric.MeterProvider
+	// TracerProvider, if set, traces every request in a server span that
+	// continues the caller's trace (W3C traceparent); a command's span is
+	// the parent of its processing, through the command record.
+	TracerProvider trace.TracerProvider
+
+	// Versions, set instead of Instance, Views and Topology, serves several
+	// versions of the application side by side (each its own engine.App,
+	// a consumer group of its own): a request is served by the version it
+	// names (the Oxbow-Version header, or ?version=), else by the one
+	// Active names — a versions.Watcher's Active, so that a promotion
+	// switches readers within moments. Every answer says which version
+	// served it (Oxbow-Version), and a request forwarded to another
+	// instance is served there by the same version. GET /versions lists
+	// them.
+	Versions map[string]Served
+	Active   func() string
+
+	versioned bool // a version's handler under a Versions dispatcher
+}
+
+// Served is one version of the application, as Config.Versions serves it.
+type Served struct {
+	Instance Instance
+	Views    *projection.Registry
+	Topology *engine.Topology
+}

@@ -1,0 +1,122 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/httpapi"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	in, reg := shop(t)
+	s := serve(t, in, reg)
+	if status, _, _ := get(t, s, "/healthz"); status != 200 {
+		t.Errorf("healthz %d", status)
+	}
+	if status, _, _ := get(t, s, "/readyz"); status != 200 {
+		t.Errorf("readyz while running: %d", status)
+	}
+	in.state = engine.AppRestoring
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "restoring") {
+		t.Errorf("readyz while restoring: %d %s", status, body)
+	}
+	if status, _, _ := get(t, s, "/healthz"); status != 200 {
+		t.Errorf("healthz while restoring: %d", status)
+	}
+	// A failed instance is not alive: a supervisor restarts it.
+	in.state = engine.AppFailed
+	if status, _, body := get(t, s, "/healthz"); status != 503 || !strings.Contains(body, "failed") {
+		t.Errorf("healthz of a failed instance: %d %s", status, body)
+	}
+}
+
+// placed is an instance that knows the group's placement, as *engine.App
+// does.
+type placed struct{ *instance }
+
+func (placed) Workers() int { return 3 }
+func (placed) Instances() []engine.Instance {
+	return []engine.Instance{{ID: "i1", Tags: map[string]string{"rack": "r1"}}, {ID: "i2", Tags: map[string]string{"rack": "r2"}}}
+}
+func (placed) Assignment() []engine.TaskPlacement {
+	return []engine.TaskPlacement{{Task: "0_0", Active: engine.Instance{ID: "i1"}, Standbys: []engine.Instance{{ID: "i2"}}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}
+}
+
+// GET /status of an instance of a group tells its workers, its tags and
+// every task's placement with the reason for its standbys.
+func TestStatusPlacement(t *testing.T) {
+	in, reg := shop(t)
+	h, err := httpapi.New(httpapi.Config{Instance: placed{in}, Views: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	var st httpapi.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
+	}
+	want := httpapi.Status{Instance: "i1", State: "running", Tasks: []string{}, Position: st.Position, Workers: 3, Tags: map[string]string{"rack": "r1"},
+		Assignment: []httpapi.TaskStatus{{Task: "0_0", Active: "i1", Standbys: []string{"i2"}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("status %+v, want %+v", st, want)
+	}
+}
+
+// Status, topology, authentication and stale reads.
+func TestOperations(t *testing.T) {
+	in, reg := shop(t)
+	b := engine.NewBuilder()
+	engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top, Version: "v7",
+		Authenticator: httpapi.Tokens(map[string]httpapi.Identity{"s3cret": {Subject: "ops", Permissions: []httpapi.Permission{httpapi.ReadViews, httpapi.Operate}}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	call := func(path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		path, token string
+		status      int
+		body        string
+	}{
+		{"/healthz", "", 200, "ok"},
+		{"/readyz", "", 200, "ready"},
+		{"/views", "", 401, "Authorization: Bearer"},
+		{"/views", "wrong", 401, "unauthorized"},
+		{"/views", "s3cret", 200, `"name":"stock"`},
+		{"/status", "s3cret", 200, `{"instance":"i1","state":"running","version":"v7","tasks":[],"restoredRecords":0,"positions":{"orders":{"0":1},"stock":{"0":6}}}`},
+		{"/topology", "s3cret", 200, "stock (key-value, persistent"},
+		{"/views/stock/keys/red?maxLag=10", "s3cret", 200, `{"key":"red","value":12}`},
+		{"/views/stock/keys/red?maxLag=-1", "s3cret", 400, "want a number of records"},
+	} {
+		status, body := call(c.path, c.token)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s (token %q): %d %s, want %d with %s", c.path, c.token, status, body, c.status, c.body)
+		}
+	}
+}
