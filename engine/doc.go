@@ -1,6 +1,6 @@
 // Package engine is Oxbow's stream processor: a typed DSL over streams and
-// tables, the topology it records, and (in later packages and files) the
-// runtime that runs it on Kafka.
+// tables, the topology it records, and [App], which runs a topology on
+// Kafka.
 //
 // # Streams and tables
 //
@@ -15,11 +15,20 @@
 //
 // # Typed DSL
 //
-// Go methods cannot take type parameters, so operations that keep the types
-// are methods (Filter, Peek, Merge, Split, To, GroupByKey, Count, …) and
-// operations that change them are functions ([Map], [MapValues], [FlatMap],
-// [FlatMapValues], [SelectKey], [GroupBy], [Aggregate], [GroupTable],
-// [AggregateTable], [MapTableValues], [Process]). Nobody type-asserts.
+// Go methods cannot take type parameters of their own, so an operation is a
+// method only when the types of its result are the receiver's, or fixed:
+// Filter, Peek, Merge, Split, To, Repartition, ToTable, ToStream,
+// GroupByKey, WindowedBy, Reduce, and Count (whose values are int64). An
+// operation whose result has a type the caller chooses is a function: [Map],
+// [MapValues], [FlatMap], [FlatMapValues], [SelectKey], [GroupBy],
+// [GroupTable], [Aggregate], [AggregateTable], [MapTableValues], [Cogroup],
+// [Process] and the joins. The windowed aggregations ([WindowedCount],
+// [SessionReduce], [CountWindowedAggregate], …) are functions too, even a
+// count or a reduce, which chooses no type: their results are keyed by
+// [Windowed] or [CountWindowed] of the key type, and a method whose result
+// wraps the receiver's type parameter that way makes an instantiation cycle,
+// which Go rejects. [SuppressUntilWindowCloses] is a function because it
+// applies only to tables with windowed keys. Nobody type-asserts.
 //
 // Serdes (package serde) are needed only where values touch Kafka or a
 // store. Sources name theirs; an operation that produces a new type defaults
