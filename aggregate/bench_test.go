@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
-	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	inv "github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
 
 // The command round trip, submit → outcome, through a Client and one

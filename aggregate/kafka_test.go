@@ -19,7 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
-	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	inv "github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
 
 // newInventory makes an inventory aggregate of its own, creates its topics

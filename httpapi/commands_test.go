@@ -19,8 +19,8 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
-	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	inv "github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 

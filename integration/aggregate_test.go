@@ -20,7 +20,7 @@ import (
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
-	inv "github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	inv "github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
 
 // aggregateTopology runs the shoe store's inventory aggregate of the given

@@ -42,8 +42,8 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
-	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
 
 // config is what the store runs with.

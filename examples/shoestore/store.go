@@ -8,7 +8,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
-	"github.com/oxbow-dev/oxbow/examples/shoestore/inventory"
+	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
