@@ -21,6 +21,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
@@ -94,9 +95,9 @@ func TestRoutingAcrossInstances(t *testing.T) {
 	// another instance.
 	readAll := func(what string) int {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			forwarded, bad := 0, ""
+		forwarded := 0
+		await.NoError(t, 90*time.Second, what, func() error {
+			forwarded = 0
 			for i := range keys {
 				resp, err := http.Get(fmt.Sprintf("%s/views/kv/keys/k%03d", members[0].url, i))
 				if err != nil {
@@ -106,21 +107,15 @@ func TestRoutingAcrossInstances(t *testing.T) {
 				resp.Body.Close()
 				want := `{"key":"k` + fmt.Sprintf("%03d", i) + `","value":` + strconv.Itoa(i) + `}`
 				if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != want {
-					bad = fmt.Sprintf("k%03d: %d %s", i, resp.StatusCode, body)
-					break
+					return fmt.Errorf("k%03d: %d %s", i, resp.StatusCode, body)
 				}
 				if by := resp.Header.Get("Oxbow-Served-By"); by != "" && by != members[0].app.ID() {
 					forwarded++
 				}
 			}
-			if bad == "" {
-				return forwarded
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: after 90s, still %s", what, bad)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
+		return forwarded
 	}
 	if n := readAll("three instances"); n == 0 {
 		t.Error("no read was forwarded: the first instance owns every partition?")

@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
@@ -191,8 +192,7 @@ func TestChangeFeed(t *testing.T) {
 	// The status says how far behind its inputs the instance is: nothing
 	// left once every change is out.
 	// (Partitions without records have no position, so no lag.)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.NoError(t, 10*time.Second, "no lag in /status", func() error {
 		status, _, body := get(t, s, "/status")
 		var st httpapi.Status
 		_ = json.Unmarshal([]byte(body), &st)
@@ -201,13 +201,10 @@ func TestChangeFeed(t *testing.T) {
 			lagged += int(l)
 		}
 		if status == 200 && len(st.Lag[topic]) == len(st.Position[topic]) && len(st.Lag[topic]) > 0 && lagged == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/status: %d %s, want no lag of %s", status, body, topic)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("/status: %d %s, want no lag of %s", status, body, topic)
+	})
 	// Close ends the feeds; a new one is refused.
 	h.Close()
 	if _, _, _, ok := all.next(); ok {
@@ -265,11 +262,9 @@ func TestWindowedChangeFeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(30 * time.Second); a.Positions()[topic][0] <= rec.Offset; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the record at %d not committed after 30s", rec.Offset)
-			}
-		}
+		await.Until(t, 30*time.Second, fmt.Sprintf("the record at %d committed", rec.Offset), func() bool {
+			return a.Positions()[topic][0] > rec.Offset
+		})
 	}
 	for _, want := range []string{
 		`{"key":{"key":"a","start":0,"end":2},"value":1}`,

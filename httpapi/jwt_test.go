@@ -24,6 +24,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/testpki"
 )
 
@@ -165,28 +166,16 @@ func TestJWT(t *testing.T) {
 	// that does not parse leaves the keys as they were.
 	oldTok, newTok := es.sign(t, es.kid, claims(nil)), other.sign(t, other.kid, claims(nil))
 	writeJWKS(t, file, other)
-	waitFor(t, 5*time.Second, "the rotated JWKS", func() bool { return call(h, http.MethodGet, "/views", newTok).Code == 200 })
+	await.Until(t, 5*time.Second, "the rotated JWKS", func() bool { return call(h, http.MethodGet, "/views", newTok).Code == 200 })
 	if rec := call(h, http.MethodGet, "/views", oldTok); rec.Code != 401 {
 		t.Errorf("a key rotated out: %d %s", rec.Code, rec.Body)
 	}
 	testpki.Replace(t, file, []byte(`{"keys": [`))
-	waitFor(t, 5*time.Second, "the broken JWKS noticed", func() bool {
+	await.Until(t, 5*time.Second, "the broken JWKS noticed", func() bool {
 		call(h, http.MethodGet, "/views", newTok)
 		return strings.Contains(log.String(), "do not load")
 	})
 	if rec := call(h, http.MethodGet, "/views", newTok); rec.Code != 200 {
 		t.Errorf("a broken JWKS file replaced the keys: %d %s", rec.Code, rec.Body)
-	}
-}
-
-// waitFor waits until cond holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/testpki"
 	"github.com/oxbow-dev/oxbow/projection"
 )
@@ -99,9 +100,9 @@ func TestServerTLSReloads(t *testing.T) {
 		t.Fatalf("serial %v, want %v", s, first.SerialNumber)
 	}
 	_, second := serverFiles(t, p, dir)
-	waitFor(t, 5*time.Second, "the new certificate", func() bool { return served().Cmp(second.SerialNumber) == 0 })
+	await.Until(t, 5*time.Second, "the new certificate", func() bool { return served().Cmp(second.SerialNumber) == 0 })
 	testpki.Replace(t, files.CertFile, []byte("-----BEGIN CERTIFICATE-----\nhalf"))
-	waitFor(t, 5*time.Second, "the broken certificate noticed", func() bool {
+	await.Until(t, 5*time.Second, "the broken certificate noticed", func() bool {
 		served()
 		return strings.Contains(logs.String(), "do not load")
 	})
