@@ -23,6 +23,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/engine/record"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -57,9 +58,19 @@ const (
 	// goes on.
 	Skip
 	// DeadLetter writes the record as it was read to Config.DeadLetterTopic,
-	// with headers oxbow.error, oxbow.topic, oxbow.partition, oxbow.offset and
-	// oxbow.stage, counts it, and goes on.
+	// with headers HeaderError, HeaderTopic, HeaderPartition, HeaderOffset
+	// and HeaderStage, counts it, and goes on.
 	DeadLetter
+)
+
+// Headers of a record on the dead-letter topic, added after the headers it
+// had: why and where it failed (package record documents their values).
+const (
+	HeaderError     = record.HeaderError     // the error's text
+	HeaderTopic     = record.HeaderTopic     // the topic it was read from
+	HeaderPartition = record.HeaderPartition // its partition, in decimal
+	HeaderOffset    = record.HeaderOffset    // its offset, in decimal
+	HeaderStage     = record.HeaderStage     // "decode", "process", "produce" or "late"
 )
 
 // Config configures an application instance. Zero fields take the defaults
@@ -452,7 +463,7 @@ func (a *App) Positions() map[string]map[int32]int64 { return a.rt.Positions() }
 // repartition topics (a record with no key and no value, see
 // App.StorePosition); they never reach a processor, and a reader of a
 // repartition topic of its own skips them.
-const PositionHeader = runtime.PositionHeader
+const PositionHeader = record.PositionHeader
 
 // StorePosition is what an instance's partitions of a store reflect.
 type StorePosition struct {
@@ -621,7 +632,7 @@ func (a *App) Workers() int { return a.rt.Workers() }
 // commit interval is committed. A panic in a processor's Close (which runs
 // after its task's last commit) also makes Run return it; the other
 // processors and the stores of the task are closed all the same.
-type PanicError = runtime.PanicError
+type PanicError = record.PanicError
 
 // NotLocalError says that a key of a store lives on another instance.
 type NotLocalError = runtime.NotLocalError

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/record"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -160,7 +161,7 @@ func WithWallClockTimestamps() Option {
 
 // TimestampError is a record whose event time is invalid: negative, or
 // refused by the source's WithTimestamps function.
-type TimestampError = topo.TimestampError
+type TimestampError = record.TimestampError
 
 // sourceTimes sets a source node's event-time options.
 func sourceTimes[K, V any](n *topo.Node, o *options) error {

@@ -5,10 +5,11 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/record"
 )
 
 // Header is a Kafka record header: a string Key and a []byte Value.
-type Header = topo.Header
+type Header = record.Header
 
 // Record is a keyed, timestamped record as a processor sees it.
 //

@@ -92,6 +92,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oxbow-dev/oxbow/engine/record"
 )
 
 // ErrorPolicy says what happens to a record that fails.
@@ -119,13 +121,14 @@ func (p ErrorPolicy) String() string {
 	return "fail"
 }
 
-// Headers of a dead-lettered record.
+// Headers of a dead-lettered record (public: a reader of the dead-letter
+// topic needs them).
 const (
-	HeaderError     = "oxbow.error"
-	HeaderTopic     = "oxbow.topic"
-	HeaderPartition = "oxbow.partition"
-	HeaderOffset    = "oxbow.offset"
-	HeaderStage     = "oxbow.stage" // "decode", "process", "produce" or "late"
+	HeaderError     = record.HeaderError
+	HeaderTopic     = record.HeaderTopic
+	HeaderPartition = record.HeaderPartition
+	HeaderOffset    = record.HeaderOffset
+	HeaderStage     = record.HeaderStage // "decode", "process", "produce" or "late"
 )
 
 // Config is a validated instance configuration (package engine fills in the

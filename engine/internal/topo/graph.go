@@ -11,13 +11,12 @@ package topo
 
 import (
 	"time"
+
+	"github.com/oxbow-dev/oxbow/engine/record"
 )
 
-// Header is one Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is one Kafka record header (public: users read a record's headers).
+type Header = record.Header
 
 // Record is what flows between processors.
 type Record struct {

@@ -1,8 +1,9 @@
 package topo
 
 import (
-	"fmt"
 	"runtime/debug"
+
+	"github.com/oxbow-dev/oxbow/engine/record"
 )
 
 // PanicError is a panic in user code (a processor, a punctuator, a
@@ -12,23 +13,12 @@ import (
 // or failing the instance. The goroutine that ran it carries on with the
 // next record; nothing of the panicking call's partial work is undone
 // except as a failed transaction undoes it (exactly-once, fail policy).
-type PanicError struct {
-	Value any    // what was passed to panic
-	Stack []byte // the panicking goroutine's stack
-}
+type PanicError = record.PanicError
 
 // NewPanicError is the error of a recovered panic, p, with the stack of
 // the goroutine that recovers it (call it in the deferred function).
 func NewPanicError(p any) *PanicError {
 	return &PanicError{Value: p, Stack: debug.Stack()}
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// Unwrap gives the panic's value if it is an error (panic(err)).
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
 }
 
 // safely calls fn, user code, a panic in it becoming a *PanicError: so

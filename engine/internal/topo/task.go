@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oxbow-dev/oxbow/engine/record"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -454,19 +455,7 @@ func TimeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // TimestampError is a record whose event time is invalid: negative, or
 // refused by the source's timestamp extractor. It goes through the decode
 // error policy like a record that cannot be decoded.
-type TimestampError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Timestamp int64 // the invalid timestamp, Unix ms; 0 when the extractor failed
-	Err       error
-}
-
-func (e *TimestampError) Error() string {
-	return fmt.Sprintf("engine: invalid timestamp of the record at topic %s partition %d offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
-}
-
-func (e *TimestampError) Unwrap() error { return e.Err }
+type TimestampError = record.TimestampError
 
 // eventTime is a decoded record's event time: its source's extractor's, or
 // the recorded time; negative is invalid.
