@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // syncGroup runs one rebalance by hand, as franz-go does on the leader and
@@ -298,21 +299,12 @@ func settled(ins []*instance, topics []string, partitions int32) string {
 
 func awaitSettled(t *testing.T, ins []*instance, topics []string, partitions int32) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := settled(ins, topics, partitions)
-		if why == "" {
-			return
+	await.NoError(t, 30*time.Second, "the group to settle", func() error {
+		if why := settled(ins, topics, partitions); why != "" {
+			return errors.New(why)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("the group did not settle: %s", why)
-		}
-	}
+		return nil
+	})
 }
 
 func TestBalancerOnKfake(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // openDB opens a DB that is closed, and checked for leaks (pebble reports
@@ -539,13 +540,9 @@ func TestCloseDuringRange(t *testing.T) {
 		n++
 		if n == 2 {
 			go func() { closed <- db.Close() }()
-			deadline := time.Now().Add(10 * time.Second)
-			for s.Put([]byte("x"), nil, 1) == nil {
-				if time.Now().After(deadline) {
-					t.Fatal("Put never saw the DB closing")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			await.Until(t, 10*time.Second, "Put to see the DB closing", func() bool {
+				return s.Put([]byte("x"), nil, 1) != nil
+			})
 			select {
 			case err := <-closed:
 				t.Fatalf("Close returned (%v) during a Range loop", err)
