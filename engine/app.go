@@ -23,6 +23,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/engine/kv"
 	"github.com/oxbow-dev/oxbow/engine/record"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
@@ -604,11 +605,11 @@ func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
 // LocalStore implements Queryable: read a store of this instance with
 // [QueryKeyValueStore]. A Get for a key another instance owns fails with a
 // *NotLocalError that names it.
-func (a *App) LocalStore(name string) (topo.KVStore, error) { return a.rt.LocalStore(name) }
+func (a *App) LocalStore(name string) (RawStore, error) { return a.rt.LocalStore(name) }
 
 // StandbyStore is LocalStore also reading the standby partitions at most
 // maxLag records behind; QueryKeyValueStore uses it with AllowStale.
-func (a *App) StandbyStore(name string, maxLag int64) (topo.KVStore, error) {
+func (a *App) StandbyStore(name string, maxLag int64) (RawStore, error) {
 	return a.rt.StandbyStore(name, maxLag)
 }
 
@@ -640,7 +641,12 @@ type NotLocalError = runtime.NotLocalError
 // ErrNotReady is wrapped by queries of a partition whose state this
 // instance is still restoring (or has not opened yet after a rebalance):
 // ask again shortly.
-var ErrNotReady = runtime.ErrNotReady
+var ErrNotReady = kv.ErrNotReady
+
+// ErrNotRunning is returned by queries (LocalStore, QueryKeyValueStore,
+// KeyOwner) of an instance that has not joined its group yet or has
+// stopped.
+var ErrNotRunning = kv.ErrNotRunning
 
 // KeyOwner returns the instance that owns key in store, and whether it is
 // this one. keySerde must be the serde the store's input topic was written

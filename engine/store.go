@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/kv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -99,11 +100,11 @@ type Queryable interface {
 // RawStore is the byte-level view of a store that a Queryable hands out:
 // keys and values as their serdes wrote them, ranges half-open in the
 // order of the key bytes, a nil bound unbounded.
-type RawStore = topo.KVStore
+type RawStore = kv.Store
 
 // RawEntry is one key of a RawStore, with the event time of the record
 // that last wrote it (Unix milliseconds).
-type RawEntry = topo.Entry
+type RawEntry = kv.Entry
 
 // QueryOption tunes a query.
 type QueryOption func(*queryOptions)
@@ -124,7 +125,7 @@ func AllowStale(maxLag int64) QueryOption {
 
 // staleQueryable is a Queryable that can read standby state (App).
 type staleQueryable interface {
-	StandbyStore(name string, maxLag int64) (topo.KVStore, error)
+	StandbyStore(name string, maxLag int64) (RawStore, error)
 }
 
 // QueryKeyValueStore opens a store of a running topology for reading, with
@@ -139,7 +140,7 @@ func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serd
 			f(&o)
 		}
 	}
-	var raw topo.KVStore
+	var raw RawStore
 	var err error
 	if sq, ok := q.(staleQueryable); ok && o.stale {
 		raw, err = sq.StandbyStore(store, o.maxLag)
@@ -153,7 +154,7 @@ func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serd
 }
 
 // ErrReadOnly is returned by writes to a store opened for queries.
-var ErrReadOnly = errors.New("engine: the store is open for reading only")
+var ErrReadOnly = kv.ErrReadOnly
 
 type kvStore[K, V any] struct {
 	raw      topo.KVStore

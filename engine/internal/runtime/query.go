@@ -13,6 +13,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/kv"
 )
 
 // Instance is an instance of the application, as the group knows it.
@@ -34,11 +35,11 @@ func (e *NotLocalError) Error() string {
 
 // ErrNotRunning is returned by queries before the instance has joined its
 // group or after it stopped.
-var ErrNotRunning = errors.New("engine: the instance is not running")
+var ErrNotRunning = kv.ErrNotRunning
 
 // ErrNotReady is wrapped by queries of a partition whose state is still
 // being restored: its answers would be stale.
-var ErrNotReady = errors.New("engine: not ready")
+var ErrNotReady = kv.ErrNotReady
 
 // Owner returns the instance that owns key of store (the serialized key, as
 // the producer partitioned it), and whether it is this one.
@@ -259,10 +260,8 @@ func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
 	}
 }
 
-var errReadOnly = errors.New("engine: the store is open for reading only")
-
-func (q *queryStore) Put([]byte, []byte, int64) error { return errReadOnly }
-func (q *queryStore) Delete([]byte, int64) error      { return errReadOnly }
+func (q *queryStore) Put([]byte, []byte, int64) error { return kv.ErrReadOnly }
+func (q *queryStore) Delete([]byte, int64) error      { return kv.ErrReadOnly }
 func (q *queryStore) Close() error                    { return nil }
 
 func partitionFor(key []byte, n int32) int32 { return assign.Partition(key, n) }

@@ -7,25 +7,16 @@ import (
 	"sync"
 
 	"github.com/google/btree"
+
+	"github.com/oxbow-dev/oxbow/engine/kv"
 )
 
-// Entry is one key of a key-value store. Timestamp is the event time, in
-// Unix milliseconds, of the record that last wrote the key.
-type Entry struct {
-	Key, Value []byte
-	Timestamp  int64
-}
+// Entry is one key of a key-value store (public: queries hand it out).
+type Entry = kv.Entry
 
-// KVStore is the byte-level key-value store a task owns. Ranges are
-// half-open, [lo, hi); a nil bound is unbounded.
-type KVStore interface {
-	Name() string
-	Get(key []byte) (Entry, bool, error)
-	Put(key, value []byte, ts int64) error
-	Delete(key []byte, ts int64) error
-	Range(lo, hi []byte) iter.Seq2[Entry, error]
-	Close() error
-}
+// KVStore is the byte-level key-value store a task owns (public: queries
+// hand it out).
+type KVStore = kv.Store
 
 // ErrStoreClosed is returned by a closed store.
 var ErrStoreClosed = errors.New("engine: store is closed")
