@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -211,79 +210,28 @@ func (r *Runtime) closeDirtyLocked() {
 	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
 }
 
-// commitEOS ends the open transaction with the processed input offsets,
-// then applies the tasks' state. The caller holds r.mu and no worker runs.
-func (r *Runtime) commitEOS(ctx context.Context) error {
-	start := time.Now()
-	r.lastCommit, r.uncommitted = r.cfg.Now(), false
-	if !r.inTxn {
-		return nil // nothing was processed since the last commit
-	}
-	fail := func(err error) error {
-		if isFenced(err) || brokerTrouble(err) {
-			// Not ours to abort any more (see teardown), or Kafka is
-			// away: the loop replaces the client, whose new producer id
-			// aborts the transaction (trouble.go).
-			r.inTxn = false
-			r.closeDirtyLocked()
-			return r.fenced(err)
-		}
-		if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
-			r.log.Warn("abort after a failed commit", "err", aerr)
-		}
+// failTxnLocked is exactly-once's answer to a commit that failed before
+// the transaction ended: abort it and close the tasks dirty, or, when
+// this instance was fenced or Kafka is away, leave the transaction to the
+// broker (see teardown): the loop replaces the client, whose new producer
+// id aborts it (trouble.go).
+func (r *Runtime) failTxnLocked(ctx context.Context, err error) error {
+	if isFenced(err) || brokerTrouble(err) {
+		r.inTxn = false
+		r.closeDirtyLocked()
 		return r.fenced(err)
 	}
-	// Round 0 sends what the tasks processed; round 1, if a processor has
-	// a before-commit hook, what the hooks send once round 0's records
-	// have their offsets.
-	for round := 0; round < 2; round++ {
-		if round == 1 {
-			hooked := r.hookedTasks()
-			if len(hooked) == 0 {
-				break
-			}
-			if err := r.onWorkers(hooked, func(t *rtask) error { return t.t.BeforeCommit() }); err != nil {
-				return fail(err)
-			}
-		}
-		var flush []*rtask
-		for _, t := range r.tasks {
-			if !t.restoring && t.t.Pending() > 0 {
-				flush = append(flush, t)
-			}
-		}
-		if err := r.onWorkers(flush, func(t *rtask) error {
-			if err := t.t.Flush(); err != nil {
-				return fmt.Errorf("engine: task %s: flush the record cache: %w", t.id, err)
-			}
-			return nil
-		}); err != nil {
-			return fail(err)
-		}
-		if round == 1 || len(r.hookedTasks()) == 0 {
-			r.sendMarkersLocked()
-		}
-		if err := r.flushProduced(ctx); err != nil {
-			return fail(err)
-		}
-		for _, t := range r.tasks {
-			t.out.inflight.Wait()
-			if err, _ := t.out.takeErr(); err != nil {
-				return fail(err)
-			}
-		}
+	if aerr := r.abortLocked(ctx, "commit failed"); aerr != nil {
+		r.log.Warn("abort after a failed commit", "err", aerr)
 	}
-	// A transaction that neither consumed nor produced anything (a round
-	// of punctuators that forwarded nothing, an idle interval) stays open
-	// rather than ending empty: franz-go ends an empty transaction without
-	// a word to the broker, but then holds the session's next poll for
-	// 500ms (for brokers older than KIP-447, which it cannot tell apart
-	// when no offsets were committed). Measured by the bench: the first
-	// records after an idle spell waited 510–600ms, the latency's p99
-	// 434ms where the franz-go passthrough's was 122ms.
-	if r.txnEmpty() {
-		return r.applyStateLocked()
-	}
+	return r.fenced(err)
+}
+
+// endTxnLocked commits the open transaction with the processed input
+// offsets. ok: it committed, and state may be applied. A transaction the
+// session aborted because of a rebalance is not ok without an error: the
+// tasks are reopened from the committed state.
+func (r *Runtime) endTxnLocked(ctx context.Context) (ok bool, err error) {
 	// Rewind what was polled but not processed, so that the transaction
 	// commits only the processed offsets.
 	rewind := map[string]map[int32]kgo.EpochOffset{}
@@ -295,11 +243,9 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 			if rewind[tp.topic] == nil {
 				rewind[tp.topic] = map[int32]kgo.EpochOffset{}
 			}
-			first := q.peek().Offset
+			first, dropped := q.rewind()
+			t.buffered -= dropped
 			rewind[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
-			t.buffered -= q.len()
-			clear(q.recs)
-			q.recs, q.head, q.next, q.headSet = q.recs[:0], 0, first, false
 		}
 	}
 	if len(rewind) > 0 {
@@ -312,7 +258,7 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 	r.inTxn = false
 	if err != nil {
 		r.closeDirtyLocked()
-		return r.fenced(fmt.Errorf("engine: commit the transaction: %w", err))
+		return false, r.fenced(fmt.Errorf("engine: commit the transaction: %w", err))
 	}
 	if !committed {
 		// A rebalance since the transaction began: the session aborted it
@@ -322,20 +268,10 @@ func (r *Runtime) commitEOS(ctx context.Context) error {
 		r.assignMu.Lock()
 		r.assignChanged = true
 		r.assignMu.Unlock()
-		return nil
+		return false, nil
 	}
-	r.times.set(times)
-	r.committedLocked()
-	r.recovered()
-	for _, t := range r.tasks {
-		t.out.sent = 0
-	}
-	if err := r.applyStateLocked(); err != nil {
-		return err
-	}
-	r.purgeLocked(ctx)
-	r.m.commit(ctx, time.Since(start))
-	return nil
+	r.offsetsCommittedLocked(times)
+	return true, nil
 }
 
 // txnEmpty reports whether the open transaction has nothing in it: no
