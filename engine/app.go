@@ -231,22 +231,39 @@ type Config struct {
 }
 
 // AppState is where an application instance is in its life.
-type AppState = runtime.State
+type AppState int32
 
 // The states of an instance.
 const (
-	AppCreated   = runtime.Created
-	AppStarting  = runtime.Starting
-	AppRestoring = runtime.Restoring
-	AppRunning   = runtime.Running
-	AppStopping  = runtime.Stopping
-	AppStopped   = runtime.Stopped
-	AppFailed    = runtime.Failed
+	AppCreated AppState = iota
+	AppStarting
+	AppRestoring // some assigned task is restoring its state: not ready
+	AppRunning
+	AppStopping
+	AppStopped
+	AppFailed
 	// AppDegraded: Kafka does not answer (a broker restarting, hung or
 	// moving its leaders); the instance retries until Config.TaskTimeout
 	// and App.Trouble says why.
-	AppDegraded = runtime.Degraded
+	AppDegraded
 )
+
+// The states are the runtime's, in its order, so that State converts
+// rather than maps (a compile error otherwise, as in stringer's output).
+func _() {
+	var x [1]struct{}
+	_ = x[AppCreated-AppState(runtime.Created)]
+	_ = x[AppStarting-AppState(runtime.Starting)]
+	_ = x[AppRestoring-AppState(runtime.Restoring)]
+	_ = x[AppRunning-AppState(runtime.Running)]
+	_ = x[AppStopping-AppState(runtime.Stopping)]
+	_ = x[AppStopped-AppState(runtime.Stopped)]
+	_ = x[AppFailed-AppState(runtime.Failed)]
+	_ = x[AppDegraded-AppState(runtime.Degraded)]
+}
+
+// String is the state's name: "created", "running", "degraded", …
+func (s AppState) String() string { return runtime.State(s).String() }
 
 // Instance is one instance of an application as its group knows it.
 type Instance struct {
@@ -419,7 +436,7 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) Close() error { return a.rt.Close() }
 
 // State is the instance's state.
-func (a *App) State() AppState { return a.rt.State() }
+func (a *App) State() AppState { return AppState(a.rt.State()) }
 
 // Trouble is why a Degraded instance is not processing: the last error
 // Kafka gave it while it retries. Nil otherwise.
@@ -431,7 +448,9 @@ func (a *App) Ready() <-chan struct{} { return a.rt.Ready() }
 
 // OnStateChange registers fn to be called at every state change; fn must
 // not block.
-func (a *App) OnStateChange(fn func(AppState)) { a.rt.OnStateChange(fn) }
+func (a *App) OnStateChange(fn func(AppState)) {
+	a.rt.OnStateChange(func(s runtime.State) { fn(AppState(s)) })
+}
 
 // ID is the instance's id (Config.InstanceID).
 func (a *App) ID() string { return a.cfg.InstanceID }

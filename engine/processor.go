@@ -41,17 +41,25 @@ type Metadata struct {
 }
 
 // PunctuationType says which clock a punctuator follows.
-type PunctuationType = topo.PunctuationType
+type PunctuationType int
 
 const (
 	// StreamTime punctuators follow the task's stream time, the largest
 	// record timestamp it has processed; the first call comes with the first
 	// record.
-	StreamTime = topo.StreamTime
+	StreamTime PunctuationType = iota
 	// WallClockTime punctuators follow the wall clock; the first call comes an
 	// interval after scheduling.
-	WallClockTime = topo.WallClockTime
+	WallClockTime
 )
+
+// The clocks are the task's, in its order, so that Schedule converts
+// rather than maps (a compile error otherwise).
+func _() {
+	var x [1]struct{}
+	_ = x[StreamTime-PunctuationType(topo.StreamTime)]
+	_ = x[WallClockTime-PunctuationType(topo.WallClockTime)]
+}
 
 // Processor is the low-level API for what the DSL cannot say. Add one with
 // [Process]. One instance exists per task (per input partition), called by
@@ -128,7 +136,7 @@ func (p *ProcessorContext[K, V]) RequestCommit() { p.c.RequestCommit() }
 // time, until cancel is called or the task closes. Records forwarded from fn
 // go to the node's children like any other.
 func (p *ProcessorContext[K, V]) Schedule(interval time.Duration, typ PunctuationType, fn func(now time.Time) error) (cancel func(), err error) {
-	return p.c.Schedule(interval, typ, fn)
+	return p.c.Schedule(interval, topo.PunctuationType(typ), fn)
 }
 
 // Metadata says where the record being processed came from.

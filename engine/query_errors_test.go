@@ -16,6 +16,9 @@ func TestQueriesBeforeRunAreNotRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	if s := a.State(); s != engine.AppCreated || s.String() != "created" {
+		t.Errorf("State before Run = %v (%d), want created", s, s)
+	}
 	if _, err := a.LocalStore("counts"); !errors.Is(err, engine.ErrNotRunning) {
 		t.Errorf("LocalStore: %v, want ErrNotRunning", err)
 	}
