@@ -13,6 +13,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // A bad configuration is refused by NewApp with every problem named.
@@ -303,11 +304,11 @@ func TestAppExactlyOnceSameInstanceIDFenced(t *testing.T) {
 	}
 	cfg := engine.Config{InstanceID: "same", Guarantee: engine.ExactlyOnce}
 	first := k.start(top, cfg)
-	wait(t, 60*time.Second, "the first instance to run its task", func() bool { return len(first.Tasks()) == 1 })
+	await.Until(t, 60*time.Second, "the first instance to run its task", func() bool { return len(first.Tasks()) == 1 })
 	second := k.start(top, cfg)
 	// Input keeps the first one producing until it learns it was fenced.
 	var ferr error
-	wait(t, 60*time.Second, "the first instance to stop", func() bool {
+	await.Until(t, 60*time.Second, "the first instance to stop", func() bool {
 		k.produce(in, &kgo.Record{Key: []byte("k"), Value: []byte("v")})
 		select {
 		case ferr = <-first.done:

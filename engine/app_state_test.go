@@ -15,6 +15,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // countByKey counts the records of each key into the store "counts".
@@ -159,7 +160,7 @@ func TestAppRestoresOnlyTheChangelogTail(t *testing.T) {
 // waitRunning waits until the instance has its tasks and has restored them.
 func waitRunning(t *testing.T, k *kt, a *app) {
 	t.Helper()
-	wait(t, 60*time.Second, "instance "+a.ID()+" to run", func() bool {
+	await.Until(t, 60*time.Second, "instance "+a.ID()+" to run", func() bool {
 		k.checkApps()
 		return a.State() == engine.AppRunning && len(a.Tasks()) > 0
 	})
@@ -215,7 +216,7 @@ func TestAppScalesOutAndIn(t *testing.T) {
 // waitSpread waits until the instances share all tasks, each having some.
 func waitSpread(t *testing.T, k *kt, apps []*app, tasks int) {
 	t.Helper()
-	wait(t, 90*time.Second, fmt.Sprintf("%d tasks spread over %d instances", tasks, len(apps)), func() bool {
+	await.Until(t, 90*time.Second, fmt.Sprintf("%d tasks spread over %d instances", tasks, len(apps)), func() bool {
 		k.checkApps()
 		seen := map[string]bool{}
 		for _, a := range apps {
@@ -263,7 +264,7 @@ func checkOwners(t *testing.T, apps []*app, want map[string]int64) {
 		if host == nil {
 			t.Fatalf("key %s: owner %q is not running", w, owner)
 		}
-		wait(t, 10*time.Second, "the count of "+w+" in its owner's store", func() bool {
+		await.Until(t, 10*time.Second, "the count of "+w+" in its owner's store", func() bool {
 			s, err := engine.QueryKeyValueStore(host.App, "counts", serde.String, serde.Int64)
 			if err != nil {
 				t.Fatal(err)
@@ -306,7 +307,7 @@ func TestAppGlobalTable(t *testing.T) {
 	// Updates and deletes reach every instance.
 	k.produce(cat, &kgo.Record{Key: []byte("item-07"), Value: price(70)}, &kgo.Record{Key: []byte("item-08")})
 	for _, a := range apps {
-		wait(t, 30*time.Second, "the update on instance "+a.ID(), func() bool {
+		await.Until(t, 30*time.Second, "the update on instance "+a.ID(), func() bool {
 			got := storeContents(t, a.App, g.StoreName())
 			_, has8 := got["item-08"]
 			return got["item-07"] == 70 && !has8 && len(got) == 29
@@ -333,9 +334,9 @@ func TestStandbyStaleReads(t *testing.T) {
 	}
 	k.produce(in, recs...)
 	a := k.start(top, engine.Config{InstanceID: "a", StandbyReplicas: 1})
-	wait(t, 60*time.Second, "a to run the task", func() bool { k.checkApps(); return len(a.Tasks()) == 1 })
+	await.Until(t, 60*time.Second, "a to run the task", func() bool { k.checkApps(); return len(a.Tasks()) == 1 })
 	bb := k.start(top, engine.Config{InstanceID: "b", StandbyReplicas: 1})
-	wait(t, 60*time.Second, "b's standby to catch up", func() bool {
+	await.Until(t, 60*time.Second, "b's standby to catch up", func() bool {
 		k.checkApps()
 		lag, ok := bb.StandbyLag()["0_0"]
 		return ok && lag == 0 && bb.StandbyRecords() >= 500
@@ -402,7 +403,7 @@ func testCommitsWhenInputRunsDry(t *testing.T, g engine.Guarantee) {
 // never consumed, so their lag stays one.)
 func waitInputCommitted(t *testing.T, k *kt, topics ...string) {
 	t.Helper()
-	wait(t, 30*time.Second, "the input offsets committed", func() bool {
+	await.Until(t, 30*time.Second, "the input offsets committed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		lag, err := k.adm.Lag(ctx, k.prefix)

@@ -22,6 +22,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // kt is a test's handle on a broker: unique topic names, an admin client,
@@ -83,7 +84,7 @@ func (k *kt) create(partitions int32, names ...string) {
 			k.t.Fatalf("create topic %s: %v", n, err)
 		}
 	}
-	wait(k.t, 30*time.Second, "the new topics' metadata", func() bool {
+	await.Until(k.t, 30*time.Second, "the new topics' metadata", func() bool {
 		d, err := k.adm.ListTopics(ctx, names...)
 		if err != nil {
 			return false
@@ -128,27 +129,29 @@ func (k *kt) table(topic string, timeout time.Duration, cond func(map[string]int
 	}
 	defer cl.Close()
 	table := map[string]int64{}
-	deadline := time.Now().Add(timeout)
-	for !cond(table) {
-		k.checkApps()
-		if time.Now().After(deadline) {
-			k.t.Fatalf("topic %s: condition not met after %v; table: %v", topic, timeout, table)
+	await.NoError(k.t, timeout, "topic "+topic+" to meet the condition", func() error {
+		if !cond(table) {
+			k.checkApps()
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Value == nil {
+					delete(table, string(r.Key))
+					return
+				}
+				v, err := serde.Int64.Decode(r.Value)
+				if err != nil {
+					k.t.Errorf("topic %s offset %d: %v", topic, r.Offset, err)
+				}
+				table[string(r.Key)] = v
+			})
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Value == nil {
-				delete(table, string(r.Key))
-				return
-			}
-			v, err := serde.Int64.Decode(r.Value)
-			if err != nil {
-				k.t.Errorf("topic %s offset %d: %v", topic, r.Offset, err)
-			}
-			table[string(r.Key)] = v
-		})
-	}
+		if !cond(table) {
+			return fmt.Errorf("table %v", table)
+		}
+		return nil
+	})
 	return table
 }
 
@@ -245,16 +248,11 @@ func (a *app) stop() error {
 	}
 }
 
-// wait polls cond until it holds or the timeout passes.
+// wait is await.Until, for datadriven_kafka_test.go, the one file that
+// still calls it: delete it once that file calls await.Until.
 func wait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.Until(t, timeout, what, cond)
 }
 
 // wordCount counts words by re-keying a stream of lines: a repartition and
@@ -322,7 +320,7 @@ func testTwoInstancesCountWords(t *testing.T, g engine.Guarantee) {
 
 	a := k.start(top, engine.Config{InstanceID: "a", Guarantee: g})
 	b := k.start(top, engine.Config{InstanceID: "b", Guarantee: g})
-	wait(t, 60*time.Second, "both instances to have tasks", func() bool {
+	await.Until(t, 60*time.Second, "both instances to have tasks", func() bool {
 		k.checkApps()
 		return len(a.Tasks()) > 0 && len(b.Tasks()) > 0 && len(a.Tasks())+len(b.Tasks()) == 8
 	})
@@ -343,7 +341,7 @@ func testTwoInstancesCountWords(t *testing.T, g engine.Guarantee) {
 			t.Fatalf("key %s: owner %q is neither instance", w, owner.ID)
 		}
 		var v int64
-		wait(t, 10*time.Second, "the owner's store to be committed", func() bool {
+		await.Until(t, 10*time.Second, "the owner's store to be committed", func() bool {
 			s, err := engine.QueryKeyValueStore(host.App, "counts", serde.String, serde.Int64)
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // concurrency tracks how many calls of a user function run at once.
@@ -86,7 +87,7 @@ func TestSetWorkers(t *testing.T) {
 	progress := func(n int64) {
 		t.Helper()
 		target := cc.calls.Load() + n
-		wait(t, 60*time.Second, fmt.Sprintf("%d more records processed", n), func() bool { k.checkApps(); return cc.calls.Load() >= target })
+		await.Until(t, 60*time.Second, fmt.Sprintf("%d more records processed", n), func() bool { k.checkApps(); return cc.calls.Load() >= target })
 	}
 
 	progress(500)
@@ -96,13 +97,13 @@ func TestSetWorkers(t *testing.T) {
 	if err := a.SetWorkers(3); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, 60*time.Second, "calls on several workers at once", func() bool { k.checkApps(); return cc.max.Load() >= 2 })
+	await.Until(t, 60*time.Second, "calls on several workers at once", func() bool { k.checkApps(); return cc.max.Load() >= 2 })
 	if err := a.SetWorkers(1); err != nil {
 		t.Fatal(err)
 	}
 	// A round that began with three workers ends with them; some later
 	// stretch of 300 records runs on one.
-	wait(t, 60*time.Second, "300 records in a row on one worker", func() bool {
+	await.Until(t, 60*time.Second, "300 records in a row on one worker", func() bool {
 		cc.max.Store(cc.inflight.Load())
 		progress(300)
 		return cc.max.Load() == 1
@@ -290,7 +291,7 @@ func TestPanicOutsideRecords(t *testing.T) {
 			group := k.prefix + "-" + c.where
 			if c.where == "close" {
 				a := k.start(top, engine.Config{AppID: group})
-				wait(t, 60*time.Second, "the input committed", func() bool { return k.committed(group, in) == 1 })
+				await.Until(t, 60*time.Second, "the input committed", func() bool { return k.committed(group, in) == 1 })
 				err := a.stop()
 				var pe *engine.PanicError
 				if !errors.As(err, &pe) || pe.Value != c.value {

@@ -24,6 +24,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // End-to-end throughput on a broker: a raw franz-go consume→produce loop as
@@ -149,17 +150,16 @@ func (e *benchEnv) iteration() *benchIter {
 			e.b.Fatalf("create topic %s: %v", t, err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	await.NoError(e.b, 30*time.Second, fmt.Sprintf("topics %s, %s: metadata", it.in, it.out), func() error {
 		d, err := e.adm.ListTopics(ctx, it.in, it.out)
-		if err == nil && len(d[it.in].Partitions) == benchPartitions && len(d[it.out].Partitions) == benchPartitions && d.Error() == nil {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			e.b.Fatalf("topics %s, %s: no metadata after 30s (%v)", it.in, it.out, err)
+		if len(d[it.in].Partitions) != benchPartitions || len(d[it.out].Partitions) != benchPartitions || d.Error() != nil {
+			return fmt.Errorf("partitions %d and %d, want %d (%v)", len(d[it.in].Partitions), len(d[it.out].Partitions), benchPartitions, d.Error())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	return it
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // Close does not wait for a join the group holds back. A static member that
@@ -47,7 +48,7 @@ func TestAppCloseDuringHeldJoin(t *testing.T) {
 		}
 		return false
 	}
-	wait(t, 30*time.Second, "b's join to start a rebalance", func() bool { return describe().State == "PreparingRebalance" })
+	await.Until(t, 30*time.Second, "b's join to start a rebalance", func() bool { return describe().State == "PreparingRebalance" })
 	if s := b.State(); s == engine.AppRunning {
 		t.Fatalf("b is %v: its join was not held", s)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // QueryCountWindowStore reads a key's count windows in order — the full
@@ -113,7 +114,7 @@ func TestAppQueryCountWindowStore(t *testing.T) {
 			want = append(want, fmt.Sprintf("#[%d,%d)=1", n-1, n+1))
 		}
 		var got []string
-		wait(t, 30*time.Second, "the windows of "+key, func() bool {
+		await.Until(t, 30*time.Second, "the windows of "+key, func() bool {
 			got = got[:0]
 			for kv, err := range cs.Fetch(key) {
 				if errors.Is(err, engine.ErrNotReady) {

@@ -16,6 +16,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // joinTopology enriches orders (keyed by customer, values
@@ -181,7 +182,7 @@ func TestAppJoins(t *testing.T) {
 	// Three instances on the broker.
 	cfg := func(id string) engine.Config { return engine.Config{InstanceID: id, Guarantee: engine.ExactlyOnce} }
 	apps := []*app{k.start(top, cfg("a")), k.start(top, cfg("b")), k.start(top, cfg("c"))}
-	wait(t, 60*time.Second, "the three instances to share the tasks", func() bool {
+	await.Until(t, 60*time.Second, "the three instances to share the tasks", func() bool {
 		k.checkApps()
 		for _, a := range apps {
 			if a.State() != engine.AppRunning || len(a.Tasks()) == 0 {
@@ -220,7 +221,7 @@ func TestAppJoins(t *testing.T) {
 	}
 	// Every instance has every price before the orders come.
 	for _, a := range apps {
-		wait(t, 30*time.Second, "instance "+a.ID()+" to hold every price", func() bool {
+		await.Until(t, 30*time.Second, "instance "+a.ID()+" to hold every price", func() bool {
 			st, err := engine.QueryKeyValueStore(a.App, "prices", serde.String, serde.Int64)
 			if err != nil {
 				return false
@@ -272,25 +273,27 @@ func readCommitted(t *testing.T, k *kt, topic string, done func(map[string]strin
 	defer cl.Close()
 	table := map[string]string{}
 	var all []string
-	deadline := time.Now().Add(60 * time.Second)
-	for !done(table, all) {
-		k.checkApps()
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s: not complete after 60s: %d records, table %v", topic, len(all), table)
+	await.NoError(t, 60*time.Second, "topic "+topic+" complete", func() error {
+		if !done(table, all) {
+			k.checkApps()
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Value == nil {
+					delete(table, string(r.Key))
+					all = append(all, string(r.Key)+"=~")
+					return
+				}
+				table[string(r.Key)] = string(r.Value)
+				all = append(all, string(r.Key)+"="+string(r.Value))
+			})
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Value == nil {
-				delete(table, string(r.Key))
-				all = append(all, string(r.Key)+"=~")
-				return
-			}
-			table[string(r.Key)] = string(r.Value)
-			all = append(all, string(r.Key)+"="+string(r.Value))
-		})
-	}
+		if !done(table, all) {
+			return fmt.Errorf("%d records, table %v", len(all), table)
+		}
+		return nil
+	})
 	return table
 }
 

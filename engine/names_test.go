@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 func TestNames(t *testing.T) {
@@ -48,7 +49,7 @@ func TestChangelogTopicOfAVersion(t *testing.T) {
 	if want := k.prefix + "-v2-counts-changelog"; topic != want {
 		t.Fatalf("ChangelogTopic = %q, want %q", topic, want)
 	}
-	wait(t, 60*time.Second, "the changelog to exist", func() bool {
+	await.Until(t, 60*time.Second, "the changelog to exist", func() bool {
 		k.checkApps()
 		d, err := k.adm.ListTopics(context.Background(), topic)
 		return err == nil && d.Has(topic) && d[topic].Err == nil

@@ -15,6 +15,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // twoHops counts words through a repartition (store "counts"), and sums
@@ -52,7 +53,7 @@ func TestStorePositionFollowsRepartitions(t *testing.T) {
 			cfg := engine.Config{Guarantee: g.g}
 			a := k.start(top, withID(cfg, "a"))
 			b := k.start(top, withID(cfg, "b"))
-			wait(t, 60*time.Second, "both instances to have tasks", func() bool {
+			await.Until(t, 60*time.Second, "both instances to have tasks", func() bool {
 				k.checkApps()
 				return len(a.Tasks()) > 0 && len(b.Tasks()) > 0
 			})
@@ -81,7 +82,7 @@ func TestStorePositionFollowsRepartitions(t *testing.T) {
 							t.Logf("the store's last position: %+v", last)
 						}
 					}()
-					wait(t, 30*time.Second, fmt.Sprintf("store %s on %s to reflect %s[%d]@%d", store, owner.ID, in, rec.Partition, rec.Offset), func() bool {
+					await.Until(t, 30*time.Second, fmt.Sprintf("store %s on %s to reflect %s[%d]@%d", store, owner.ID, in, rec.Partition, rec.Offset), func() bool {
 						k.checkApps()
 						pos, err := host.StorePosition(store)
 						if err != nil {
@@ -121,7 +122,7 @@ func TestStorePositionFollowsRepartitions(t *testing.T) {
 				}
 			}
 			c := k.start(top, withID(cfg, "c"))
-			wait(t, 60*time.Second, "the new instance to know what total reflects", func() bool {
+			await.Until(t, 60*time.Second, "the new instance to know what total reflects", func() bool {
 				k.checkApps()
 				pos, err := c.StorePosition("total")
 				if errors.Is(err, engine.ErrNotReady) {
@@ -187,7 +188,7 @@ func TestStorePositionOfAGlobalTable(t *testing.T) {
 		key := fmt.Sprintf("k%d", i%3)
 		rec := &kgo.Record{Key: []byte(key), Value: v}
 		k.produce(in, rec)
-		wait(t, 30*time.Second, "the global store to reflect the record", func() bool {
+		await.Until(t, 30*time.Second, "the global store to reflect the record", func() bool {
 			k.checkApps()
 			pos, err := a.StorePosition("prices")
 			if errors.Is(err, engine.ErrNotReady) {
@@ -210,7 +211,7 @@ func TestStorePositionOfAGlobalTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := k.start(top, engine.Config{InstanceID: "c"})
-	wait(t, 60*time.Second, "a new instance to know the global store's position", func() bool {
+	await.Until(t, 60*time.Second, "a new instance to know the global store's position", func() bool {
 		k.checkApps()
 		pos, err := c.StorePosition("prices")
 		return err == nil && pos.Offsets[in][0] == k.end(in, 0) && pos.Offsets[in][1] == k.end(in, 1)
@@ -237,7 +238,7 @@ func TestStorePositionThroughAForeignKeyJoin(t *testing.T) {
 	}
 	a := k.start(top, engine.Config{InstanceID: "a"})
 	b2 := k.start(top, engine.Config{InstanceID: "b"})
-	wait(t, 60*time.Second, "both instances to have tasks", func() bool {
+	await.Until(t, 60*time.Second, "both instances to have tasks", func() bool {
 		k.checkApps()
 		return len(a.Tasks()) > 0 && len(b2.Tasks()) > 0
 	})
@@ -257,7 +258,7 @@ func TestStorePositionThroughAForeignKeyJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		host := apps[owner.ID]
-		wait(t, 30*time.Second, fmt.Sprintf("priced to reflect %s[%d]@%d", rec.Topic, rec.Partition, rec.Offset), func() bool {
+		await.Until(t, 30*time.Second, fmt.Sprintf("priced to reflect %s[%d]@%d", rec.Topic, rec.Partition, rec.Offset), func() bool {
 			k.checkApps()
 			pos, err := host.StorePosition("priced")
 			if errors.Is(err, engine.ErrNotReady) {
@@ -329,7 +330,7 @@ func TestSkippedSurvivesReopenedTasks(t *testing.T) {
 	}
 	committed := func(rec *kgo.Record) {
 		t.Helper()
-		wait(t, 30*time.Second, "the record to be committed", func() bool {
+		await.Until(t, 30*time.Second, "the record to be committed", func() bool {
 			k.checkApps()
 			pos, err := a.StorePosition("counts")
 			return err == nil && pos.Offsets[in][0] > rec.Offset

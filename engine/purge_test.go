@@ -13,6 +13,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // A repartition topic keeps records whatever their timestamps (no
@@ -68,7 +69,7 @@ func TestRepartitionPurged(t *testing.T) {
 				}
 			}
 			// Every record read and committed is deleted, in time.
-			wait(t, 30*time.Second, "the committed repartition records deleted", func() bool {
+			await.Until(t, 30*time.Second, "the committed repartition records deleted", func() bool {
 				starts, err := k.adm.ListStartOffsets(ctx, rp)
 				if err != nil {
 					return false

@@ -11,6 +11,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // What waits in SuppressUntil's buffer survives the instance: a successor
@@ -35,7 +36,7 @@ func TestAppSuppressBufferSurvivesRestart(t *testing.T) {
 	a := k.start(top, engine.Config{InstanceID: "a"})
 	waitRunning(t, k, a)
 	k.produce(in, rec("k1", t0), rec("k1", t0.Add(time.Minute)), rec("k2", t0.Add(2*time.Minute)), rec("k1", t0.Add(3*time.Minute)))
-	wait(t, 60*time.Second, "the buffer's changelog to hold the waiting counts", func() bool {
+	await.Until(t, 60*time.Second, "the buffer's changelog to hold the waiting counts", func() bool {
 		return k.changelogEnd(a.App, "buffer") >= 2
 	})
 	if err := a.stop(); err != nil {
@@ -48,7 +49,7 @@ func TestAppSuppressBufferSurvivesRestart(t *testing.T) {
 	waitRunning(t, k, bi)
 	// Restored when B took the task, or before as a warm-up copy (the
 	// plan shows B the task before its restore has begun: await it).
-	wait(t, 60*time.Second, "B to restore the buffer", func() bool {
+	await.Until(t, 60*time.Second, "B to restore the buffer", func() bool {
 		k.checkApps()
 		return bi.RestoredRecords()+bi.StandbyRecords() > 0
 	})

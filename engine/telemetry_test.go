@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // The runtime's telemetry, seen through the public App API with the
@@ -128,18 +130,13 @@ func telSum(m map[string]int64) int64 {
 // cond last described.
 func telWait(t *testing.T, k *kt, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	await.NoError(t, timeout, what, func() error {
 		k.checkApps()
-		ok, state := cond()
-		if ok {
-			return
+		if ok, state := cond(); !ok {
+			return errors.New("last seen: " + state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // telReady waits until the instance has run with its state restored.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // A new instance does not take a task whose state it lacks: at the defaults
@@ -36,7 +37,7 @@ func TestAppWarmupBeforeMove(t *testing.T) {
 			}
 			b := k.start(top, engine.Config{InstanceID: "b", MaxWarmupReplicas: c.warmups})
 			// The group, not the plan: b consumes one partition of the input.
-			wait(t, 2*time.Minute, "b to consume one input partition", func() bool {
+			await.Until(t, 2*time.Minute, "b to consume one input partition", func() bool {
 				k.checkApps()
 				return len(k.assignedTo("b", in)) == 1 && len(k.assignedTo("a", in)) == 1
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // WindowedSerde writes the key then the window start, 8 bytes big-endian,
@@ -89,7 +90,7 @@ func TestAppWindowedCount(t *testing.T) {
 	for minute, n := range []int64{3, 2, 1} {
 		w := engine.Windowed[string]{Key: "acme", Window: engine.Window{Start: base.Add(time.Duration(minute) * time.Minute)}}
 		var got int64
-		wait(t, 10*time.Second, "the window's count to be committed", func() bool {
+		await.Until(t, 10*time.Second, "the window's count to be committed", func() bool {
 			v, _, err := store.Get(w)
 			if errors.Is(err, engine.ErrNotReady) {
 				return false
@@ -153,26 +154,28 @@ func TestAppEmitFinalAcrossRestart(t *testing.T) {
 	total := 0
 	readUntil := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for total < n {
-			k.checkApps()
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d windows emitted: %v", total, n, emitted)
+		await.NoError(t, 60*time.Second, fmt.Sprintf("%d windows emitted", n), func() error {
+			if total < n {
+				k.checkApps()
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				fs := reader.PollFetches(ctx)
+				cancel()
+				fs.EachRecord(func(r *kgo.Record) {
+					w, err := ws.Decode(r.Key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, _ := serde.Int64.Decode(r.Value)
+					name := fmt.Sprintf("%s@%d", w.Key, w.Window.Start.Sub(base)/time.Minute)
+					emitted[name] = append(emitted[name], c)
+					total++
+				})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			fs := reader.PollFetches(ctx)
-			cancel()
-			fs.EachRecord(func(r *kgo.Record) {
-				w, err := ws.Decode(r.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, _ := serde.Int64.Decode(r.Value)
-				name := fmt.Sprintf("%s@%d", w.Key, w.Window.Start.Sub(base)/time.Minute)
-				emitted[name] = append(emitted[name], c)
-				total++
-			})
-		}
+			if total < n {
+				return fmt.Errorf("%d of %d windows emitted: %v", total, n, emitted)
+			}
+			return nil
+		})
 	}
 
 	// Minutes 0 and 1 close (a record at minute 2 moves stream time); minute
