@@ -23,9 +23,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
-	"github.com/oxbow-dev/oxbow/engine/kv"
 	"github.com/oxbow-dev/oxbow/engine/record"
-	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
 // Guarantee is the processing guarantee of an application.
@@ -621,17 +619,6 @@ func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }
 // "<sub-topology>_<partition>" (see Topology.Describe for the numbers).
 func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
 
-// LocalStore implements Queryable: read a store of this instance with
-// [QueryKeyValueStore]. A Get for a key another instance owns fails with a
-// *NotLocalError that names it.
-func (a *App) LocalStore(name string) (RawStore, error) { return a.rt.LocalStore(name) }
-
-// StandbyStore is LocalStore also reading the standby partitions at most
-// maxLag records behind; QueryKeyValueStore uses it with AllowStale.
-func (a *App) StandbyStore(name string, maxLag int64) (RawStore, error) {
-	return a.rt.StandbyStore(name, maxLag)
-}
-
 // SetWorkers changes the number of goroutines processing the instance's
 // tasks while it runs, from its next round (a few milliseconds): tasks are
 // shared among the workers afresh every round, so nothing is rebalanced,
@@ -653,34 +640,6 @@ func (a *App) Workers() int { return a.rt.Workers() }
 // after its task's last commit) also makes Run return it; the other
 // processors and the stores of the task are closed all the same.
 type PanicError = record.PanicError
-
-// NotLocalError says that a key of a store lives on another instance.
-type NotLocalError = runtime.NotLocalError
-
-// ErrNotReady is wrapped by queries of a partition whose state this
-// instance is still restoring (or has not opened yet after a rebalance):
-// ask again shortly.
-var ErrNotReady = kv.ErrNotReady
-
-// ErrNotRunning is returned by queries (LocalStore, QueryKeyValueStore,
-// KeyOwner) of an instance that has not joined its group yet or has
-// stopped.
-var ErrNotRunning = kv.ErrNotRunning
-
-// KeyOwner returns the instance that owns key in store, and whether it is
-// this one. keySerde must be the serde the store's input topic was written
-// with, since the owner follows the key's partition.
-func KeyOwner[K any](a *App, store string, key K, keySerde serde.Serde[K]) (Instance, bool, error) {
-	kb, err := keySerde.Encode(key)
-	if err != nil {
-		return Instance{}, false, fmt.Errorf("engine: encode key for store %s: %w", store, err)
-	}
-	in, local, err := a.rt.Owner(store, kb)
-	if err != nil {
-		return Instance{}, false, err
-	}
-	return Instance{ID: in.InstanceID, Addr: in.Addr}, local, nil
-}
 
 // instanceIDFile is the file in the state directory that keeps the
 // instance's id across restarts.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
-	"github.com/oxbow-dev/oxbow/engine/kv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
@@ -88,73 +87,6 @@ func (d *KeyValueStoreDef[K, V]) Open(ctx StoreContext) (KeyValueStore[K, V], er
 	}
 	return &kvStore[K, V]{raw: raw, name: d.s.Name, ks: d.ks, vs: d.vs, now: c.Timestamp}, nil
 }
-
-// Queryable is what holds running state: an application instance or the
-// test driver. Read its stores with [QueryKeyValueStore].
-type Queryable interface {
-	// LocalStore returns the engine's raw view of a store; it is meant for
-	// the engine's own typed wrappers and for layers such as projection.
-	LocalStore(name string) (RawStore, error)
-}
-
-// RawStore is the byte-level view of a store that a Queryable hands out:
-// keys and values as their serdes wrote them, ranges half-open in the
-// order of the key bytes, a nil bound unbounded.
-type RawStore = kv.Store
-
-// RawEntry is one key of a RawStore, with the event time of the record
-// that last wrote it (Unix milliseconds).
-type RawEntry = kv.Entry
-
-// QueryOption tunes a query.
-type QueryOption func(*queryOptions)
-
-type queryOptions struct {
-	stale  bool
-	maxLag int64
-}
-
-// AllowStale lets a query also read the partitions this instance keeps as
-// standby replicas (Config.StandbyReplicas), as long as they are at most
-// maxLag changelog records behind their active task: answers that may be
-// slightly old, available while the active instance is away. Without it a
-// key of another instance's task is a *NotLocalError.
-func AllowStale(maxLag int64) QueryOption {
-	return func(o *queryOptions) { o.stale, o.maxLag = true, maxLag }
-}
-
-// staleQueryable is a Queryable that can read standby state (App).
-type staleQueryable interface {
-	StandbyStore(name string, maxLag int64) (RawStore, error)
-}
-
-// QueryKeyValueStore opens a store of a running topology for reading, with
-// the serdes of its keys and values.
-func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlyKeyValueStore[K, V], error) {
-	if keySerde == nil || valueSerde == nil {
-		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(keySerde == nil, valueSerde == nil))
-	}
-	var o queryOptions
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	var raw RawStore
-	var err error
-	if sq, ok := q.(staleQueryable); ok && o.stale {
-		raw, err = sq.StandbyStore(store, o.maxLag)
-	} else {
-		raw, err = q.LocalStore(store)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &kvStore[K, V]{raw: raw, name: store, ks: keySerde, vs: valueSerde, readOnly: true}, nil
-}
-
-// ErrReadOnly is returned by writes to a store opened for queries.
-var ErrReadOnly = kv.ErrReadOnly
 
 type kvStore[K, V any] struct {
 	raw      topo.KVStore
