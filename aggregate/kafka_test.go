@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	inv "github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
 
@@ -238,19 +239,15 @@ func TestStateLostAndRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.NoError(t, 10*time.Second, "the restored state", func() error {
 		b2, ok, err := st.Get("blue")
 		if err != nil || !ok {
 			t.Fatalf("the restored state: %v, %v", ok, err)
 		}
 		v, s, err := a.DecodeState(b2)
 		if err == nil && v == 31 && s == (inv.State{InStock: 29, Sold: 1}) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the state: version %d, %+v, %v; want 31, 29 in stock, 1 sold", v, s, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("version %d, %+v, %v; want 31, 29 in stock, 1 sold", v, s, err)
+	})
 }
