@@ -16,6 +16,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 type customer struct {
@@ -191,8 +192,7 @@ func TestCDCTableOnKafka(t *testing.T) {
 
 func waitTable(t *testing.T, a *engine.App, want map[int64]customer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.NoError(t, 60*time.Second, "the table", func() error {
 		got := map[int64]customer{}
 		st, err := engine.QueryKeyValueStore(a, "customers", serde.Int64, serde.JSON[customer]())
 		if err == nil {
@@ -202,12 +202,9 @@ func waitTable(t *testing.T, a *engine.App, want map[int64]customer) {
 				}
 			}
 		}
-		if maps.Equal(got, want) {
-			return
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("%v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the table after 60s: %v, want %v", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
