@@ -119,7 +119,7 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 				}
 				return global[spec.Name], nil
 			},
-			Collector:  d,
+			Collector:  (*collector)(d),
 			Now:        func() time.Time { return d.now },
 			CacheBytes: d.cacheBytes,
 			// As Kafka Streams' TopologyTestDriver does.
@@ -155,10 +155,16 @@ func (d *Driver) ChangelogTopic(store string) string {
 	return d.InternalTopic(topo.ChangelogTopic(store))
 }
 
-// Send takes a task's output: it implements the tasks' collector. Every
-// topic has one partition, so a sink's partitioner is asked to choose among
-// one, and a record it sends to partition 0 (or to all) is written once.
-func (d *Driver) Send(out topo.Output) error {
+// collector is the driver as its tasks' collector: unexported, so that
+// Driver's methods name no internal type.
+type collector Driver
+
+func (c *collector) Send(out topo.Output) error { return (*Driver)(c).send(out) }
+
+// send takes a task's output. Every topic has one partition, so a sink's
+// partitioner is asked to choose among one, and a record it sends to
+// partition 0 (or to all) is written once.
+func (d *Driver) send(out topo.Output) error {
 	if out.Partition == topo.AnyPartition {
 		if _, err := out.Targets(1); err != nil {
 			return err
@@ -186,7 +192,7 @@ func (d *Driver) PipeBytes(topic string, key, value []byte, ts time.Time, header
 	if d.readers[topic] == nil {
 		return fmt.Errorf("enginetest: the topology does not read topic %q (it reads %v)", topic, slices.Sorted(maps.Keys(d.readers)))
 	}
-	if err := d.Send(topo.Output{Topic: topic, Key: key, Value: value, Timestamp: ts.UnixMilli(), Headers: headers}); err != nil {
+	if err := d.send(topo.Output{Topic: topic, Key: key, Value: value, Timestamp: ts.UnixMilli(), Headers: headers}); err != nil {
 		return err
 	}
 	if err := d.drain(); err != nil {
@@ -331,7 +337,7 @@ func (d *Driver) Skipped() map[string]int64 {
 
 // LocalStore returns a store of the running topology; it implements
 // engine.Queryable, so [engine.QueryKeyValueStore] reads from a driver.
-func (d *Driver) LocalStore(name string) (topo.KVStore, error) {
+func (d *Driver) LocalStore(name string) (engine.RawStore, error) {
 	for _, t := range d.tasks {
 		if s := t.Store(name); s != nil {
 			return s, nil
