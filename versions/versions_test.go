@@ -23,6 +23,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/projection"
 	"github.com/oxbow-dev/oxbow/versions"
 )
@@ -190,20 +191,7 @@ func TestReprocessing(t *testing.T) {
 		}
 		return nil
 	}
-	await := func(what string, cond func() error) {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			err := cond()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	const settle = 90 * time.Second // how long each step below may take
 	lagOf := func(version string) func() error {
 		return func() error {
 			l, err := ctl.Lag(ctx, app, version)
@@ -219,18 +207,18 @@ func TestReprocessing(t *testing.T) {
 
 	// Version 1 serves.
 	start("v1")
-	await("v1 catches up", lagOf("v1"))
+	await.NoError(t, settle, "v1 catches up", lagOf("v1"))
 	if err := ctl.Promote(ctx, app, "v1", versions.PromoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await("v1 serves", func() error { return readsAre("v1", want("v1")) })
+	await.NoError(t, settle, "v1 serves", func() error { return readsAre("v1", want("v1")) })
 
 	// Version 2 starts and catches up beside it; v1 keeps serving.
 	start("v2")
 	if err := readsAre("v1", want("v1")); err != nil {
 		t.Fatalf("while v2 catches up: %v", err)
 	}
-	await("v2 catches up", lagOf("v2"))
+	await.NoError(t, settle, "v2 catches up", lagOf("v2"))
 	if err := readsAre("v1", want("v1")); err != nil {
 		t.Fatalf("v2 caught up, before its promotion: %v", err)
 	}
@@ -243,17 +231,17 @@ func TestReprocessing(t *testing.T) {
 	if err := ctl.Promote(ctx, app, "v2", versions.PromoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await("v2 serves", func() error { return readsAre("v2", want("v2")) })
+	await.NoError(t, settle, "v2 serves", func() error { return readsAre("v2", want("v2")) })
 
 	// Rolled back: v1's.
 	if v, err := ctl.Rollback(ctx, app); err != nil || v != "v1" {
 		t.Fatalf("rollback: %s, %v", v, err)
 	}
-	await("v1 serves again", func() error { return readsAre("v1", want("v1")) })
+	await.NoError(t, settle, "v1 serves again", func() error { return readsAre("v1", want("v1")) })
 	if err := ctl.Promote(ctx, app, "v2", versions.PromoteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await("v2 serves again", func() error { return readsAre("v2", want("v2")) })
+	await.NoError(t, settle, "v2 serves again", func() error { return readsAre("v2", want("v2")) })
 
 	// The active version cannot be retired, nor a running one.
 	if _, err := ctl.Retire(ctx, app, "v2", versions.RetireOptions{}); err == nil || !strings.Contains(err.Error(), "active") {
@@ -275,7 +263,7 @@ func TestReprocessing(t *testing.T) {
 	if len(v1Topics) == 0 {
 		t.Fatal("v1 has no internal topics to retire")
 	}
-	await("v1's instances have left", func() error {
+	await.NoError(t, settle, "v1's instances have left", func() error {
 		_, err := ctl.Retire(ctx, app, "v1", versions.RetireOptions{DryRun: true, StateRoots: []string{root}})
 		return err
 	})
@@ -286,7 +274,7 @@ func TestReprocessing(t *testing.T) {
 	if !plan.Done || !slices.Equal(plan.Topics, v1Topics) || len(plan.Dirs) != 1 {
 		t.Errorf("retired %+v; v1's topics %v", plan, v1Topics)
 	}
-	await("v1's topics are gone", func() error {
+	await.NoError(t, settle, "v1's topics are gone", func() error {
 		if left := topicsOf(t, adm, versions.Group(app, "v1")+"-"); len(left) > 0 {
 			return fmt.Errorf("left: %v", left)
 		}
@@ -318,7 +306,7 @@ func TestReprocessing(t *testing.T) {
 	for k := range w2 {
 		w2[k] *= 2
 	}
-	await("v2 after v1's retirement", func() error { return readsAre("v2", w2) })
+	await.NoError(t, settle, "v2 after v1's retirement", func() error { return readsAre("v2", w2) })
 }
 
 // read reads a key of the totals view through an instance; version, if
