@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // Availability at the engine's default configuration: a crashed instance
@@ -158,12 +159,14 @@ func TestAvailabilityCrashRestart(t *testing.T) {
 		ch = startCrashChild(t, c)
 		awaitReady(t, ch, fmt.Sprintf("restart %d", i))
 		ready = append(ready, time.Since(start))
-		for committedInput(ctx, t, adm, c) <= committed {
-			alive(t, ch, fmt.Sprintf("restart %d", i))
-			if time.Since(start) > 2*time.Minute {
-				t.Fatalf("restart %d: no input committed within 2m:\n%s", i, ch.output())
+		if err := await.Within(2*time.Minute-time.Since(start), func() error {
+			if committedInput(ctx, t, adm, c) > committed {
+				return nil
 			}
-			time.Sleep(20 * time.Millisecond)
+			alive(t, ch, fmt.Sprintf("restart %d", i))
+			return errNoProgress
+		}); err != nil {
+			t.Fatalf("restart %d: no input committed within 2m:\n%s", i, ch.output())
 		}
 		serving = append(serving, time.Since(start))
 		t.Logf("restart %d: ready after %v, committing new input after %v", i, ready[i].Round(time.Millisecond), serving[i].Round(time.Millisecond))
@@ -439,7 +442,8 @@ func appendTimes(t *testing.T, env *kafkaenv.Env, topic string, partitions int) 
 // generation), and returns its assignment.
 func settle(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, n, partitions int) groupState {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	var settled groupState
+	await.NoError(t, 2*time.Minute, fmt.Sprintf("the group to settle with %d members", n), func() error {
 		st, state := describeGroup(ctx, t, adm, c.appID)
 		// Balanced too: a member still warming up its tasks' state holds
 		// fewer until the probing rebalance moves them.
@@ -450,13 +454,12 @@ func settle(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, 
 			balanced = balanced && h >= 2*partitions/n
 		}
 		if state == "Stable" && len(st.members) == n && held == 2*partitions && balanced {
-			return st
+			settled = st
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group did not settle with %d members in 2m: %s, %v", n, state, st.members)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%s, %v", state, st.members)
+	})
+	return settled
 }
 
 // owners maps each partition of topic to the member assigned it.

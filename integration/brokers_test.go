@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
@@ -105,25 +107,28 @@ func (f *faultCluster) node(t *testing.T, i int, action string) {
 func progress(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig, ch *crashChild, from int64, limit time.Duration, what string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	if err := await.Within(limit, func() error {
 		alive(t, ch, what)
-		if committedInputErr(ctx, adm, c) > from {
-			return time.Since(start)
+		if committedInputErr(ctx, adm, c) <= from {
+			return errNoProgress
 		}
-		if time.Since(start) > limit {
-			// What the test itself sees, apart from the instance: the
-			// group's committed input, and the input's end (whether the
-			// feeder still writes).
-			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			offs, ferr := adm.FetchOffsets(lctx, c.appID)
-			ends, lerr := adm.ListEndOffsets(lctx, c.in)
-			cancel()
-			t.Fatalf("%s: no input committed within %v (from %d; now the group's offsets %v, err %v; the input's ends %v, err %v):\n%s",
-				what, limit, from, offs, ferr, ends, lerr, ch.output())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		// What the test itself sees, apart from the instance: the
+		// group's committed input, and the input's end (whether the
+		// feeder still writes).
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		offs, ferr := adm.FetchOffsets(lctx, c.appID)
+		ends, lerr := adm.ListEndOffsets(lctx, c.in)
+		cancel()
+		t.Fatalf("%s: no input committed within %v (from %d; now the group's offsets %v, err %v; the input's ends %v, err %v):\n%s",
+			what, limit, from, offs, ferr, ends, lerr, ch.output())
 	}
+	return time.Since(start)
 }
+
+// errNoProgress is what a wait for progress returns until it sees some.
+var errNoProgress = errors.New("no progress yet")
 
 // written waits until the instance writes to topic and returns how long
 // that took; it fails the test if the child exits or nothing is written
@@ -151,16 +156,16 @@ func written(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, 
 	for from < 0 {
 		from = end()
 	}
-	for {
+	if err := await.Within(limit-time.Since(start), func() error {
 		alive(t, ch, what)
-		if end() > from {
-			return time.Since(start)
+		if end() <= from {
+			return errNoProgress
 		}
-		if time.Since(start) > limit {
-			t.Fatalf("%s: nothing written to %s within %v:\n%s", what, topic, limit, ch.output())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: nothing written to %s within %v:\n%s", what, topic, limit, ch.output())
 	}
+	return time.Since(start)
 }
 
 // committedInputErr is committedInput that reads an unreachable broker as
@@ -257,7 +262,8 @@ func brokerRestartSingle(t *testing.T, eos bool) {
 // transactional id with txn), asking until a node answers.
 func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string, txn bool) int {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; {
+	node := -1
+	await.NoError(t, time.Minute, "a coordinator for "+key, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var rs kadm.FindCoordinatorResponses
 		if txn {
@@ -267,13 +273,12 @@ func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string
 		}
 		cancel()
 		if r, ok := rs[key]; ok && r.Err == nil {
-			return int(r.NodeID)
+			node = int(r.NodeID)
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no coordinator for %s within a minute: %v", key, rs)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%v", rs)
+	})
+	return node
 }
 
 // Two exactly-once instances at the default configuration on a cluster of
@@ -468,27 +473,25 @@ func TestBrokerGoneTaskTimeout(t *testing.T) {
 	}
 	<-app.Ready()
 	feed := startFeeder(t, input)
-	for deadline := time.Now().Add(time.Minute); committedInputErr(context.Background(), kadm.NewClient(input.cl), c) <= 2000; {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing committed in a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	await.Until(t, time.Minute, "more than 2000 input records committed", func() bool {
+		return committedInputErr(context.Background(), kadm.NewClient(input.cl), c) > 2000
+	})
 	if code, body := get("/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz before the fault: %d %s", code, body)
 	}
 	f.node(t, 1, "kill")
 	killed := time.Now()
-	for app.State() != engine.AppDegraded {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned before the instance was degraded: %v", err)
-		case <-time.After(20 * time.Millisecond):
+	await.NoError(t, time.Minute, "the instance degraded after the broker went", func() error {
+		if s := app.State(); s != engine.AppDegraded {
+			select {
+			case err := <-done:
+				t.Fatalf("Run returned before the instance was degraded: %v", err)
+			default:
+			}
+			return fmt.Errorf("%v", s)
 		}
-		if time.Since(killed) > time.Minute {
-			t.Fatalf("not degraded a minute after the broker went: %v", app.State())
-		}
-	}
+		return nil
+	})
 	t.Logf("degraded %v after the broker went: %v", time.Since(killed).Round(time.Millisecond), app.Trouble())
 	if app.Trouble() == nil {
 		t.Error("a degraded instance without Trouble")

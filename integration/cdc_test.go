@@ -29,6 +29,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 const cdcChildEnv = "OXBOW_CDC_CHILD"
@@ -302,8 +303,7 @@ func TestCDCSourceCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := enginetest.StartApp(t, top, engine.Config{AppID: prefix, Brokers: env.Brokers, Guarantee: engine.ExactlyOnce})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	await.NoError(t, 2*time.Minute, "the CDC-fed table", func() error {
 		got := map[int64]item{}
 		st, err := engine.QueryKeyValueStore(app, "items", serde.Int64, serde.JSON[item]())
 		if err == nil {
@@ -313,14 +313,11 @@ func TestCDCSourceCrash(t *testing.T) {
 				}
 			}
 		}
-		if maps.Equal(got, want) {
-			break
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("%d rows, the database %d; they differ", len(got), len(want))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the CDC-fed table has %d rows, the database %d; they differ", len(got), len(want))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // awaitReconnected waits, after a restart of the database, for a change
@@ -334,21 +331,14 @@ func awaitReconnected(t *testing.T, env *kafkaenv.Env, dsn, topic string, from m
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var after int64 // the end of the WAL after the restart
-	for {
+	await.NoError(t, 2*time.Minute, "the end of the WAL after the restart", func() error {
 		conn, err := pgx.Connect(ctx, dsn)
-		if err == nil {
-			err = conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&after)
-			conn.Close(context.Background())
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the end of the WAL after the restart: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		defer conn.Close(context.Background())
+		return conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&after)
+	})
 	offsets := map[int32]kgo.Offset{}
 	for p, o := range from {
 		offsets[p] = kgo.NewOffset().At(o)

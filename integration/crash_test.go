@@ -32,6 +32,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // The crash campaign: an instance running a re-keyed count (a repartition
@@ -645,11 +646,14 @@ func killInOpenTxn(ctx context.Context, t *testing.T, adm *kadm.Client, ch *cras
 		}
 		return d.State
 	}
-	for deadline := time.Now().Add(time.Minute); state() != "Ongoing"; time.Sleep(2 * time.Millisecond) {
-		alive(t, ch, what)
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no transaction of %s open within a minute:\n%s", what, txnID, ch.output())
+	if err := await.Within(time.Minute, func() error {
+		if s := state(); s != "Ongoing" {
+			alive(t, ch, what)
+			return fmt.Errorf("transaction %s", s)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: no transaction of %s open within a minute:\n%s", what, txnID, ch.output())
 	}
 	killRunning(t, ch, what)
 	after := state()
@@ -814,28 +818,23 @@ func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[str
 	}
 	// The store, once the instance has committed what it output.
 	store := map[string]int64{}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	await.NoError(t, 30*time.Second, "the store", func() error {
 		s, err := engine.QueryKeyValueStore(app, "counts", serde.String, serde.Int64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		clear(store)
-		for kv, e := range s.All() {
-			if e != nil {
-				err = e
-				break
+		for kv, err := range s.All() {
+			if err != nil {
+				return err
 			}
 			store[kv.Key] = kv.Value
 		}
-		if err == nil && complete(store) {
-			break
+		if !complete(store) {
+			return fmt.Errorf("%d keys, want %d", len(store), len(want))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("store after 30s (err %v): %d keys, want %d", err, len(store), len(want))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	return seqs, store
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 var failoverKeys = flag.Int("oxbow.failover.keys", 0, "keys of state in the failover test (default 1M; 100k under the race detector)")
@@ -76,7 +77,7 @@ func TestFailoverToStandby(t *testing.T) {
 		t.Fatalf("A not ready after 2m:\n%s", a.output())
 	}
 	adm := kadm.NewClient(cl)
-	waitFor(t, 5*time.Minute, "A to commit every input record", func() bool {
+	await.Until(t, 5*time.Minute, "A to commit every input record", func() bool {
 		select {
 		case <-a.exited:
 			t.Fatalf("A exited:\n%s", a.output())
@@ -104,7 +105,7 @@ func TestFailoverToStandby(t *testing.T) {
 		default:
 		}
 	}
-	waitFor(t, 5*time.Minute, "B's standby to catch up", func() bool {
+	await.Until(t, 5*time.Minute, "B's standby to catch up", func() bool {
 		checkB()
 		lag, ok := b.StandbyLag()["0_0"]
 		return ok && lag == 0 && b.StandbyRecords() >= int64(n)
@@ -117,13 +118,13 @@ func TestFailoverToStandby(t *testing.T) {
 	// Updates just before the kill: B's standby may or may not have them.
 	const updates = 1000
 	produce(0, updates, "v2")
-	waitFor(t, time.Minute, "A to commit the updates", func() bool {
+	await.Until(t, time.Minute, "A to commit the updates", func() bool {
 		return committedInput(ctx, t, adm, c) == int64(n+updates)
 	})
 	killRunning(t, a, "A")
 	killed := time.Now()
 
-	waitFor(t, time.Minute, "B to take the task over and restore it", func() bool {
+	await.Until(t, time.Minute, "B to take the task over and restore it", func() bool {
 		checkB()
 		if len(b.Tasks()) != 1 {
 			return false
@@ -198,17 +199,5 @@ func produceKeys(ctx context.Context, t *testing.T, cl *kgo.Client, format strin
 	defer mu.Unlock()
 	if first != nil {
 		t.Fatal(first)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // Three instances in two racks, one standby per task: A and B in rack r1, C
@@ -77,7 +78,7 @@ func TestRackAwareStandbys(t *testing.T) {
 	// Settled: one active task each, one standby each task, and the
 	// standbys caught up.
 	rack := map[string]string{"a": "r1", "b": "r1", "c": "r2"}
-	waitFor(t, 2*time.Minute, "three instances with a task each, standbys caught up", func() bool {
+	await.Until(t, 2*time.Minute, "three instances with a task each, standbys caught up", func() bool {
 		check()
 		p := b.Assignment()
 		if len(p) != 3 {
@@ -127,17 +128,17 @@ func TestRackAwareStandbys(t *testing.T) {
 	const updates = 500
 	produce(0, updates, "v2")
 	adm := kadm.NewClient(cl)
-	waitFor(t, time.Minute, "the updates committed", func() bool { return committedInput(ctx, t, adm, c) == keys+updates })
+	await.Until(t, time.Minute, "the updates committed", func() bool { return committedInput(ctx, t, adm, c) == keys+updates })
 	restoredBefore := cc.RestoredRecords()
 	killRunning(t, a, "A")
 	killed := time.Now()
-	waitFor(t, 2*time.Minute, "C to run A's task "+fromA, func() bool {
+	await.Until(t, 2*time.Minute, "C to run A's task "+fromA, func() bool {
 		check()
 		return slices.Contains(cc.Tasks(), fromA)
 	})
 
 	// Every key once, on B or C, with its latest value.
-	waitFor(t, time.Minute, "every key readable on B or C", func() bool {
+	await.Until(t, time.Minute, "every key readable on B or C", func() bool {
 		check()
 		got := map[string]string{}
 		for _, x := range []*engine.App{b, cc} {
