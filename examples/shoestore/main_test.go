@@ -16,6 +16,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // The store, in-process, driven through its HTTP API with the classic
@@ -179,27 +180,24 @@ func (s *store) command(shoe, body string, status int) string {
 // if want is ""), and returns the body.
 func (s *store) await(path, want string) string {
 	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for {
+	var body string
+	await.NoError(s.t, 60*time.Second, fmt.Sprintf("GET %s, want 200 %s", path, want), func() error {
 		resp, err := s.do(http.MethodGet, path, "")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var c bytes.Buffer
-			if json.Compact(&c, b) == nil {
-				last = c.String()
-			} else {
-				last = string(b)
-			}
-			if resp.StatusCode == 200 && (want == "" || last == want) {
-				return last
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, last)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("GET %s: %s after 60s, want %s", path, last, want)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var c bytes.Buffer
+		if json.Compact(&c, b) == nil {
+			body = c.String()
+		} else {
+			body = string(b)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if resp.StatusCode == 200 && (want == "" || body == want) {
+			return nil
+		}
+		return fmt.Errorf("%d %s", resp.StatusCode, body)
+	})
+	return body
 }

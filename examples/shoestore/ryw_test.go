@@ -15,6 +15,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // Three instances of the store share the work. Fifty commands go through
@@ -103,7 +104,8 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 		// retried as a client would, and counted.
 		read := func(path string) string {
 			t.Helper()
-			for deadline := time.Now().Add(30 * time.Second); ; {
+			var got string
+			await.NoError(t, 30*time.Second, fmt.Sprintf("command %d (%s %s): GET %s", i, shoe, body, path), func() error {
 				resp, err := http.Get(reader + path + "?" + q.Encode())
 				if err != nil {
 					t.Fatal(err)
@@ -111,15 +113,17 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
-					return string(b)
+					got = string(b)
+					return nil
 				}
-				if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || time.Now().After(deadline) {
+				if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 					t.Fatalf("command %d (%s %s): GET %s: %d %s", i, shoe, body, path, resp.StatusCode, b)
 				}
 				retried++
 				t.Logf("command %d: GET %s: 503 %s", i, path, b)
-				time.Sleep(100 * time.Millisecond)
-			}
+				return fmt.Errorf("503 %s", b)
+			})
+			return got
 		}
 		var gotInv struct {
 			Value struct{ InStock, Sold, Returned int64 } `json:"value"`
@@ -161,8 +165,7 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 // and each says it is running.
 func awaitSettled(t *testing.T, urls []string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	await.Until(t, 2*time.Minute, "the three instances all running with tasks", func() bool {
 		settled := true
 		for _, u := range urls {
 			var st struct {
@@ -177,12 +180,6 @@ func awaitSettled(t *testing.T, urls []string) {
 			resp.Body.Close()
 			settled = settled && err == nil && len(st.Tasks) > 0 && strings.EqualFold(st.State, "running")
 		}
-		if settled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the three instances are not all running with tasks after 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return settled
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // The example, in-process, fed known trades through its topic — some out
@@ -91,7 +92,7 @@ func TestStockAverages(t *testing.T) {
 		Windows []window[V] `json:"windows"`
 	}
 	var avgs windows[Average]
-	await(t, url+"/views/moving-average/keys/A/windows?from=2026-03-02T10:00:00Z&to=2026-03-02T10:02:00Z", &avgs, func() bool {
+	awaitJSON(t, url+"/views/moving-average/keys/A/windows?from=2026-03-02T10:00:00Z&to=2026-03-02T10:02:00Z", &avgs, func() bool {
 		return len(avgs.Windows) == 3 && avgs.Windows[0].Value.Trades == 3
 	})
 	want := []Average{
@@ -106,7 +107,7 @@ func TestStockAverages(t *testing.T) {
 	}
 	// B's window at 10:00 leaves the late trade out.
 	var bAvg windows[Average]
-	await(t, url+"/views/moving-average/keys/B/windows?from=2026-03-02T10:00:00Z&to=2026-03-02T10:00:00Z", &bAvg, func() bool { return len(bAvg.Windows) == 1 })
+	awaitJSON(t, url+"/views/moving-average/keys/B/windows?from=2026-03-02T10:00:00Z&to=2026-03-02T10:00:00Z", &bAvg, func() bool { return len(bAvg.Windows) == 1 })
 	if got := bAvg.Windows[0].Value; got.Trades != 2 || got.Mean != 47.5 || got.VWAP != 47.5 {
 		t.Errorf("B's window at 10:00: %+v, want the two trades in time (mean 47.5)", got)
 	}
@@ -119,7 +120,7 @@ func TestStockAverages(t *testing.T) {
 	}
 	for ticker, wd := range wantDays {
 		var days windows[Day]
-		await(t, url+"/views/daily/keys/"+ticker+"/windows?from=2026-03-02T00:00:00Z&to=2026-03-02T00:00:00Z", &days, func() bool {
+		awaitJSON(t, url+"/views/daily/keys/"+ticker+"/windows?from=2026-03-02T00:00:00Z&to=2026-03-02T00:00:00Z", &days, func() bool {
 			return len(days.Windows) == 1 && days.Windows[0].Value.Trades == wd.Trades
 		})
 		if got := days.Windows[0].Value; !reflect.DeepEqual(normalize(got), normalize(wd)) {
@@ -138,7 +139,7 @@ func TestStockAverages(t *testing.T) {
 		} `json:"windows"`
 	}
 	var d countWindows
-	await(t, url+"/views/last-trades/keys/D/windows", &d, func() bool { return len(d.Windows) == 3 && d.Windows[2].Value.Trades == 2 })
+	awaitJSON(t, url+"/views/last-trades/keys/D/windows", &d, func() bool { return len(d.Windows) == 3 && d.Windows[2].Value.Trades == 2 })
 	for i, w := range []Average{
 		{Trades: 10, Volume: 10, Mean: 5.5, VWAP: 5.5, SumPrice: 55, Notional: 55},
 		{Trades: 7, Volume: 7, Mean: 9, VWAP: 9, SumPrice: 63, Notional: 63},
@@ -149,7 +150,7 @@ func TestStockAverages(t *testing.T) {
 		}
 	}
 	var b countWindows
-	await(t, url+"/views/last-trades/keys/B/windows", &b, func() bool { return len(b.Windows) == 1 && b.Windows[0].Value.Trades == 4 })
+	awaitJSON(t, url+"/views/last-trades/keys/B/windows", &b, func() bool { return len(b.Windows) == 1 && b.Windows[0].Value.Trades == 4 })
 	if got := b.Windows[0].Value; got.Mean != 35.5 || got.VWAP != 46.3488 {
 		t.Errorf("B's trades: %+v, want the four, the late one too (mean 35.5, VWAP 46.3488)", got)
 	}
@@ -158,7 +159,7 @@ func TestStockAverages(t *testing.T) {
 	var movers struct {
 		Value []Mover `json:"value"`
 	}
-	await(t, url+"/views/top-movers/keys/2026-03-02", &movers, func() bool { return len(movers.Value) == 4 && movers.Value[2].Last == 46 && movers.Value[0].Last == 12 })
+	awaitJSON(t, url+"/views/top-movers/keys/2026-03-02", &movers, func() bool { return len(movers.Value) == 4 && movers.Value[2].Last == 46 && movers.Value[0].Last == 12 })
 	wantMovers := []Mover{{"D", 12, 1100}, {"A", 110, 10}, {"B", 46, -8}, {"C", 21, 5}}
 	if !reflect.DeepEqual(movers.Value, wantMovers) {
 		t.Errorf("top movers %+v, want %+v", movers.Value, wantMovers)
@@ -171,24 +172,19 @@ func normalize(d Day) Day {
 	return d
 }
 
-// await gets url into v until ok holds.
-func await(t *testing.T, url string, v any, ok func() bool) {
+// awaitJSON gets url into v until ok holds.
+func awaitJSON(t *testing.T, url string, v any, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for {
+	await.NoError(t, 60*time.Second, "GET "+url, func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-			if resp.StatusCode == 200 && json.Unmarshal(b, v) == nil && ok() {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %s after 60s", url, last)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && json.Unmarshal(b, v) == nil && ok() {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	})
 }
