@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -532,8 +533,10 @@ func (a *App) Instances() []Instance {
 	return out
 }
 
+// instanceOf is a member of the group as the engine shows it; its tags
+// are a copy, the group's own being shared by every assignment.
 func instanceOf(m runtime.Instance) Instance {
-	return Instance{ID: m.InstanceID, Addr: m.Addr, Tags: m.Tags}
+	return Instance{ID: m.InstanceID, Addr: m.Addr, Tags: maps.Clone(m.Tags)}
 }
 
 // clientTags are Config.Tags with Config.Rack as "rack".

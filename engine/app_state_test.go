@@ -349,7 +349,7 @@ func TestStandbyStaleReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nl *engine.NotLocalError
-	if _, _, err := strict.Get("k007"); !errors.As(err, &nl) || nl.Owner.InstanceID != "a" {
+	if _, _, err := strict.Get("k007"); !errors.As(err, &nl) || nl.Owner.ID != "a" {
 		t.Errorf("strict Get on the standby's instance: %v, want a NotLocalError naming a", err)
 	}
 	stale, err := engine.QueryKeyValueStore(bb.App, "kv", serde.String, serde.String, engine.AllowStale(10))

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
@@ -75,12 +76,36 @@ func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serd
 // LocalStore implements Queryable: read a store of this instance with
 // [QueryKeyValueStore]. A Get for a key another instance owns fails with a
 // *NotLocalError that names it.
-func (a *App) LocalStore(name string) (RawStore, error) { return a.rt.LocalStore(name) }
+func (a *App) LocalStore(name string) (RawStore, error) {
+	return queryStore(a.rt.LocalStore(name))
+}
 
 // StandbyStore is LocalStore also reading the standby partitions at most
 // maxLag records behind; QueryKeyValueStore uses it with AllowStale.
 func (a *App) StandbyStore(name string, maxLag int64) (RawStore, error) {
-	return a.rt.StandbyStore(name, maxLag)
+	return queryStore(a.rt.StandbyStore(name, maxLag))
+}
+
+// queryStore is a query store of the runtime's as the engine hands it out.
+func queryStore(st RawStore, err error) (RawStore, error) {
+	if err != nil {
+		return nil, err
+	}
+	return publicStore{st}, nil
+}
+
+// publicStore turns the runtime's *NotLocalError, which names internal
+// types, into the engine's. Only Get gives one (a Range reads the
+// partitions this instance has), and nothing is converted on the way of
+// an answer: the store costs an allocation per LocalStore, none per read.
+type publicStore struct{ RawStore }
+
+func (s publicStore) Get(key []byte) (RawEntry, bool, error) {
+	e, ok, err := s.RawStore.Get(key)
+	if err != nil {
+		err = publicErr(err)
+	}
+	return e, ok, err
 }
 
 // KeyOwner returns the instance that owns key in store, and whether it is
@@ -93,13 +118,38 @@ func KeyOwner[K any](a *App, store string, key K, keySerde serde.Serde[K]) (Inst
 	}
 	in, local, err := a.rt.Owner(store, kb)
 	if err != nil {
-		return Instance{}, false, err
+		return Instance{}, false, publicErr(err)
 	}
-	return Instance{ID: in.InstanceID, Addr: in.Addr}, local, nil
+	return instanceOf(in), local, nil
 }
 
-// NotLocalError says that a key of a store lives on another instance.
-type NotLocalError = runtime.NotLocalError
+// NotLocalError says that a key of a store lives on another instance: ask
+// Owner, at Owner.Addr. An Owner without an ID means that no instance owns
+// the key's task right now (the group is rebalancing): ask again shortly.
+// Queries return it unwrapped; test for it with errors.As.
+type NotLocalError struct {
+	Store     string
+	Task      string   // the key's task, "<sub-topology>_<partition>", as App.Tasks names it
+	Partition int32    // the key's partition of the store
+	Owner     Instance // the instance whose task it is; zero while none is
+}
+
+func (e *NotLocalError) Error() string {
+	if e.Owner.ID == "" {
+		return fmt.Sprintf("engine: store %s: task %s has no owner right now (the group is rebalancing)", e.Store, e.Task)
+	}
+	return fmt.Sprintf("engine: store %s: the key belongs to task %s on instance %s (%s)", e.Store, e.Task, e.Owner.ID, e.Owner.Addr)
+}
+
+// publicErr is err with the runtime's *NotLocalError, if it is one, made
+// the engine's (the runtime returns it unwrapped).
+func publicErr(err error) error {
+	var nl *runtime.NotLocalError
+	if !errors.As(err, &nl) {
+		return err
+	}
+	return &NotLocalError{Store: nl.Store, Task: nl.Task.String(), Partition: nl.Task.Partition, Owner: instanceOf(nl.Owner)}
+}
 
 // ErrNotReady is wrapped by queries of a partition whose state this
 // instance is still restoring (or has not opened yet after a rebalance):

@@ -26,7 +26,7 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 	if nl.Owner.Addr == "" {
 		w.Header().Set("Retry-After", "1")
 		detail := nl.Error()
-		if nl.Owner.MemberID != "" {
+		if nl.Owner.ID != "" {
 			detail += "; that instance advertises no HTTP address (engine.Config.AdvertisedAddr)"
 		}
 		a.problem(w, r, http.StatusServiceUnavailable, "owner unavailable", detail)
@@ -39,7 +39,7 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 	}
 	resp, err := a.cfg.Client.Do(req)
 	if err != nil {
-		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.InstanceID, nl.Owner.Addr, err))
+		a.problem(w, r, http.StatusBadGateway, "forward failed", fmt.Sprintf("the owner %s (%s): %v", nl.Owner.ID, nl.Owner.Addr, err))
 		return
 	}
 	defer resp.Body.Close()
@@ -48,7 +48,7 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, nl *engine.NotLoca
 			w.Header().Set(h, v)
 		}
 	}
-	w.Header().Set("Oxbow-Served-By", nl.Owner.InstanceID)
+	w.Header().Set("Oxbow-Served-By", nl.Owner.ID)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }

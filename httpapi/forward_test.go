@@ -33,7 +33,7 @@ var _ engine.RawStore = notLocal{}
 
 func (n notLocal) Get([]byte) (engine.RawEntry, bool, error) {
 	e := &engine.NotLocalError{Store: n.Name()}
-	e.Owner.MemberID, e.Owner.InstanceID, e.Owner.Addr = "m2", "i2", n.owner
+	e.Owner.ID, e.Owner.Addr = "i2", n.owner
 	return engine.RawEntry{}, false, e
 }
 

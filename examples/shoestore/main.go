@@ -277,7 +277,7 @@ func awaitCatalog(ctx context.Context, app *engine.App) error {
 			for _, c := range seedCatalog {
 				_, ok, err := st.Get(c.Model)
 				var nl *engine.NotLocalError
-				if errors.As(err, &nl) && nl.Owner.MemberID != "" {
+				if errors.As(err, &nl) && nl.Owner.ID != "" {
 					continue // another instance's to wait for
 				}
 				if err != nil || !ok {
