@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +66,10 @@ import (
 // fixed); at a pipe-error the instance must stop, Run returning an error
 // that says each indented line (with the case's topic prefix taken out),
 // and the case ends there, since the record would stop every instance.
+// describe is held to the same lines as in the driver: they describe the
+// topology built with the case's own topic names, and the instance's, whose
+// topics are prefixed, must be the same but for the names derived from its
+// topics (source-<hash>).
 func TestDSLOnKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts instances on a broker for every case; not with -short")
@@ -115,7 +120,8 @@ type dslKafkaCase struct {
 	def           dslTopologyDef
 	bug, cacheBug string // the texts of bug and cache-bug
 	nocache       bool
-	stateful      bool // the topology has a store
+	stateful      bool             // the topology has a store
+	named         *engine.Topology // built with the case's own topic names, as in the driver
 }
 
 func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, sem chan struct{}) {
@@ -140,7 +146,7 @@ func runDSLCaseOnKafka(t *testing.T, file string, c dslCase, sem chan struct{}) 
 	if err != nil {
 		t.Fatalf("%s:%d: Build: %v", file, c.line, err)
 	}
-	kc.stateful = len(top.Stores()) > 0
+	kc.named, kc.stateful = top, len(top.Stores()) > 0
 	var modes sync.WaitGroup
 	defer modes.Wait()
 	for _, m := range dslKafkaModes {
@@ -166,6 +172,7 @@ func (kc dslKafkaCase) run(t *testing.T, m dslKafkaMode) {
 		bug = kc.cacheBug
 	}
 	b := newDSLBroker(t, kc.file, kc.c, kc.def, m)
+	b.named = kc.named
 	b.run(kc.c)
 	switch errs := b.r.errs; {
 	case bug != "" && len(errs) > 0:
@@ -181,13 +188,14 @@ func (kc dslKafkaCase) run(t *testing.T, m dslKafkaMode) {
 
 // dslBroker runs a case on the test's broker.
 type dslBroker struct {
-	t    *testing.T
-	k    *kt
-	r    *dslRun // the case's kinds, compare and errors; r.d is unused
-	mode dslKafkaMode
-	top  *engine.Topology
-	cfg  engine.Config
-	a    *app
+	t     *testing.T
+	k     *kt
+	r     *dslRun // the case's kinds, compare and errors; r.d is unused
+	mode  dslKafkaMode
+	top   *engine.Topology // the instance's: the case's topics prefixed
+	named *engine.Topology // the same built with the case's own topic names
+	cfg   engine.Config
+	a     *app
 
 	inputs   []string          // the input topics the group consumes
 	internal []string          // the internal topics it consumes
@@ -432,12 +440,36 @@ func (b *dslBroker) exec(cmd dslCommand) bool {
 		if got := b.takeLog(); !b.mode.cached {
 			r.compare(cmd, got)
 		}
+	case "describe":
+		// The instance's topology has the case's topics prefixed, and the
+		// names derived from them (source-<hash>) differ: the case's lines
+		// describe it built with the case's own names, as in the driver,
+		// and the instance's must be the same but for derived names.
+		r.compare(cmd, dslDescribe(b.named, ""))
+		got, want := dslDescribeShape(dslDescribe(b.top, b.k.prefix+"-")), dslDescribeShape(dslDescribe(b.named, ""))
+		if !slices.Equal(got, want) {
+			r.errorf(cmd, "the instance's topology differs from the one described in more than derived names (-want +got):\n%s", dslDiff(want, got))
+		}
 	case "restart":
 		b.restart()
 	default:
 		r.errorf(cmd, "unknown command")
 	}
 	return true
+}
+
+// dslDerivedName is the hash at the end of a derived node name
+// (Builder.name).
+var dslDerivedName = regexp.MustCompile(`-[0-9a-f]{8}\b`)
+
+// dslDescribeShape is describe's lines with the derived node names' hashes
+// blanked out.
+func dslDescribeShape(lines []string) []string {
+	shape := make([]string, len(lines))
+	for i, l := range lines {
+		shape[i] = dslDerivedName.ReplaceAllString(l, "-<hash>")
+	}
+	return shape
 }
 
 // eventually polls cond for a few seconds, until it holds: the figures an

@@ -14,7 +14,8 @@ package engine_test
 //
 // Every case runs on a broker too (TestDSLOnKafka, datadriven_kafka_test.go),
 // held to the same expected lines, not to what the driver does: exactly-once
-// without a record cache, every line exact (expect, store, skipped, log);
+// without a record cache, every line exact (expect, store, skipped, log,
+// describe);
 // and, for topologies with a store, at least once with the default cache,
 // as the cache mode here. The topologies name every topic
 // dslTopicPrefix+<name> (build them with dslBuild), so that each broker run
@@ -50,6 +51,10 @@ package engine_test
 //	store <name>           the store's entries in key order: "<key> <value> @<ms>"
 //	skipped                the skip counts so far: "<node>: <reason> = <n>"
 //	log                    the logging user functions' calls since the last log
+//	describe               the topology's Describe(): sub-topologies with their
+//	                       sources, processors and sinks, then stores and
+//	                       internal topics; its lines keep their indentation
+//	                       past the first's
 //	restart                nothing in the driver; on a broker the instance is
 //	                       replaced here by one on an empty state directory
 //	                       (without it, after the expect halfway through the
@@ -61,7 +66,19 @@ package engine_test
 // Keys are strings. Values are int64 or text (strings, JSON written without
 // spaces), as the topology declares for each topic and store. When a case
 // ends, each output topic it declares must have been read to its end and the
-// log must be empty: a case states everything its input caused.
+// log must be empty: a case states everything its input caused. The first
+// case of each topology in a file describes it.
+//
+// Rewriting. go test ./engine -run '^TestDSL$' -rewrite writes what the
+// nocache mode gives in place of the expected lines of expect, store,
+// skipped, log and describe, and of build-error and pipe-error where the
+// error no longer says them all (then the error's lines); the unfused and
+// cache modes run against the new lines. Everything else in the file stays
+// byte for byte (TestDSLRewriteKeepsFiles), and a command whose output did
+// not change keeps its lines as written. A case with bug or cache-bug keeps
+// its lines, describe's excepted: it is expected to fail, and rewriting
+// would make it pass. TestDSLOnKafka never rewrites. The diff is the change
+// of semantics to review.
 
 import (
 	"encoding/binary"
@@ -92,11 +109,43 @@ func TestDSL(t *testing.T) {
 		t.Fatal("no files in testdata/dsl")
 	}
 	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			for _, c := range loadDSLCases(t, file) {
-				t.Run(fmt.Sprintf("%d_%s", c.line, c.topology), func(t *testing.T) { runDSLCase(t, file, c) })
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) { runDSLFile(t, file, *dslRewriteFlag) })
+	}
+}
+
+// The first case of each topology in a file describes it, so that a reader
+// sees the topology the case runs.
+func TestDSLDescribed(t *testing.T) {
+	files, err := filepath.Glob("testdata/dsl/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files in testdata/dsl: %v", err)
+	}
+	for _, file := range files {
+		seen := map[string]bool{}
+		for _, c := range loadDSLCases(t, file) {
+			if seen[c.topology] || slices.ContainsFunc(c.cmds, func(cmd dslCommand) bool { return cmd.args[0] == "build-error" }) {
+				continue
 			}
-		})
+			seen[c.topology] = true
+			if !slices.ContainsFunc(c.cmds, func(cmd dslCommand) bool { return cmd.args[0] == "describe" }) {
+				t.Errorf("%s:%d: the first case of topology %s has no describe: add one and run go test ./engine -run '^TestDSL$' -rewrite", file, c.line, c.topology)
+			}
+		}
+	}
+}
+
+// runDSLFile runs the cases of a file; with rewrite, it then writes the
+// file with the lines the nocache mode gave (see dslRewrite).
+func runDSLFile(t *testing.T, file string, rewrite bool) {
+	var lines map[int][]string
+	if rewrite {
+		lines = map[int][]string{}
+	}
+	for _, c := range loadDSLCases(t, file) {
+		t.Run(fmt.Sprintf("%d_%s", c.line, c.topology), func(t *testing.T) { runDSLCase(t, file, c, lines) })
+	}
+	if rewrite {
+		dslRewriteFile(t, file, lines)
 	}
 }
 
@@ -146,7 +195,10 @@ func dslKinds(spec string) map[string]dslKind {
 type dslCommand struct {
 	line int
 	args []string
-	body []string
+	// The indented lines, each's tokens joined by one space; describe's
+	// keep their indentation past the first line's.
+	body   []string
+	bodyAt []int // the indexes of the indented lines among the file's lines
 }
 
 // dslCase is a topology and the commands run against it.
@@ -158,7 +210,8 @@ type dslCase struct {
 
 func parseDSLCases(file, data string) ([]dslCase, error) {
 	var cases []dslCase
-	for i, l := range strings.Split(data, "\n") {
+	lines := strings.Split(data, "\n")
+	for i, l := range lines {
 		ln := i + 1
 		switch {
 		case strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#"):
@@ -168,7 +221,21 @@ func parseDSLCases(file, data string) ([]dslCase, error) {
 			}
 			c := &cases[len(cases)-1]
 			cmd := &c.cmds[len(c.cmds)-1]
-			cmd.body = append(cmd.body, strings.Join(strings.Fields(l), " "))
+			body := strings.Join(strings.Fields(l), " ")
+			if cmd.args[0] == "describe" {
+				indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+				if len(cmd.bodyAt) > 0 {
+					first := lines[cmd.bodyAt[0]]
+					indent = first[:len(first)-len(strings.TrimLeft(first, " \t"))]
+				}
+				rest, ok := strings.CutPrefix(l, indent)
+				if !ok {
+					return nil, fmt.Errorf("%s:%d: a line of describe is indented less than its first", file, ln)
+				}
+				body = strings.TrimRight(rest, " \t")
+			}
+			cmd.body = append(cmd.body, body)
+			cmd.bodyAt = append(cmd.bodyAt, i)
 		default:
 			f := strings.Fields(l)
 			if f[0] == "topology" {
@@ -203,21 +270,50 @@ type dslRun struct {
 	in      map[string]dslKind // topic -> kind
 	out     map[string]dslKind
 	stores  map[string]dslKind
+	top     *engine.Topology // as built, fused
 	d       *enginetest.Driver
 	read    map[string]int // output topic -> records read
 	log     []string
 	errs    []string
+
+	// With -rewrite, in the nocache mode: the lines each command of
+	// dslOutputs gives, by its line number, to be written in place of the
+	// expected ones rather than compared with them; in a case marked as a
+	// bug, describe's only (describeOnly).
+	rewrite      map[int][]string
+	describeOnly bool
+}
+
+// rewrites reports whether the lines cmd gives are to be written in place
+// of its expected ones.
+func (r *dslRun) rewrites(cmd dslCommand) bool {
+	return r.rewrite != nil && (!r.describeOnly || cmd.args[0] == "describe")
 }
 
 func (r *dslRun) errorf(cmd dslCommand, format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf("%s:%d: %s: %s", r.file, cmd.line, strings.Join(cmd.args, " "), fmt.Sprintf(format, args...)))
 }
 
-func runDSLCase(t *testing.T, file string, c dslCase) {
+// runDSLCase runs a case in each mode. With rewrite non-nil (-rewrite),
+// the nocache mode's lines go to rewrite and, before the other modes run,
+// to the case's commands: the other modes compare with the new lines.
+func runDSLCase(t *testing.T, file string, c dslCase, rewrite map[int][]string) {
+	marked := slices.ContainsFunc(c.cmds, func(cmd dslCommand) bool { return cmd.args[0] == "bug" || cmd.args[0] == "cache-bug" })
 	for _, mode := range []string{"nocache", "unfused", "cache"} {
 		cached := mode == "cache"
 		t.Run(mode, func(t *testing.T) {
 			r := &dslRun{file: file, cached: cached, unfused: mode == "unfused", read: map[string]int{}}
+			if rewrite != nil && mode == "nocache" {
+				r.rewrite, r.describeOnly = map[int][]string{}, marked
+				defer func() {
+					for i, cmd := range c.cmds {
+						if lines, ok := r.rewrite[cmd.line]; ok {
+							c.cmds[i].body = lines
+							rewrite[cmd.line] = lines
+						}
+					}
+				}()
+			}
 			bug, cmds := "", c.cmds[:0:0]
 			for _, cmd := range c.cmds {
 				switch {
@@ -266,11 +362,8 @@ func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
 	if len(cmds) > 0 && cmds[0].args[0] == "build-error" {
 		if buildErr == nil {
 			r.errorf(cmds[0], "Build succeeded")
-		}
-		for _, want := range cmds[0].body {
-			if buildErr != nil && !strings.Contains(buildErr.Error(), want) {
-				r.errorf(cmds[0], "the error does not say %q:\n%v", want, buildErr)
-			}
+		} else {
+			r.compareError(cmds[0], buildErr)
 		}
 		if len(cmds) > 1 {
 			r.errorf(cmds[1], "a case with build-error has no other command")
@@ -281,6 +374,7 @@ func (r *dslRun) run(line int, topology string, cmds []dslCommand) {
 		r.errorf(start, "Build: %v", buildErr)
 		return
 	}
+	r.top = top
 	if r.unfused {
 		top = engine.Unfused(top)
 	}
@@ -339,11 +433,7 @@ func (r *dslRun) exec(cmd dslCommand) {
 		case args[0] == "pipe-error" && err == nil:
 			r.errorf(cmd, "the pipe succeeded")
 		case args[0] == "pipe-error":
-			for _, want := range cmd.body {
-				if !strings.Contains(err.Error(), want) {
-					r.errorf(cmd, "the error does not say %q:\n%v", want, err)
-				}
-			}
+			r.compareError(cmd, err)
 		}
 	case "expect":
 		if len(args) != 2 {
@@ -383,6 +473,8 @@ func (r *dslRun) exec(cmd dslCommand) {
 		if !r.cached {
 			r.compare(cmd, got)
 		}
+	case "describe":
+		r.compare(cmd, dslDescribe(r.top, ""))
 	case "restart":
 		// The driver keeps its state; on a broker (datadriven_kafka_test.go)
 		// the instance is replaced here.
@@ -508,10 +600,56 @@ func dslFormat(key, value []byte, k dslKind, unixMilli int64) string {
 
 // compare reports got against the command's expected lines, as a diff.
 func (r *dslRun) compare(cmd dslCommand, got []string) {
+	if r.rewrites(cmd) {
+		r.rewrite[cmd.line] = got
+		return
+	}
 	if slices.Equal(got, cmd.body) {
 		return
 	}
 	r.errorf(cmd, "differs (-want +got):\n%s", dslDiff(cmd.body, got))
+}
+
+// compareError reports each expected line of a build-error or pipe-error
+// that err does not say. The rewritten lines are the expected ones if err
+// says them all, else the lines of err.
+func (r *dslRun) compareError(cmd dslCommand, err error) {
+	msg := err.Error()
+	var missing []string
+	for _, want := range cmd.body {
+		if !strings.Contains(msg, want) {
+			missing = append(missing, want)
+		}
+	}
+	if r.rewrites(cmd) {
+		if len(missing) > 0 {
+			var lines []string
+			for _, l := range strings.Split(msg, "\n") {
+				if l = strings.Join(strings.Fields(l), " "); l != "" {
+					lines = append(lines, l)
+				}
+			}
+			r.rewrite[cmd.line] = lines
+		}
+		return
+	}
+	for _, want := range missing {
+		r.errorf(cmd, "the error does not say %q:\n%v", want, err)
+	}
+}
+
+// dslDescribe is the describe command's lines: the topology's Describe(),
+// with prefix taken out of its topics' names.
+func dslDescribe(top *engine.Topology, prefix string) []string {
+	d := strings.TrimRight(top.Describe(), "\n")
+	if prefix != "" {
+		d = strings.ReplaceAll(d, prefix, "")
+	}
+	lines := strings.Split(d, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	return lines
 }
 
 // compareLatest reports got against the command's expected lines, keeping
