@@ -39,7 +39,7 @@ func BenchmarkSource(b *testing.B) {
 			dsn := pgtest.Database(b)
 			pgtest.Exec(b, dsn, benchTable)
 			r := start(b, config(b, dsn, env, "orders"))
-			waitStreaming(b, r)
+			r.awaitStreaming(b)
 			conn, err := pgx.Connect(context.Background(), dsn)
 			if err != nil {
 				b.Fatal(err)
@@ -165,18 +165,6 @@ func insertOrders(b *testing.B, conn *pgx.Conn, rows int) {
 		if _, err := conn.Exec(context.Background(), fmt.Sprintf(benchInsert, i+1, min(i+1000, rows))); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// waitStreaming waits for the source to be past its snapshot.
-func waitStreaming(b *testing.B, r *running) {
-	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for r.src.Stats().Acknowledged == 0 {
-		if time.Now().After(deadline) {
-			b.Fatal("the source is not streaming after a minute")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

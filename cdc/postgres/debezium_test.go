@@ -28,6 +28,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // The differential test: Debezium's PostgreSQL connector (embedded, the
@@ -121,13 +122,12 @@ func differential(t *testing.T, opts map[string]string, configure func(*postgres
 	cfg := postgres.Config{DSN: dsn, Tables: tables, Slot: pc.Database + "_oxbow", TopicPrefix: prefix, Brokers: env.Brokers, StatusInterval: 100 * time.Millisecond}
 	configure(&cfg)
 	src := start(t, cfg)
-	deadline := time.Now().Add(2 * time.Minute)
-	for src.src.Stats().SnapshotRows < int64(snapshotRows) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the source wrote %d snapshot rows in 2 minutes, want %d", src.src.Stats().SnapshotRows, snapshotRows)
+	await.NoError(t, 2*time.Minute, "the source's snapshot", func() error {
+		if n := src.src.Stats().SnapshotRows; n < int64(snapshotRows) {
+			return fmt.Errorf("%d snapshot rows written, want %d", n, snapshotRows)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	for _, stmt := range workloadStream[:len(workloadStream)-1] {
 		if _, err := conn.Exec(context.Background(), stmt); err != nil {
@@ -150,13 +150,12 @@ func differential(t *testing.T, opts map[string]string, configure func(*postgres
 			}
 			return rows >= n
 		})
-		deadline := time.Now().Add(time.Minute)
-		for st := src.src.Stats(); st.IncrementalTables > 0 || st.IncrementalRows < int64(n); st = src.src.Stats() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the source's incremental snapshot: %+v a minute on", st)
+		await.NoError(t, time.Minute, "the source's incremental snapshot", func() error {
+			if st := src.src.Stats(); st.IncrementalTables > 0 || st.IncrementalRows < int64(n) {
+				return fmt.Errorf("%+v", st)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if _, err := conn.Exec(context.Background(), workloadStream[len(workloadStream)-1]); err != nil {
 		t.Fatal(err)
@@ -335,21 +334,18 @@ func readTopic(t *testing.T, brokers []string, topic string, want int) []*kgo.Re
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	var end int64
-	for {
+	await.NoError(t, time.Minute, topic, func() error {
 		offsets, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		end = 0
 		offsets.Each(func(o kadm.ListedOffset) { end += o.Offset })
-		if end >= int64(want) {
-			break
+		if end < int64(want) {
+			return fmt.Errorf("%d records, want %d", end, want)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %d records after a minute, want %d", topic, end, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	var out []*kgo.Record
 	for int64(len(out)) < end {
 		fs := cl.PollFetches(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 const signalTable = `CREATE TABLE dbz_signal (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))`
@@ -37,10 +38,7 @@ func TestIncrementalSnapshot(t *testing.T) {
 	changes(t, env.Brokers, r.src.Topic("a"), 50)
 	// Streaming: the initial snapshot is recorded as done (stopped before
 	// that, the next source would take it again, b's rows with it).
-	deadline := time.Now().Add(time.Minute)
-	for r.src.Stats().Acknowledged == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.awaitStreaming(t)
 	r.close(t)
 
 	const rows = 3000
@@ -98,22 +96,21 @@ func TestIncrementalSnapshot(t *testing.T) {
 			writes++
 		}
 	}()
-	await := func(what string, cond func() bool) {
+	until := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not in 2 minutes (%+v)", what, r.src.Stats())
+		await.NoError(t, 2*time.Minute, what, func() error {
+			if cond() {
+				return nil
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return fmt.Errorf("%+v", r.src.Stats())
+		})
 	}
 	// Stopped and started again in the middle of the snapshot.
-	await("a third of b snapshotted", func() bool { return r.src.Stats().IncrementalRows >= rows/3 })
+	until("a third of b snapshotted", func() bool { return r.src.Stats().IncrementalRows >= rows/3 })
 	r.close(t)
 	first := r.src.Stats().IncrementalRows
 	r = start(t, cfg)
-	await("b snapshotted", func() bool { st := r.src.Stats(); return st.IncrementalTables == 0 && st.IncrementalRows > 0 })
+	until("b snapshotted", func() bool { st := r.src.Stats(); return st.IncrementalTables == 0 && st.IncrementalRows > 0 })
 	halt()
 	pgtest.Exec(t, dsn, `UPDATE a SET v = -1 WHERE id = 1`, `INSERT INTO b VALUES (1, -1) ON CONFLICT (id) DO UPDATE SET v = -1`) // last, in both topics
 
@@ -152,7 +149,7 @@ func TestIncrementalSnapshot(t *testing.T) {
 	// A signal: a's rows again, as incremental snapshot rows.
 	before := r.src.Stats().IncrementalRows
 	pgtest.Exec(t, dsn, `INSERT INTO dbz_signal VALUES ('s1', 'execute-snapshot', '{"data-collections": ["public.a"], "type": "incremental"}')`)
-	await("a snapshotted on the signal", func() bool { st := r.src.Stats(); return st.IncrementalTables == 0 && st.IncrementalRows >= before+50 })
+	until("a snapshotted on the signal", func() bool { st := r.src.Stats(); return st.IncrementalTables == 0 && st.IncrementalRows >= before+50 })
 	pgtest.Exec(t, dsn, `UPDATE a SET v = -2 WHERE id = 1`)
 	gotA, incA := foldTopic(t, env.Brokers, r.src.Topic("a"), `{"id":1}`, "-2")
 	if incA != 50 || len(gotA) != 50 {
@@ -165,14 +162,11 @@ func TestIncrementalSnapshot(t *testing.T) {
 // of incremental snapshots.
 func foldTopic(t *testing.T, brokers []string, topic, endKey, endV string) (map[string]string, int) {
 	t.Helper()
-	rows := map[string]string{}
-	incremental := 0
-	deadline := time.Now().Add(time.Minute)
-	for ; time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		recs := readTopic(t, brokers, topic, 1)
-		clear(rows)
-		incremental = 0
-		for _, r := range recs {
+	var rows map[string]string
+	var incremental int
+	await.NoError(t, time.Minute, topic, func() error {
+		rows, incremental = map[string]string{}, 0
+		for _, r := range readTopic(t, brokers, topic, 1) {
 			ev, err := cdc.Decode(r.Key, r.Value)
 			if err != nil {
 				t.Fatal(err)
@@ -187,15 +181,15 @@ func foldTopic(t *testing.T, brokers []string, topic, endKey, endV string) (map[
 					incremental++
 				}
 				if string(r.Key) == endKey && string(ev.After["v"]) == endV {
-					return rows, incremental
+					return nil
 				}
 			case cdc.Delete:
 				delete(rows, id)
 			}
 		}
-	}
-	t.Fatalf("%s: no event of %s with v %s in a minute", topic, endKey, endV)
-	return nil, 0
+		return fmt.Errorf("no event of %s with v %s", endKey, endV)
+	})
+	return rows, incremental
 }
 
 func containsIncremental(v []byte) bool {
@@ -215,10 +209,7 @@ func TestIncrementalSnapshotErrors(t *testing.T) {
 	pgtest.Exec(t, dsn, `CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`)
 	cfg := config(t, dsn, env, "a")
 	r := start(t, cfg)
-	deadline := time.Now().Add(time.Minute)
-	for r.src.Stats().Acknowledged == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.awaitStreaming(t)
 	r.close(t)
 	for _, c := range []struct {
 		signal, want string

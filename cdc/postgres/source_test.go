@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // running is a source running in the background for a test.
@@ -40,6 +41,13 @@ func start(t testing.TB, cfg postgres.Config) *running {
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { r.close(t) }) })
 	return r
+}
+
+// awaitStreaming waits, up to a minute, for the source to be past its
+// snapshot: streaming, with a position acknowledged.
+func (r *running) awaitStreaming(t testing.TB) {
+	t.Helper()
+	await.Until(t, time.Minute, "the source streaming", func() bool { return r.src.Stats().Acknowledged != 0 })
 }
 
 // close stops the source and waits for Run to return.
@@ -399,10 +407,8 @@ func TestSourceIdleSlotAdvances(t *testing.T) {
 		}
 		return lsn
 	}
-	deadline := time.Now().Add(time.Minute)
-	for r.src.Stats().Acknowledged == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	deadline := time.Now().Add(time.Minute) // for both waits
+	r.awaitStreaming(t)
 	for i := range 200 {
 		if _, err := conn.Exec(ctx, `INSERT INTO other (v) VALUES ($1)`, fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
@@ -413,12 +419,12 @@ func TestSourceIdleSlotAdvances(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := pglogrepl.ParseLSN(s)
-	for confirmed() < after {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot's confirmed position is %s a minute on, not past the other table's writes at %s", confirmed(), after)
+	await.NoError(t, time.Until(deadline), "the slot's confirmed position past the other table's writes", func() error {
+		if c := confirmed(); c < after {
+			return fmt.Errorf("confirmed at %s, the writes end at %s", c, after)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if st := r.src.Stats(); st.Changes != 0 {
 		t.Errorf("%d changes written, want none: nothing captured changed", st.Changes)
 	}

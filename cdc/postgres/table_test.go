@@ -16,6 +16,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 type customer struct {
@@ -88,10 +89,10 @@ func TestCDCFedTables(t *testing.T) {
 	if len(wantCustomers) != 51-7+0 || wantCustomers[1003].Name != "renamed" {
 		t.Fatalf("the database has %d customers: %v", len(wantCustomers), wantCustomers[1003])
 	}
-	await(t, "customers", func() bool {
+	await.Until(t, time.Minute, "customers", func() bool {
 		return maps.Equal(tableContents(app, "customers", serde.Int64, serde.JSON[customer]()), wantCustomers)
 	})
-	await(t, "products", func() bool {
+	await.Until(t, time.Minute, "products", func() bool {
 		return maps.Equal(tableContents(app, "products", serde.String, serde.JSON[product]()), wantProducts)
 	})
 
@@ -148,16 +149,4 @@ func tableContents[K comparable, V any](app *engine.App, store string, ks serde.
 		got[kv.Key] = kv.Value
 	}
 	return got
-}
-
-// await polls cond until it holds, failing the test after a minute.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not there after 60s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

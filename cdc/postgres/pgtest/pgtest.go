@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // Server is a PostgreSQL server for tests.
@@ -171,17 +173,13 @@ func Database(tb testing.TB) string {
 			return
 		}
 		defer admin.Close(ctx)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Tried again while a walsender is still going away.
+		if err := await.Within(30*time.Second, func() error {
 			_, err := admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1`, name)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				tb.Errorf("pgtest: dropping the slots of %s: %v", name, err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // a walsender is still going away
+			return err
+		}); err != nil {
+			tb.Errorf("pgtest: dropping the slots of %s: %v", name, err)
+			return
 		}
 		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
 			tb.Errorf("pgtest: dropping %s: %v", name, err)
