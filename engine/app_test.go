@@ -248,13 +248,6 @@ func (a *app) stop() error {
 	}
 }
 
-// wait is await.Until, for datadriven_kafka_test.go, the one file that
-// still calls it: delete it once that file calls await.Until.
-func wait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	await.Until(t, timeout, what, cond)
-}
-
 // wordCount counts words by re-keying a stream of lines: a repartition and
 // a count, the shape the runtime issue names.
 func wordCount(in, out string) *engine.Topology {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // TestDSLOnKafka runs every data-driven case (testdata/dsl/*.txt; the
@@ -509,7 +510,7 @@ func (b *dslBroker) flush() {
 		}
 		b.pending = nil
 	}
-	wait(b.t, 30*time.Second, "the input committed", func() bool {
+	await.Until(b.t, 30*time.Second, "the input committed", func() bool {
 		b.k.checkApps()
 		return b.committed()
 	})
@@ -559,7 +560,7 @@ func (b *dslBroker) waitGlobal(store string, rec *kgo.Record) {
 	if rec.Key == nil {
 		return // a table skips it
 	}
-	wait(b.t, 30*time.Second, "the global table's record in store "+store, func() bool {
+	await.Until(b.t, 30*time.Second, "the global table's record in store "+store, func() bool {
 		b.k.checkApps()
 		st, err := b.a.LocalStore(store)
 		if err != nil {

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"github.com/oxbow-dev/oxbow/engine/record"
+
 	"encoding/binary"
 	"errors"
 	"maps"
@@ -40,7 +42,7 @@ import (
 
 // PositionHeader marks a position marker; its value is the writer's
 // partition and its positions (encodePositions).
-const PositionHeader = "oxbow-position"
+const PositionHeader = record.PositionHeader
 
 // flowPlan is what flows where, worked out once from the topology.
 type flowPlan struct {
