@@ -83,8 +83,15 @@ func runOxbow(ctx context.Context, c childFlags) error {
 	if c.guarantee == "eos" {
 		g = engine.ExactlyOnce
 	}
+	// -cache-bytes 0 turns the record cache off, as Kafka Streams'
+	// statestore.cache.max.bytes=0 does; engine.Config takes 0 for its
+	// default (10 MiB) and a negative size for none.
+	cacheBytes := c.cacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = -1
+	}
 	app, err := engine.NewApp(top, engine.Config{AppID: c.app, Brokers: strings.Split(c.brokers, ","), Guarantee: g,
-		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: c.cacheBytes, Workers: c.workers, StateDir: c.stateDir,
+		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, Workers: c.workers, StateDir: c.stateDir,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -84,7 +84,7 @@ func runBench(args []string) int {
 	fs.IntVar(&c.liveRate, "live-rate", 5000, "records/s of the latency phase")
 	fs.DurationVar(&c.liveFor, "live-for", 5*time.Second, "how long the latency phase feeds records")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
-	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines)")
+	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
 	fs.IntVar(&c.threads, "threads", runtime.NumCPU(), "Oxbow workers and Kafka Streams threads")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -221,6 +221,7 @@ type run struct {
 	engine, topology, guarantee string
 	seconds                     float64
 	recordsPerSec               float64
+	moved                       moved // records in, out and to changelogs
 	cpuSeconds                  float64
 	peakRSSMB                   float64
 	p50, p99                    time.Duration
@@ -270,12 +271,23 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		}
 		r := run{engine: eng, topology: topology, guarantee: guarantee, output: out, group: group, stateDir: dir, start: start}
 		fmt.Fprintf(os.Stderr, "bench: %s %s %s\n", eng, topology, guarantee)
+		before, err := written(ctx, c.brokers, group, out)
+		if err != nil {
+			return r, err
+		}
 		res, records, err := watch(ctx, adm, start(out, group, dir), group, inputsOf(topology, input, table), nil)
 		if err != nil {
 			return r, fmt.Errorf("%s %s %s: %w", eng, topology, guarantee, err)
 		}
+		after, err := written(ctx, c.brokers, group, out)
+		if err != nil {
+			return r, err
+		}
 		r.seconds, r.cpuSeconds, r.peakRSSMB = res.elapsed.Seconds(), res.cpu, res.rss
 		r.recordsPerSec = float64(records) / res.elapsed.Seconds()
+		r.moved = moved{in: records, out: after.out - before.out, changelog: after.changelog - before.changelog}
+		fmt.Fprintf(os.Stderr, "bench: %s %s %s: %.1f s, records moved: %d in, %d out, %d to changelogs\n",
+			eng, topology, guarantee, r.seconds, r.moved.in, r.moved.out, r.moved.changelog)
 		if topology != "passthrough" {
 			if r.check, err = checkOutput(ctx, c.brokers, in, topology, guarantee, out); err != nil {
 				return r, fmt.Errorf("%s %s %s: checking the output: %w", eng, topology, guarantee, err)
@@ -529,6 +541,54 @@ func watch(ctx context.Context, adm *kadm.Client, cmd *exec.Cmd, group string, t
 	stop()
 	w.cpu, w.rss = stats.cpuSeconds, stats.peakRSSMB
 	return w, records, nil
+}
+
+// moved counts the records a run moved: those it read, and by end
+// offsets, those it wrote to its output and its changelogs. Exactly once,
+// the end offsets count the transactions' markers too (one per partition a
+// transaction wrote to).
+type moved struct{ in, out, changelog int64 }
+
+func (m moved) total() int64 { return m.in + m.out + m.changelog }
+
+// written reads the end offsets of a run's output and of its group's
+// changelogs (<group>-<store>-changelog, both engines), summed. It lists the
+// topics with a client of its own: a client answers a listing from the
+// metadata it fetched in the last 5 s (MetadataMinAge), which may predate
+// the changelogs of a short run.
+func written(ctx context.Context, brokers []string, group, output string) (moved, error) {
+	var m moved
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return m, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return m, err
+	}
+	names := []string{output}
+	for _, t := range topics.Names() {
+		if strings.HasPrefix(t, group+"-") && strings.HasSuffix(t, "-changelog") {
+			names = append(names, t)
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return m, err
+	}
+	if err := ends.Error(); err != nil {
+		return m, fmt.Errorf("end offsets of %v: %w", names, err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Topic == output {
+			m.out += o.Offset
+		} else {
+			m.changelog += o.Offset
+		}
+	})
+	return m, nil
 }
 
 // caughtUp: the group has committed every partition's end.

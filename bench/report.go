@@ -19,8 +19,12 @@ func (r *report) markdown(c benchConfig) string {
 	fmt.Fprintf(&b, "- Broker: %s (one node, on this machine: it shares the CPUs)\n", strings.Join(c.brokers, ","))
 	fmt.Fprintf(&b, "- Input: %d records, %d keys, %d-byte values, %d partitions, event times over half an hour; the join's table: %d keys\n",
 		c.records, c.keys, c.valueSize, c.partitions, c.keys)
-	fmt.Fprintf(&b, "- Both engines: %d threads/workers, record cache %d bytes, commit interval %d ms at least once and 100 ms exactly once\n",
-		c.threads, c.cacheBytes, c.commitMs)
+	cache := fmt.Sprintf("record cache %d bytes", c.cacheBytes)
+	if c.cacheBytes == 0 {
+		cache = "no record cache (Kafka Streams' statestore.cache.max.bytes 0, Oxbow's CacheBytes -1)"
+	}
+	fmt.Fprintf(&b, "- Both engines: %d threads/workers, %s, commit interval %d ms at least once and 100 ms exactly once\n",
+		c.threads, cache, c.commitMs)
 	fmt.Fprintf(&b, "- Latency: %d records/s for %s after each run has caught up, event time to the output being readable (read committed)\n\n",
 		c.liveRate, c.liveFor)
 	pass := map[string]float64{} // by guarantee
@@ -33,19 +37,25 @@ func (r *report) markdown(c benchConfig) string {
 			ks[x.topology+"/"+x.guarantee] = x
 		}
 	}
-	fmt.Fprintln(&b, "Each run's ratio to the passthrough is to the passthrough with the same guarantee.")
+	fmt.Fprintln(&b, "Each run's ratio to the passthrough is to the passthrough with the same guarantee. Records/s is input records a second;"+
+		" records moved are those read (in), written to the output (out) and to changelogs, the last two by end offsets, which exactly once"+
+		" also count the transactions' markers; moved/s is all of them a second.")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| Engine | Topology | Guarantee | Records/s | × passthrough | × Kafka Streams | p50 | p99 | CPU s | Peak RSS MB |")
-	fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(&b, "| Engine | Topology | Guarantee | Records/s | Moved: in + out + changelog | Moved/s | × passthrough | × Kafka Streams | × Kafka Streams, moved/s | p50 | p99 | CPU s | Peak RSS MB |")
+	fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.runs {
-		vsPass, vsKS := "", ""
+		vsPass, vsKS, vsKSMoved := "", "", ""
 		if p := pass[x.guarantee]; p > 0 {
 			vsPass = fmt.Sprintf("%.2f", x.recordsPerSec/p)
 		}
 		if t, ok := ks[x.topology+"/"+x.guarantee]; ok && x.engine == "oxbow" && t.recordsPerSec > 0 {
 			vsKS = fmt.Sprintf("%.2f", x.recordsPerSec/t.recordsPerSec)
+			if t.movedPerSec() > 0 {
+				vsKSMoved = fmt.Sprintf("%.2f", x.movedPerSec()/t.movedPerSec())
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee, x.recordsPerSec, vsPass, vsKS,
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %d + %d + %d | %.0f | %s | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee,
+			x.recordsPerSec, x.moved.in, x.moved.out, x.moved.changelog, x.movedPerSec(), vsPass, vsKS, vsKSMoved,
 			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
 	}
 	if t := r.targets(pass, ks); t != "" {
@@ -89,6 +99,14 @@ func (r *report) targets(pass map[string]float64, ks map[string]run) string {
 		}
 	}
 	return b.String()
+}
+
+// movedPerSec is the records a run moved (in, out, changelog) a second.
+func (x run) movedPerSec() float64 {
+	if x.seconds <= 0 {
+		return 0
+	}
+	return float64(x.moved.total()) / x.seconds
 }
 
 func ms(d time.Duration) string {
