@@ -26,11 +26,14 @@ type Builder struct {
 	// omitAbsent: OmitAbsentDeletes was given.
 	omitAbsent bool
 	err        error // a problem with the builder's options, reported by Build
+	// storeInfo says what the stores of windowed aggregations and
+	// versioned tables hold; the others hold keys and values.
+	storeInfo map[string]StoreInfo
 }
 
 // NewBuilder returns an empty builder. Options: [OmitAbsentDeletes].
 func NewBuilder(opts ...Option) *Builder {
-	b := &Builder{siblings: map[string]int{}}
+	b := &Builder{siblings: map[string]int{}, storeInfo: map[string]StoreInfo{}}
 	o, err := b.opts("NewBuilder", opts, "OmitAbsentDeletes")
 	if err == nil && o.name != "" {
 		err = errors.New("NewBuilder does not use the option Named")
@@ -42,7 +45,8 @@ func NewBuilder(opts ...Option) *Builder {
 // Topology is a validated, immutable processor graph, ready to be run by the
 // test driver or by an application instance.
 type Topology struct {
-	t *topo.Topology
+	t      *topo.Topology
+	stores map[string]StoreInfo // see Builder.storeInfo
 }
 
 func init() {
@@ -68,7 +72,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	fuse(&b.g)
 	markUnreadValues(&b.g)
-	return &Topology{t: t}, nil
+	return &Topology{t: t, stores: b.storeInfo}, nil
 }
 
 // Describe lists the sub-topologies with their sources, processors and sinks,

@@ -202,7 +202,7 @@ func countWindowedAggregate[K, V, VA any](ws *CountWindowedStream[K, V], op stri
 		wkey: func(key any, w CountWindow) any { return CountWindowed[K]{Key: as[K](key), Window: w} }}
 	n.New = func() topo.Processor { return p.processor() }
 	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr))
-	return &Table[CountWindowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}
+	return keptAs(&Table[CountWindowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: store}, StoreInfo{Kind: CountWindowKind, WindowRecords: ws.w.size}, in.ks)
 }
 
 // countWindowProc is what a count-window processor is made from.
@@ -330,11 +330,14 @@ func QueryCountWindowStore[K, V any](q Queryable, store string, keySerde serde.S
 	if size < 1 {
 		return nil, fmt.Errorf("engine: store %q: count window size %d must be at least 1", store, size)
 	}
-	kv, err := QueryKeyValueStore(q, store, CountWindowedSerde(keySerde, size), valueSerde, opts...)
+	if err := checkStore(q, "QueryCountWindowStore", store, StoreInfo{Kind: CountWindowKind, WindowRecords: size}); err != nil {
+		return nil, err
+	}
+	kv, err := openStore(q, store, CountWindowedSerde(keySerde, size), valueSerde, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &countWindowStore[K, V]{kv: kv.(*kvStore[CountWindowed[K], V]), inner: keySerde, size: size}, nil
+	return &countWindowStore[K, V]{kv: kv, inner: keySerde, size: size}, nil
 }
 
 type countWindowStore[K, V any] struct {

@@ -141,8 +141,13 @@
 // has counted exactly once. StandbyReplicas keeps warm copies of each
 // task's state on other instances for a fast failover. Records that fail to decode, process or
 // be produced follow a [ErrorPolicy]: fail, skip, or dead-letter.
-// [QueryKeyValueStore] reads an instance's stores while it runs, and
-// [KeyOwner] says which instance owns a key. Metrics and traces go to the
+// [QueryTable] reads the store of a table while the instance runs, with
+// the serdes it was written with ([QueryWindowedTable],
+// [QuerySessionTable], [QueryCountWindowedTable] and [QueryVersionedTable]
+// the others: a table knows its store's name, serdes and windows);
+// [QueryKeyValueStore] and its kin read a store by name, and refuse one
+// that holds something else ([ErrStoreKind]). [KeyOwner] says which
+// instance owns a key. Metrics and traces go to the
 // OpenTelemetry providers in the Config.
 //
 // # Testing

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -347,4 +348,48 @@ func ExampleStream_RepartitionBy() {
 	// "r1" insert
 	// "" truncate
 	// "r2" insert
+}
+
+// A windowed count read through its table: the store's name, its serdes
+// and the windows' size come with the table.
+func ExampleQueryWindowedTable() {
+	b := engine.NewBuilder()
+	clicks := engine.NewStream(b, "clicks", serde.String, serde.String)
+	perMinute := engine.WindowedCount(clicks.GroupByKey().WindowedBy(engine.TumblingWindows(time.Minute)),
+		engine.Materialized("clicks-per-minute"))
+	topology, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := enginetest.Start(topology)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	in := enginetest.NewInput(d, "clicks", serde.String, serde.String)
+	for _, s := range []int64{5, 30, 61, 90, 95} {
+		in.Pipe("ann", "click", enginetest.At(s*1000))
+	}
+
+	st, err := engine.QueryWindowedTable(d, perMinute)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for w, err := range st.Fetch("ann", enginetest.At(0), enginetest.At(120_000)) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(w.Key.Window.Start.Sub(enginetest.Epoch), w.Value)
+	}
+	// A query by name that reads the windows as plain keys is refused.
+	_, err = engine.QueryKeyValueStore(d, "clicks-per-minute", serde.String, serde.Int64)
+	fmt.Println(errors.Is(err, engine.ErrStoreKind))
+	// Output:
+	// 0s 2
+	// 1m0s 3
+	// true
 }

@@ -99,7 +99,7 @@ func aggregate[K, V, VA any](g *GroupedStream[K, V], op string, opts []Option, v
 	n.Stores = []string{store}
 	n.New = streamAggProc(store, codecOf(in.ks), codecOf(vas), add)
 	b.add(n, errors.Join(g.err, err, serr, nilErr))
-	return &Table[K, VA]{b: b, node: n, ks: in.ks, vs: vas, store: store}
+	return kept(&Table[K, VA]{b: b, node: n, ks: in.ks, vs: vas, store: store}, StoreInfo{})
 }
 
 func streamAggProc(store string, kc, vc topo.Codec, add aggFunc) func() topo.Processor {
@@ -252,7 +252,7 @@ func aggregateTable[K, V, VA any](g *GroupedTable[K, V], op string, opts []Optio
 		}
 	}
 	b.add(n, errors.Join(err, serr, nilErr))
-	return &Table[K, VA]{b: b, node: n, ks: g.ks, vs: vas, store: store}
+	return kept(&Table[K, VA]{b: b, node: n, ks: g.ks, vs: vas, store: store}, StoreInfo{})
 }
 
 // source writes the re-grouped changes through the repartition topic, once,
@@ -413,7 +413,7 @@ func (c *Cogrouped[K, VA]) Aggregate(init func() VA, opts ...Option) *Table[K, V
 	c.b.addStore(o, store)
 	kc, vc := codecOf(c.ks), codecOf(vas)
 	n := c.finish(name, []string{store}, func(add aggFunc) func() topo.Processor { return streamAggProc(store, kc, vc, add) }, init, errors.Join(err, serr))
-	return &Table[K, VA]{b: c.b, node: n, ks: c.ks, vs: vas, store: store}
+	return kept(&Table[K, VA]{b: c.b, node: n, ks: c.ks, vs: vas, store: store}, StoreInfo{})
 }
 
 // parents are the grouped streams' nodes.
@@ -466,7 +466,7 @@ func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() 
 	wb.shared = true
 	n := c.finish(name, wb.stores(), wb.processor, init, errors.Join(err, serr, rerr))
 	n.Typed = windowClose{w.closeAfter()}
-	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
+	return keptAs(&Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}, StoreInfo{Kind: WindowKind, WindowSize: w.size}, c.ks)
 }
 
 // SessionCogroup finishes a cogrouped aggregation in sessions: each record
@@ -493,7 +493,7 @@ func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, 
 	n := c.finish(name, wb.stores(), func(add aggFunc) func() topo.Processor { return wb.sessionProcessor(add, mergeAggs) }, init,
 		errors.Join(err, serr, rerr, nilFuncErr(merge == nil, "merge")))
 	n.Typed = windowClose{w.gap + w.grace}
-	return &Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}
+	return keptAs(&Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}, StoreInfo{Kind: SessionKind}, c.ks)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -184,7 +184,7 @@ func (t *Table[K, V]) materialized() *Table[K, V] {
 		}
 	}
 	b.add(n, nilSerdes(t.ks == nil, t.vs == nil))
-	return &Table[K, V]{b: b, node: n, ks: t.ks, vs: t.vs, store: store, kt: t.kt}
+	return kept(&Table[K, V]{b: b, node: n, ks: t.ks, vs: t.vs, store: store, kt: t.kt}, StoreInfo{})
 }
 
 // JoinTables joins two tables on their keys: a key has a result while both

@@ -398,5 +398,5 @@ func fkJoin[K, V, KO, VO, VR any](l *Table[K, V], r *Table[KO, VO], op string, f
 		return c.Forward(r)
 	})}
 	b.add(n, errors.Join(err, nilSerdes(l.ks == nil || r.ks == nil, l.vs == nil || r.vs == nil)))
-	return &Table[K, VR]{b: b, node: n, ks: l.ks, vs: vas, store: result, kt: kt}
+	return kept(&Table[K, VR]{b: b, node: n, ks: l.ks, vs: vas, store: result, kt: kt}, StoreInfo{})
 }

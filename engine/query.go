@@ -49,8 +49,19 @@ type staleQueryable interface {
 }
 
 // QueryKeyValueStore opens a store of a running topology for reading, with
-// the serdes of its keys and values.
+// the serdes of its keys and values. A store of windows is refused
+// (ErrStoreKind); a versioned one gives its latest values. [QueryTable]
+// opens a table's store with no name or serde to repeat.
 func QueryKeyValueStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlyKeyValueStore[K, V], error) {
+	if err := checkStore(q, "QueryKeyValueStore", store, StoreInfo{Kind: KeyValueKind}); err != nil {
+		return nil, err
+	}
+	return openStore(q, store, keySerde, valueSerde, opts...)
+}
+
+// openStore opens a store for reading as keys and values, whatever it
+// holds.
+func openStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (*kvStore[K, V], error) {
 	if keySerde == nil || valueSerde == nil {
 		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(keySerde == nil, valueSerde == nil))
 	}

@@ -179,7 +179,7 @@ func sessionAggregate[K, V, VA any](ss *SessionWindowedStream[K, V], op string, 
 	n.New = wb.sessionProcessor(add, merge)
 	n.Typed = windowClose{ss.w.gap + ss.w.grace}
 	b.add(n, errors.Join(g.err, ss.err, err, serr, nilErr, rerr))
-	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: wb.store}
+	return keptAs(&Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: wb.store}, StoreInfo{Kind: SessionKind}, in.ks)
 }
 
 // sessionBase declares the stores of a session aggregation named by node.
@@ -363,11 +363,14 @@ func QuerySessionStore[K, V any](q Queryable, store string, keySerde serde.Serde
 	if keySerde == nil {
 		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(true, valueSerde == nil))
 	}
-	kv, err := QueryKeyValueStore(q, store, SessionWindowedSerde(keySerde), valueSerde, opts...)
+	if err := checkStore(q, "QuerySessionStore", store, StoreInfo{Kind: SessionKind}); err != nil {
+		return nil, err
+	}
+	kv, err := openStore(q, store, SessionWindowedSerde(keySerde), valueSerde, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &sessionStore[K, V]{kv: kv.(*kvStore[Windowed[K], V]), inner: keySerde}, nil
+	return &sessionStore[K, V]{kv: kv, inner: keySerde}, nil
 }
 
 type sessionStore[K, V any] struct {

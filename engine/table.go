@@ -40,6 +40,8 @@ type Table[K, V any] struct {
 	// kt is what Kafka Streams' table node would know (nil: an
 	// aggregation's table); see ktable.
 	kt *ktable
+	// kept is the store holding the table as queries read it (nil: none).
+	kept *tableStore
 }
 
 // NewTable reads a topic as a table, kept in a store (queryable under the
@@ -83,7 +85,7 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 			}
 		}
 		b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil), checkVersioned(keep)))
-		return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, versioned: keep, kt: kt}
+		return kept(&Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, versioned: keep, kt: kt}, StoreInfo{Kind: VersionedKind})
 	}
 	n.New = func() topo.Processor {
 		var st kvAccess
@@ -110,7 +112,7 @@ func materialize[K, V any](b *Builder, n *topo.Node, o *options, err error, ks s
 		}
 	}
 	b.add(n, errors.Join(err, nilSerdes(ks == nil, vs == nil)))
-	return &Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, kt: kt}
+	return kept(&Table[K, V]{b: b, node: n, ks: ks, vs: vs, store: store, kt: kt}, StoreInfo{})
 }
 
 // Name is the name of the table's node.
@@ -186,7 +188,7 @@ func changeNode[K, V, V2 any](t *Table[K, V], op string, opts []Option, vs2 serd
 		}
 	}
 	t.b.add(n, errors.Join(err, serr))
-	return &Table[K, V2]{b: t.b, node: n, ks: t.ks, vs: vs2, store: store, kt: kt}
+	return kept(&Table[K, V2]{b: t.b, node: n, ks: t.ks, vs: vs2, store: store, kt: kt}, StoreInfo{})
 }
 
 // Filter keeps the rows for which pred is true. A row that stops passing is

@@ -334,16 +334,19 @@ type ReadOnlyVersionedStore[K, V any] interface {
 // QueryVersionedStore opens a versioned table of a running topology (its
 // Materialized name) for reading.
 func QueryVersionedStore[K, V any](q Queryable, store string, keySerde serde.Serde[K], valueSerde serde.Serde[V], opts ...QueryOption) (ReadOnlyVersionedStore[K, V], error) {
-	latest, err := QueryKeyValueStore(q, store, keySerde, valueSerde, opts...)
+	if err := checkStore(q, "QueryVersionedStore", store, StoreInfo{Kind: VersionedKind}); err != nil {
+		return nil, err
+	}
+	latest, err := openStore(q, store, keySerde, valueSerde, opts...)
 	if err != nil {
 		return nil, err
 	}
 	name, _ := versionedStores(store)
-	history, err := QueryKeyValueStore(q, name, serde.Bytes, serde.Bytes, opts...)
+	history, err := openStore(q, name, serde.Bytes, serde.Bytes, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &versionedStore[K, V]{latest: latest.(*kvStore[K, V]), history: history.(*kvStore[[]byte, []byte])}, nil
+	return &versionedStore[K, V]{latest: latest, history: history}, nil
 }
 
 type versionedStore[K, V any] struct {

@@ -204,7 +204,7 @@ func windowedAggregate[K, V, VA any](ws *TimeWindowedStream[K, V], op string, op
 	n.New = base.processor(add)
 	n.Typed = windowClose{ws.w.closeAfter()}
 	b.add(n, errors.Join(g.err, ws.err, err, serr, nilErr, rerr))
-	return &Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}
+	return keptAs(&Table[Windowed[K], VA]{b: b, node: n, ks: ks, vs: vas, store: base.store}, StoreInfo{Kind: WindowKind, WindowSize: ws.w.size}, in.ks)
 }
 
 // windowClose marks (in topo.Node.Typed) a node whose windowed table's
@@ -428,11 +428,14 @@ func QueryWindowStore[K, V any](q Queryable, store string, keySerde serde.Serde[
 	if keySerde == nil {
 		return nil, fmt.Errorf("engine: store %q: %w", store, nilSerdes(true, valueSerde == nil))
 	}
-	kv, err := QueryKeyValueStore(q, store, WindowedSerde(keySerde, size), valueSerde, opts...)
+	if err := checkStore(q, "QueryWindowStore", store, StoreInfo{Kind: WindowKind, WindowSize: size}); err != nil {
+		return nil, err
+	}
+	kv, err := openStore(q, store, WindowedSerde(keySerde, size), valueSerde, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &windowStore[K, V]{kv: kv.(*kvStore[Windowed[K], V]), inner: keySerde, size: size}, nil
+	return &windowStore[K, V]{kv: kv, inner: keySerde, size: size}, nil
 }
 
 type windowStore[K, V any] struct {

@@ -127,8 +127,7 @@ func TestEmitFinalHoldsWindowsPastExpiry(t *testing.T) {
 			if got := windowLines(t, d, engine.WindowedSerde(serde.String, 10*milli)); got != want {
 				t.Errorf("emitted %q, want %q", got, want)
 			}
-			ws := engine.WindowedSerde(serde.String, 10*milli)
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 {
+			if got := enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*milli); len(got) != 1 {
 				t.Errorf("store %v, want b's window only", got)
 			}
 		})

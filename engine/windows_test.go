@@ -83,7 +83,7 @@ func TestAppWindowedCount(t *testing.T) {
 	k.table(out, 60*time.Second, func(m map[string]int64) bool {
 		return len(m) == 3 && m[key(0)] == 3 && m[key(1)] == 2 && m[key(2)] == 1
 	})
-	store, err := engine.QueryKeyValueStore(a.App, "per-minute", ws, serde.Int64)
+	store, err := engine.QueryWindowStore(a.App, "per-minute", serde.String, serde.Int64, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAppWindowedCount(t *testing.T) {
 		w := engine.Windowed[string]{Key: "acme", Window: engine.Window{Start: base.Add(time.Duration(minute) * time.Minute)}}
 		var got int64
 		await.Until(t, 10*time.Second, "the window's count to be committed", func() bool {
-			v, _, err := store.Get(w)
+			v, _, err := store.Get(w.Key, w.Window.Start)
 			if errors.Is(err, engine.ErrNotReady) {
 				return false
 			}
@@ -232,17 +232,17 @@ func TestWindowRetention(t *testing.T) {
 			in.Pipe("a", "x", enginetest.At(14))
 			in.Pipe("b", "x", enginetest.At(minute-5)) // the segment's last window
 			d.Commit()
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 3 || got[win("a", 0)] != 1 || got[win("a", 10)] != 2 || got[win("b", minute-10)] != 1 {
+			if got := enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*time.Millisecond); len(got) != 3 || got[win("a", 0)] != 1 || got[win("a", 10)] != 2 || got[win("b", minute-10)] != 1 {
 				t.Fatalf("store at stream time %d: %v", minute-5, got)
 			}
 			in.Pipe("b", "x", enginetest.At(minute+14)) // starts 10ms after the segment: not yet
 			d.Commit()
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 4 {
+			if got := enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*time.Millisecond); len(got) != 4 {
 				t.Fatalf("store at stream time %d: %v", minute+14, got)
 			}
 			in.Pipe("b", "x", enginetest.At(minute+21)) // starts 20ms after it: the segment goes
 			d.Commit()
-			got := enginetest.StoreContents(d, "counts", ws, serde.Int64)
+			got := enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*time.Millisecond)
 			if len(got) != 2 || got[win("b", minute+10)] != 1 || got[win("b", minute+20)] != 1 {
 				t.Errorf("store at stream time %d: %v", minute+21, got)
 			}
@@ -267,7 +267,7 @@ func TestWindowRetention(t *testing.T) {
 			if fmt.Sprint(c20) != "[1]" {
 				t.Errorf("c's expired window emitted %v, want [1]", c20)
 			}
-			if got := enginetest.StoreContents(d, "counts", ws, serde.Int64); len(got) != 1 || got[win("c", 2*minute+20)] != 1 {
+			if got := enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*time.Millisecond); len(got) != 1 || got[win("c", 2*minute+20)] != 1 {
 				t.Errorf("store at stream time %d: %v", 2*minute+25, got)
 			}
 		})

@@ -64,6 +64,7 @@ type Driver struct {
 	tb      testing.TB
 	appID   string
 	now     time.Time
+	top     *engine.Topology
 	topo    *topo.Topology
 	tasks   []*topo.Task
 	readers map[string]*topo.Task // real topic name -> the task that reads it
@@ -99,7 +100,7 @@ func Start(t *engine.Topology, opts ...Option) (*Driver, error) {
 	if tp == nil {
 		return nil, errors.New("enginetest: no topology: build one with engine.Builder.Build")
 	}
-	d := &Driver{appID: "test", now: Epoch, topo: tp, readers: map[string]*topo.Task{}, topics: map[string][]Message{}}
+	d := &Driver{appID: "test", now: Epoch, top: t, topo: tp, readers: map[string]*topo.Task{}, topics: map[string][]Message{}}
 	for _, o := range opts {
 		o(d)
 	}
@@ -346,6 +347,10 @@ func (d *Driver) LocalStore(name string) (engine.RawStore, error) {
 	return nil, fmt.Errorf("enginetest: no store %q (the topology has %v)", name, slices.Sorted(maps.Keys(d.topo.Stores)))
 }
 
+// Topology is the topology the driver runs; with it, queries refuse a
+// store read as something it does not hold, as an App's do.
+func (d *Driver) Topology() *engine.Topology { return d.top }
+
 // Close closes every task.
 func (d *Driver) Close() error {
 	if d.closed {
@@ -516,6 +521,28 @@ func StoreContents[K comparable, V any](d *Driver, name string, keySerde serde.S
 	}
 	m := map[K]V{}
 	for kv, err := range Store(d, name, keySerde, valueSerde).All() {
+		if err != nil {
+			d.fail(err)
+		}
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// WindowStoreContents reads every window of a window store (a windowed
+// aggregation's, its windows of size) into a map; an error fails the
+// test.
+func WindowStoreContents[K comparable, V any](d *Driver, name string, keySerde serde.Serde[K], valueSerde serde.Serde[V], size time.Duration) map[engine.Windowed[K]]V {
+	if d.tb != nil {
+		d.tb.Helper()
+	}
+	st, err := engine.QueryWindowStore(d, name, keySerde, valueSerde, size)
+	if err != nil {
+		d.fail(err)
+		return nil
+	}
+	m := map[engine.Windowed[K]]V{}
+	for kv, err := range st.All() {
 		if err != nil {
 			d.fail(err)
 		}
