@@ -3,8 +3,13 @@
 // and values and how a key is written in a URL, so that package httpapi
 // serves it with no code of its own.
 //
-//	stock, err := projection.NewKeyValue("stock", "stock-store", serde.String, serde.Int64)
-//	views, err := projection.NewRegistry(stock)
+//	stock := engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+//	view, err := projection.Of(stock) // the store's name, serdes and kind from the table
+//	views, err := projection.NewRegistry(view)
+//
+// [NewKeyValue] and its kin declare a view by a store's name and serdes
+// instead; httpapi.New checks them against the topology
+// ([Registry.Check]).
 //
 // [Fold] defines a view from an event topic in one call: the events folded
 // per key into a value.
@@ -19,8 +24,8 @@
 // The input positions a view reflects are the instance's
 // (engine.App.Positions), which httpapi waits on for read-your-writes.
 //
-// [NewWindowed] declares a view of a windowed aggregation, which answers a
-// key's windows over a time range ([View.Fetch]); [NewCountWindowed] one of
+// [OfWindowed] declares a view of a windowed aggregation, which answers a
+// key's windows over a time range ([View.Fetch]); [OfCountWindowed] one of
 // a count-windowed aggregation (engine.CountWindows), which answers the
 // windows of a key the aggregation keeps ([View.FetchCount]). A windowed
 // view's scans and changes give each key as a [WindowKey]: the record key

@@ -10,10 +10,10 @@ import (
 // in a store named after the view and served as a key-value view. apply
 // gets the key, an event and the value so far (init's, for a new key).
 // For more — windows, joins, re-keying — build the table with the engine's
-// DSL and declare the view with NewKeyValue or NewWindowed.
+// DSL and declare the view with Of or OfWindowed.
 func Fold[K, E, V any](b *engine.Builder, name, topic string, keys serde.Serde[K], events serde.Serde[E], values serde.Serde[V],
 	init func() V, apply func(key K, event E, value V) V, opts ...Option) (*View, error) {
-	engine.Aggregate(engine.NewStream(b, topic, keys, events, engine.Named(name+"-events")).GroupByKey(), init, apply,
+	t := engine.Aggregate(engine.NewStream(b, topic, keys, events, engine.Named(name+"-events")).GroupByKey(), init, apply,
 		engine.Named(name), engine.Materialized(name), engine.ValueSerde(values))
-	return NewKeyValue(name, name, keys, values, opts...)
+	return Of(t, opts...)
 }

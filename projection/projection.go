@@ -49,6 +49,10 @@ type View struct {
 	// views); fetchCount a key's count windows (count-windowed views).
 	fetch      func(q engine.Queryable, key string, from, to time.Time) ([]WindowEntry, error)
 	fetchCount func(q engine.Queryable, key string) ([]CountWindowEntry, error)
+	// windowSize and windowRecords are the size of the windows of a
+	// windowed or a count-windowed view.
+	windowSize    time.Duration
+	windowRecords int64
 }
 
 // WindowEntry is one window of a key of a windowed view.
@@ -86,6 +90,7 @@ func NewWindowed[K, V any](name, store string, keys serde.Serde[K], values serde
 	if err != nil {
 		return nil, err
 	}
+	v.windowSize = size
 	wkeys := engine.WindowedSerde(keys, size)
 	v.key = func(b []byte) (any, error) {
 		w, err := wkeys.Decode(b)
@@ -123,6 +128,7 @@ func NewCountWindowed[K, V any](name, store string, keys serde.Serde[K], values 
 	if err != nil {
 		return nil, err
 	}
+	v.windowRecords = size
 	wkeys := engine.CountWindowedSerde(keys, size)
 	v.key = func(b []byte) (any, error) {
 		w, err := wkeys.Decode(b)
@@ -209,7 +215,8 @@ func (v *View) FetchCount(q engine.Queryable, key string) ([]CountWindowEntry, e
 type Option func(*viewOptions)
 
 type viewOptions struct {
-	parseKey any // func(string) (K, error)
+	parseKey any    // func(string) (K, error)
+	name     string // Named
 }
 
 // ParseKey sets how a key written in a URL (a path segment or a query
