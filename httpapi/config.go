@@ -78,8 +78,10 @@ type Config struct {
 	// CORS, if set, lets browsers of other origins call the API (default:
 	// none may).
 	CORS *CORS
-	// Topology is described at /topology; Version is the application's
-	// version, in /status.
+	// Topology is described at /topology, and New refuses views of stores
+	// it does not have or that hold something else
+	// (projection.Registry.Check); Version is the application's version,
+	// in /status.
 	Topology *engine.Topology
 	Version  string
 	// Metrics, if set, is served at /metrics (PrometheusMetrics makes one).

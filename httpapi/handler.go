@@ -50,6 +50,13 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Instance == nil || cfg.Views == nil {
 		return nil, errors.New("httpapi: Config.Instance and Config.Views must be set")
 	}
+	if cfg.Topology != nil {
+		// A view of a store the topology does not have, or holding other
+		// windows, would answer errors or garbage at every request.
+		if err := cfg.Views.Check(cfg.Topology); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+	}
 	if cfg.DefaultLimit <= 0 {
 		cfg.DefaultLimit = 100
 	}

@@ -2,16 +2,19 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/projection"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -75,6 +78,7 @@ func TestOperations(t *testing.T) {
 	in, reg := shop(t)
 	b := engine.NewBuilder()
 	engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+	engine.NewTable(b, "orders", serde.Int64, serde.Int64, engine.Materialized("orders"))
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -118,5 +122,34 @@ func TestOperations(t *testing.T) {
 		if status != c.status || !strings.Contains(body, c.body) {
 			t.Errorf("GET %s (token %q): %d %s, want %d with %s", c.path, c.token, status, body, c.status, c.body)
 		}
+	}
+}
+
+// New refuses views that do not read what the topology's stores hold:
+// each would answer errors, or decode garbage, at every request.
+func TestNewChecksViewsAgainstTheTopology(t *testing.T) {
+	in, _ := shop(t)
+	b := engine.NewBuilder()
+	engine.NewTable(b, "stock", serde.String, serde.Int64, engine.Materialized("stock"))
+	engine.WindowedCount(engine.NewStream(b, "sales", serde.String, serde.Int64).GroupByKey().WindowedBy(engine.TumblingWindows(time.Hour)), engine.Materialized("hourly"))
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock, _ := projection.NewKeyValue("stock", "stock", serde.String, serde.Int64)
+	daily, _ := projection.NewWindowed("daily", "hourly", serde.String, serde.Int64, 24*time.Hour)
+	reg, err := projection.NewRegistry(stock, daily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top})
+	if !errors.Is(err, engine.ErrStoreKind) || !strings.Contains(err.Error(), `view "daily" reads windows of 24h0m0s from store "hourly", which is a window store (windows of 1h0m0s)`) {
+		t.Errorf("New with a view of the wrong windows: %v", err)
+	}
+	if reg, err = projection.NewRegistry(stock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top}); err != nil {
+		t.Errorf("New with views that match: %v", err)
 	}
 }
