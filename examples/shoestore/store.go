@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,14 +65,10 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 	events := engine.NewStream(b, eventsTopic, serde.String, inv.EventSerde(), engine.Named("events"))
 
 	// Inventory per shoe: the events folded as the aggregate folds them.
-	engine.Aggregate(events.GroupByKey(engine.Named("inventory-by-shoe")),
+	stock := engine.Aggregate(events.GroupByKey(engine.Named("inventory-by-shoe")),
 		func() inventory.State { return inventory.State{} },
 		func(_ string, e inventory.Event, s inventory.State) inventory.State { return inventory.Evolve(s, e) },
 		engine.Named("inventory"), engine.Materialized("inventory"), engine.ValueSerde(serde.JSON[inventory.State]()))
-	stock, err := projection.NewKeyValue("inventory", "inventory", serde.String, serde.JSON[inventory.State]())
-	if err != nil {
-		return nil, nil, err
-	}
 
 	// The catalog, captured from PostgreSQL (or seeded, see catalog.go),
 	// as a table keyed by model — the shoe's id.
@@ -104,7 +101,7 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 	}, engine.Named("priced"))
 
 	// The till: one key for the whole store.
-	engine.Aggregate(engine.GroupBy(priced.WithSerdes(serde.String, serde.JSON[movement]()), func(string, movement) string { return "till" }, engine.Named("till-by-store")),
+	till := engine.Aggregate(engine.GroupBy(priced.WithSerdes(serde.String, serde.JSON[movement]()), func(string, movement) string { return "till" }, engine.Named("till-by-store")),
 		func() Till { return Till{} },
 		func(_ string, m movement, t Till) Till {
 			t.RevenueCents += m.Cents
@@ -116,10 +113,6 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 			}
 			return t
 		}, engine.Named("till"), engine.Materialized("till"), engine.ValueSerde(serde.JSON[Till]()))
-	till, err := projection.NewKeyValue("till", "till", serde.String, serde.JSON[Till]())
-	if err != nil {
-		return nil, nil, err
-	}
 
 	// The returns log, keyed "<shoe>/<aggregate version>": why each pair
 	// came back.
@@ -138,31 +131,27 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 				return ctx.Forward(engine.Record[string, Return]{Key: key, Value: Return{Shoe: r.Key, Reason: r.Value.Reason, Refund: -r.Value.Cents, At: r.Value.At}, Timestamp: r.Timestamp})
 			})
 		}, engine.Named("returns-log"))
-	returned.WithSerdes(serde.String, serde.JSON[Return]()).ToTable(engine.Named("returns"), engine.Materialized("returns"))
-	returnsView, err := projection.NewKeyValue("returns", "returns", serde.String, serde.JSON[Return]())
-	if err != nil {
-		return nil, nil, err
-	}
+	returns := returned.WithSerdes(serde.String, serde.JSON[Return]()).ToTable(engine.Named("returns"), engine.Materialized("returns"))
 
 	// Pairs sold per shoe per day.
 	sold := moves.Filter(func(_ string, m movement) bool { return !m.Return }, engine.Named("sales-only"))
-	engine.WindowedCount(sold.WithSerdes(serde.String, serde.JSON[movement]()).GroupByKey(engine.Named("daily-by-shoe")).WindowedBy(engine.TumblingWindows(24*time.Hour)),
+	daily := engine.WindowedCount(sold.WithSerdes(serde.String, serde.JSON[movement]()).GroupByKey(engine.Named("daily-by-shoe")).WindowedBy(engine.TumblingWindows(24*time.Hour)),
 		engine.Named("daily-sales"), engine.Materialized("daily-sales"))
-	daily, err := projection.NewWindowed("daily-sales", "daily-sales", serde.String, serde.Int64, 24*time.Hour)
-	if err != nil {
-		return nil, nil, err
-	}
 
 	top, err := b.Build()
 	if err != nil {
 		return nil, nil, err
 	}
-	catalogView, err := projection.NewKeyValue("catalog", "catalog", serde.String, serde.JSON[CatalogItem]())
-	if err != nil {
-		return nil, nil, err
+	// The views take their stores' names, serdes and windows from the
+	// tables.
+	var errs []error
+	view := func(v *projection.View, err error) *projection.View {
+		errs = append(errs, err)
+		return v
 	}
-	views, err := projection.NewRegistry(stock, till, returnsView, daily, catalogView)
-	if err != nil {
+	views, err := projection.NewRegistry(view(projection.Of(stock)), view(projection.Of(till)), view(projection.Of(returns)),
+		view(projection.OfWindowed(daily)), view(projection.Of(catalog)))
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, nil, err
 	}
 	return top, views, nil

@@ -34,7 +34,6 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
-	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
 )
 
@@ -146,7 +145,7 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("creating %s: %w", r.Topic, r.Err)
 		}
 	}
-	top, views, err := topology(cfg.Trades)
+	top, tb, views, err := topology(cfg.Trades)
 	if err != nil {
 		return err
 	}
@@ -211,7 +210,7 @@ func run(ctx context.Context, cfg config) error {
 			case runErr = <-appDone:
 				break loop
 			case <-tick:
-				printTable(cfg.Table, app)
+				printTable(cfg.Table, app, tb)
 			}
 		}
 	}
@@ -229,16 +228,16 @@ func run(ctx context.Context, cfg config) error {
 
 // printTable prints the tickers' days and latest averages, and the top
 // movers, read from the instance's stores.
-func printTable(w io.Writer, app *engine.App) {
-	days, err := engine.QueryWindowStore(app, "daily", serde.String, serde.JSON[Day](), daySize)
+func printTable(w io.Writer, app *engine.App, tb tables) {
+	days, err := engine.QueryWindowedTable(app, tb.days)
 	if err != nil {
 		return
 	}
-	avgs, err := engine.QueryWindowStore(app, "moving-average", serde.String, serde.JSON[Average](), averageSize)
+	avgs, err := engine.QueryWindowedTable(app, tb.averages)
 	if err != nil {
 		return
 	}
-	lastTrades, err := engine.QueryCountWindowStore(app, "last-trades", serde.String, serde.JSON[Average](), tradesWindow)
+	lastTrades, err := engine.QueryCountWindowedTable(app, tb.lastTrades)
 	if err != nil {
 		return
 	}
@@ -278,7 +277,7 @@ func printTable(w io.Writer, app *engine.App) {
 		fmt.Fprintf(tw, "%s\t%.2f\t%+.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.ticker, r.day.Last, r.day.ChangePc, r.day.High, r.day.Low, r.avg.Mean, r.avg.VWAP, r.trades.VWAP, r.day.Trades)
 	}
 	_ = tw.Flush()
-	movers, err := engine.QueryKeyValueStore(app, "top-movers", serde.String, serde.JSON[[]Mover]())
+	movers, err := engine.QueryTable(app, tb.movers)
 	if err != nil {
 		return
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -71,27 +72,37 @@ const (
 	tradesAdvance = 5
 )
 
+// tables are the tables the example serves and prints: each knows its
+// store, its serdes and its windows, for the views and the queries.
+type tables struct {
+	averages   *engine.Table[engine.Windowed[string], Average]
+	lastTrades *engine.Table[engine.CountWindowed[string], Average]
+	days       *engine.Table[engine.Windowed[string], Day]
+	movers     *engine.Table[string, []Mover]
+}
+
 // topology is the stock example: trades (keyed by ticker, timed by their
 // own time) into a moving average per ticker (over 5 minutes, and over 10
 // trades), each ticker's day, and the day's top movers ranked in a second
 // stage on one partition.
-func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error) {
+func topology(tradesTopic string) (*engine.Topology, tables, *projection.Registry, error) {
+	var tb tables
 	b := engine.NewBuilder()
 	trades := engine.NewStream(b, tradesTopic, serde.String, serde.JSON[Trade](), engine.Named("trades"),
 		engine.WithTimestamps(func(_ string, t Trade, _ time.Time) (time.Time, error) { return t.Time, nil }))
 	byTicker := trades.GroupByKey(engine.Named("by-ticker"))
 
-	engine.WindowedAggregate(byTicker.WindowedBy(engine.HoppingWindows(averageSize, averageAdvance).Grace(averageGrace)),
+	tb.averages = engine.WindowedAggregate(byTicker.WindowedBy(engine.HoppingWindows(averageSize, averageAdvance).Grace(averageGrace)),
 		func() Average { return Average{} }, addTrade,
 		engine.Named("moving-average"), engine.Materialized("moving-average"), engine.ValueSerde(serde.JSON[Average]()))
 
 	// The same average over a number of trades instead of a time: count
 	// windows, in the order the trades arrive (a late trade counts too).
-	engine.CountWindowedAggregate(byTicker.WindowedByCount(engine.HoppingCountWindows(tradesWindow, tradesAdvance)),
+	tb.lastTrades = engine.CountWindowedAggregate(byTicker.WindowedByCount(engine.HoppingCountWindows(tradesWindow, tradesAdvance)),
 		func() Average { return Average{} }, addTrade,
 		engine.Named("last-trades"), engine.Materialized("last-trades"), engine.ValueSerde(serde.JSON[Average]()))
 
-	days := engine.WindowedAggregate(byTicker.WindowedBy(engine.TumblingWindows(daySize).Grace(dayGrace)),
+	tb.days = engine.WindowedAggregate(byTicker.WindowedBy(engine.TumblingWindows(daySize).Grace(dayGrace)),
 		func() Day { return Day{} },
 		func(_ string, t Trade, d Day) Day {
 			if d.Trades == 0 || t.Time.Before(d.OpenAt) {
@@ -114,7 +125,7 @@ func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error
 
 	// The top movers, in two stages: each ticker's change comes out of its
 	// day, keyed by the day; one partition then ranks the day's tickers.
-	changes := engine.Map(days.ToStream(engine.Named("daily-changes")), func(w engine.Windowed[string], d Day) (string, Mover) {
+	changes := engine.Map(tb.days.ToStream(engine.Named("daily-changes")), func(w engine.Windowed[string], d Day) (string, Mover) {
 		return w.Window.Start.UTC().Format(time.DateOnly), Mover{Ticker: w.Key, Last: d.Last, ChangePc: d.ChangePc}
 	}, engine.Named("by-day"))
 	ranked := engine.Aggregate(changes.WithSerdes(serde.String, serde.JSON[Mover]()).Repartition(engine.Partitions(1), engine.Named("movers")).GroupByKey(engine.Named("movers-by-day")),
@@ -126,31 +137,24 @@ func topology(tradesTopic string) (*engine.Topology, *projection.Registry, error
 			r.Changes[m.Ticker] = m
 			return r
 		}, engine.Named("rankings"), engine.Materialized("rankings"), engine.ValueSerde(serde.JSON[ranking]()))
-	engine.MapTableValues(ranked, func(_ string, r ranking) []Mover { return top(r, topN) },
+	tb.movers = engine.MapTableValues(ranked, func(_ string, r ranking) []Mover { return top(r, topN) },
 		engine.Named("top-movers"), engine.Materialized("top-movers"), engine.ValueSerde(serde.JSON[[]Mover]()))
 
 	top, err := b.Build()
 	if err != nil {
-		return nil, nil, err
+		return nil, tb, nil, err
 	}
-	avgView, err := projection.NewWindowed("moving-average", "moving-average", serde.String, serde.JSON[Average](), averageSize)
-	if err != nil {
-		return nil, nil, err
-	}
-	dayView, err := projection.NewWindowed("daily", "daily", serde.String, serde.JSON[Day](), daySize)
-	if err != nil {
-		return nil, nil, err
-	}
-	tradesView, err := projection.NewCountWindowed("last-trades", "last-trades", serde.String, serde.JSON[Average](), tradesWindow)
-	if err != nil {
-		return nil, nil, err
-	}
-	moversView, err := projection.NewKeyValue("top-movers", "top-movers", serde.String, serde.JSON[[]Mover]())
-	if err != nil {
-		return nil, nil, err
+	// The views take their stores' names, serdes and windows from the
+	// tables.
+	avgView, aerr := projection.OfWindowed(tb.averages)
+	dayView, derr := projection.OfWindowed(tb.days)
+	tradesView, terr := projection.OfCountWindowed(tb.lastTrades)
+	moversView, merr := projection.Of(tb.movers)
+	if err := errors.Join(aerr, derr, terr, merr); err != nil {
+		return nil, tb, nil, err
 	}
 	views, err := projection.NewRegistry(avgView, dayView, tradesView, moversView)
-	return top, views, err
+	return top, tb, views, err
 }
 
 // addTrade adds a trade to an average.
