@@ -101,7 +101,10 @@ func TestRackAwareStandbys(t *testing.T) {
 				}
 			}
 		}
-		return len(cc.StandbyLag()) > 0
+		// And C has the same placement: a probing rebalance may still be
+		// on its way to one of them (seen once: C a generation ahead,
+		// with a warm-up replica as a second standby).
+		return len(cc.StandbyLag()) > 0 && fmt.Sprint(p) == fmt.Sprint(cc.Assignment())
 	})
 	var fromA string
 	for _, tp := range b.Assignment() {
