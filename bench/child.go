@@ -28,12 +28,17 @@ type childFlags struct {
 	cacheBytes                int64
 	workers                   int
 	stateDir                  string
+	// The producers' settings: 0, -1 and "" leave franz-go's defaults.
+	batchBytes  int
+	lingerMs    int
+	compression string
 }
 
 func (c childFlags) args() []string {
 	return []string{"-child", c.kind, "-topology", c.topology, "-guarantee", c.guarantee, "-input", c.input, "-table", c.table,
 		"-output", c.output, "-app", c.app, "-brokers", c.brokers, "-commit-ms", fmt.Sprint(c.commitMs),
-		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir}
+		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir,
+		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression}
 }
 
 // runChild runs a measured process: Oxbow or the passthrough, until
@@ -53,6 +58,9 @@ func runChild(args []string) int {
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "")
 	fs.IntVar(&c.workers, "workers", 2, "")
 	fs.StringVar(&c.stateDir, "state-dir", "", "")
+	fs.IntVar(&c.batchBytes, "batch-bytes", 0, "")
+	fs.IntVar(&c.lingerMs, "linger-ms", -1, "")
+	fs.StringVar(&c.compression, "compression", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -90,9 +98,16 @@ func runOxbow(ctx context.Context, c childFlags) error {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
+	// The producer settings reach the engine's clients through
+	// KafkaOptions, which it passes to every client after its own base
+	// options (it sets no producer option of its own).
+	popts, err := producerOpts(c.batchBytes, c.lingerMs, c.compression)
+	if err != nil {
+		return err
+	}
 	app, err := engine.NewApp(top, engine.Config{AppID: c.app, Brokers: strings.Split(c.brokers, ","), Guarantee: g,
 		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, Workers: c.workers, StateDir: c.stateDir,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		KafkaOptions: popts, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
@@ -119,6 +134,11 @@ func runPassthrough(ctx context.Context, c childFlags) error {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.DefaultProduceTopic(c.output),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(1 << 20)}
+	popts, err := producerOpts(c.batchBytes, c.lingerMs, c.compression)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, popts...)
 	assigned := make(chan struct{})
 	var once sync.Once
 	opts = append(opts, kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }))

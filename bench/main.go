@@ -5,6 +5,12 @@
 //	go run ./bench                      # the full run (5M records), written to bench/REPORT.md
 //	go run ./bench -smoke               # seconds: the harness works, nothing said of speed
 //
+// Each engine runs in two configurations (-config defaults|tuned|both):
+// defaults, each side as it comes, and aligned-and-tuned, the same producer
+// batch size, linger and compression on every side, Kafka Streams with a
+// bounded RocksDB and a stated heap, max.poll.records raised (config.go
+// names every setting, and so does the report).
+//
 // It loads a fixed input (keys "k%08d", 100-byte values, event times
 // spread over half an hour, 6 partitions) and a table for the join, then
 // runs, one after another: the franz-go passthrough (the limit); each
@@ -67,6 +73,8 @@ type benchConfig struct {
 	commitMs   int
 	cacheBytes int64
 	threads    int
+	configs    []engineConfig
+	configName string // -config
 }
 
 func runBench(args []string) int {
@@ -86,7 +94,15 @@ func runBench(args []string) int {
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
 	fs.IntVar(&c.threads, "threads", runtime.NumCPU(), "Oxbow workers and Kafka Streams threads")
+	fs.StringVar(&c.configName, "config", "both", "the engines' configurations: defaults, tuned (aligned and tuned) or both (-smoke: tuned)")
+	batchBytes := fs.Int("tuned-batch-bytes", tunedBatchBytes, "the tuned configuration's producer batch size, every side")
+	linger := fs.Duration("tuned-linger", tunedLinger, "the tuned configuration's producer linger, every side")
+	compression := fs.String("tuned-compression", tunedCompression, "the tuned configuration's producer compression, every side (none, gzip, snappy, lz4, zstd)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := compressionCodec(*compression); err != nil || *batchBytes <= 0 || *linger < 0 {
+		fmt.Fprintf(os.Stderr, "bench: -tuned-batch-bytes must be positive, -tuned-linger not negative, -tuned-compression one of none, gzip, snappy, lz4, zstd\n")
 		return 2
 	}
 	c.partitions = int32(*partitions)
@@ -97,9 +113,19 @@ func runBench(args []string) int {
 	}
 	if c.smoke {
 		c.records, c.keys, c.liveRate, c.liveFor = 20_000, 500, 1000, time.Second
+		if !isFlagSet(fs, "config") {
+			// The configuration with more to go wrong (RocksDB bounded,
+			// compression); -config both takes twice as long.
+			c.configName = "tuned"
+		}
 		if !isFlagSet(fs, "out") {
 			c.out = ""
 		}
+	}
+	var err error
+	if c.configs, err = parseConfigs(c.configName, tunedConfig(*batchBytes, *linger, *compression)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
 	}
 	c.only = topologyNames
 	if *only != "" {
@@ -196,14 +222,15 @@ func startBroker(ctx context.Context) ([]string, error) {
 	return nil, errors.New("scripts/services.sh started no broker")
 }
 
-// buildKStreams builds the Kafka Streams twins' jar with Maven, if needed.
+// buildKStreams builds the Kafka Streams twins' jar with Maven, if it is
+// missing or older than its sources.
 func buildKStreams(ctx context.Context) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
 	jar := filepath.Join(root, "bench", "kstreams", "target", "oxbow-kstreams-bench.jar")
-	if _, err := os.Stat(jar); err == nil {
+	if fi, err := os.Stat(jar); err == nil && !newerSources(filepath.Join(root, "bench", "kstreams"), fi.ModTime()) {
 		return jar, nil
 	}
 	fmt.Fprintln(os.Stderr, "bench: building bench/kstreams with Maven")
@@ -216,8 +243,27 @@ func buildKStreams(ctx context.Context) (string, error) {
 	return jar, nil
 }
 
+// newerSources: the Maven module's pom.xml or a file under its src/
+// changed after t.
+func newerSources(module string, t time.Time) bool {
+	newer := false
+	check := func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && !d.IsDir() && fi.ModTime().After(t) {
+			newer = true
+		}
+		return nil
+	}
+	_ = filepath.WalkDir(filepath.Join(module, "pom.xml"), check)
+	_ = filepath.WalkDir(filepath.Join(module, "src"), check)
+	return newer
+}
+
 // run is one measured run.
 type run struct {
+	config                      string // the engines' configuration
 	engine, topology, guarantee string
 	seconds                     float64
 	recordsPerSec               float64
@@ -259,9 +305,9 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 
 	// A run's first phase: from its start until its group has committed
 	// the inputs' ends, as they were at its start.
-	throughput := func(eng, topology, guarantee string, start starter) (run, error) {
-		out := fmt.Sprintf("oxbench-%s-%s-%s-%s-out", id, eng, topology, guarantee)
-		group := fmt.Sprintf("oxbench-%s-%s-%s-%s", id, eng, topology, guarantee)
+	throughput := func(cfg engineConfig, eng, topology, guarantee string, start starter) (run, error) {
+		out := fmt.Sprintf("oxbench-%s-%s-%s-%s-%s-out", id, cfg.name, eng, topology, guarantee)
+		group := fmt.Sprintf("oxbench-%s-%s-%s-%s-%s", id, cfg.name, eng, topology, guarantee)
 		if err := createTopics(ctx, adm, c.partitions, out); err != nil {
 			return run{}, err
 		}
@@ -269,8 +315,8 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		if err != nil {
 			return run{}, err
 		}
-		r := run{engine: eng, topology: topology, guarantee: guarantee, output: out, group: group, stateDir: dir, start: start}
-		fmt.Fprintf(os.Stderr, "bench: %s %s %s\n", eng, topology, guarantee)
+		r := run{config: cfg.name, engine: eng, topology: topology, guarantee: guarantee, output: out, group: group, stateDir: dir, start: start}
+		fmt.Fprintf(os.Stderr, "bench: %s: %s %s %s\n", cfg.name, eng, topology, guarantee)
 		before, err := written(ctx, c.brokers, group, out)
 		if err != nil {
 			return r, err
@@ -317,19 +363,23 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	child := func(kind, topology, guarantee string) starter {
+	child := func(cfg engineConfig, kind, topology, guarantee string) starter {
 		return func(out, group, dir string) *exec.Cmd {
 			f := childFlags{kind: kind, topology: topology, guarantee: guarantee, input: input, table: table, output: out, app: group,
-				brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, guarantee), cacheBytes: c.cacheBytes, workers: c.threads, stateDir: dir}
-			return exec.Command(self, f.args()...)
+				brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, guarantee), cacheBytes: c.cacheBytes, workers: c.threads, stateDir: dir,
+				batchBytes: cfg.batchBytes, lingerMs: cfg.lingerMs(), compression: cfg.compression}
+			cmd := exec.Command(self, f.args()...)
+			cmd.Env = cfg.goEnv(os.Environ())
+			return cmd
 		}
 	}
-	kstreams := func(topology, guarantee string) starter {
+	kstreams := func(cfg engineConfig, topology, guarantee string) starter {
 		return func(out, group, dir string) *exec.Cmd {
-			args := []string{"-Xmx1g", "-jar", c.jar, "--brokers", strings.Join(c.brokers, ","), "--app-id", group,
+			args := append(slices.Clone(cfg.jvm), "-jar", c.jar, "--brokers", strings.Join(c.brokers, ","), "--app-id", group,
 				"--topology", topology, "--input", input, "--output", out, "--guarantee", guarantee,
 				"--commit-ms", strconv.Itoa(commitMs(c, guarantee)), "--cache-bytes", strconv.FormatInt(c.cacheBytes, 10),
-				"--threads", strconv.Itoa(c.threads), "--state-dir", dir}
+				"--threads", strconv.Itoa(c.threads), "--state-dir", dir)
+			args = append(args, cfg.kstreamsArgs()...)
 			if topology == "join" {
 				args = append(args, "--table", table)
 			}
@@ -337,38 +387,40 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		}
 	}
 
-	for _, g := range []string{"alos", "eos"} {
-		pass, err := throughput("franz-go", "passthrough", g, child("passthrough", "passthrough", g))
-		if err != nil {
-			return nil, err
-		}
-		if err := live(&pass); err != nil {
-			return nil, err
-		}
-		rep.runs = append(rep.runs, pass)
-	}
-	for _, topology := range c.only {
+	for _, cfg := range c.configs {
 		for _, g := range []string{"alos", "eos"} {
-			// Both engines' throughput first, on the same input, each
-			// output checked; then their latency phases, which add to the
-			// input.
-			ox, err := throughput("oxbow", topology, g, child("oxbow", topology, g))
+			pass, err := throughput(cfg, "franz-go", "passthrough", g, child(cfg, "passthrough", "passthrough", g))
 			if err != nil {
 				return nil, err
 			}
-			pair := []*run{&ox}
-			if c.kstreams {
-				ks, err := throughput("kstreams", topology, g, kstreams(topology, g))
+			if err := live(&pass); err != nil {
+				return nil, err
+			}
+			rep.runs = append(rep.runs, pass)
+		}
+		for _, topology := range c.only {
+			for _, g := range []string{"alos", "eos"} {
+				// Both engines' throughput first, on the same input, each
+				// output checked; then their latency phases, which add to the
+				// input.
+				ox, err := throughput(cfg, "oxbow", topology, g, child(cfg, "oxbow", topology, g))
 				if err != nil {
 					return nil, err
 				}
-				pair = append(pair, &ks)
-			}
-			for _, r := range pair {
-				if err := live(r); err != nil {
-					return nil, err
+				pair := []*run{&ox}
+				if c.kstreams {
+					ks, err := throughput(cfg, "kstreams", topology, g, kstreams(cfg, topology, g))
+					if err != nil {
+						return nil, err
+					}
+					pair = append(pair, &ks)
 				}
-				rep.runs = append(rep.runs, *r)
+				for _, r := range pair {
+					if err := live(r); err != nil {
+						return nil, err
+					}
+					rep.runs = append(rep.runs, *r)
+				}
 			}
 		}
 	}

@@ -14,52 +14,21 @@ import (
 func (r *report) markdown(c benchConfig) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Oxbow benchmark report\n\n")
-	fmt.Fprintf(&b, "Run %s with `go run ./bench%s`.\n\n", r.started.UTC().Format(time.RFC3339), map[bool]string{true: " -smoke", false: ""}[c.smoke])
+	fmt.Fprintf(&b, "Run %s with `go run ./bench%s -config %s`.\n\n", r.started.UTC().Format(time.RFC3339), map[bool]string{true: " -smoke", false: ""}[c.smoke], c.configName)
 	fmt.Fprintf(&b, "- Machine: %s, %d CPUs, %s; %s/%s; %s; %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), javaVersion())
 	fmt.Fprintf(&b, "- Broker: %s (one node, on this machine: it shares the CPUs)\n", strings.Join(c.brokers, ","))
 	fmt.Fprintf(&b, "- Input: %d records, %d keys, %d-byte values, %d partitions, event times over half an hour; the join's table: %d keys\n",
 		c.records, c.keys, c.valueSize, c.partitions, c.keys)
-	cache := fmt.Sprintf("record cache %d bytes", c.cacheBytes)
-	if c.cacheBytes == 0 {
-		cache = "no record cache (Kafka Streams' statestore.cache.max.bytes 0, Oxbow's CacheBytes -1)"
-	}
-	fmt.Fprintf(&b, "- Both engines: %d threads/workers, %s, commit interval %d ms at least once and 100 ms exactly once\n",
-		c.threads, cache, c.commitMs)
 	fmt.Fprintf(&b, "- Latency: %d records/s for %s after each run has caught up, event time to the output being readable (read committed)\n\n",
 		c.liveRate, c.liveFor)
-	pass := map[string]float64{} // by guarantee
-	ks := map[string]run{}
-	for _, x := range r.runs {
-		if x.engine == "franz-go" {
-			pass[x.guarantee] = x.recordsPerSec
-		}
-		if x.engine == "kstreams" {
-			ks[x.topology+"/"+x.guarantee] = x
-		}
-	}
-	fmt.Fprintln(&b, "Each run's ratio to the passthrough is to the passthrough with the same guarantee. Records/s is input records a second;"+
-		" records moved are those read (in), written to the output (out) and to changelogs, the last two by end offsets, which exactly once"+
-		" also count the transactions' markers; moved/s is all of them a second.")
-	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| Engine | Topology | Guarantee | Records/s | Moved: in + out + changelog | Moved/s | × passthrough | × Kafka Streams | × Kafka Streams, moved/s | p50 | p99 | CPU s | Peak RSS MB |")
-	fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, x := range r.runs {
-		vsPass, vsKS, vsKSMoved := "", "", ""
-		if p := pass[x.guarantee]; p > 0 {
-			vsPass = fmt.Sprintf("%.2f", x.recordsPerSec/p)
-		}
-		if t, ok := ks[x.topology+"/"+x.guarantee]; ok && x.engine == "oxbow" && t.recordsPerSec > 0 {
-			vsKS = fmt.Sprintf("%.2f", x.recordsPerSec/t.recordsPerSec)
-			if t.movedPerSec() > 0 {
-				vsKSMoved = fmt.Sprintf("%.2f", x.movedPerSec()/t.movedPerSec())
+	for _, cfg := range c.configs {
+		var runs []run
+		for _, x := range r.runs {
+			if x.config == cfg.name {
+				runs = append(runs, x)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %d + %d + %d | %.0f | %s | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee,
-			x.recordsPerSec, x.moved.in, x.moved.out, x.moved.changelog, x.movedPerSec(), vsPass, vsKS, vsKSMoved,
-			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
-	}
-	if t := r.targets(pass, ks); t != "" {
-		fmt.Fprintf(&b, "\nTargets (issue 12): stateless ≥ 0.9× the passthrough; every Oxbow topology ≥ 1.0× Kafka Streams' records/s at no worse p99.\n\n%s", t)
+		r.configSection(&b, c, cfg, runs)
 	}
 	fmt.Fprintf(&b, "\nEach output is checked against the one the input gives (stateless and join record by record, count and window by each key's last value):"+
 		" exactly once it must be that exactly; at least once, each record there at least once and no other, each count at least the expected.\n")
@@ -70,15 +39,70 @@ func (r *report) markdown(c benchConfig) string {
 	}
 	for _, x := range r.runs {
 		if x.check.repeated > 0 {
-			fmt.Fprintf(&b, "- %s %s %s: %d records repeated or keys counted above the expected (at least once allows it)\n", x.engine, x.topology, x.guarantee, x.check.repeated)
+			fmt.Fprintf(&b, "- %s: %s %s %s: %d records repeated or keys counted above the expected (at least once allows it)\n", x.config, x.engine, x.topology, x.guarantee, x.check.repeated)
 		}
 	}
 	return b.String()
 }
 
+// configName is how the report calls a configuration.
+func configTitle(name string) string {
+	if name == "tuned" {
+		return "aligned and tuned"
+	}
+	return name
+}
+
+// configSection renders one configuration: its settings, then a row per
+// run with its ratios to the passthrough and to its Kafka Streams twin.
+func (r *report) configSection(b *strings.Builder, c benchConfig, cfg engineConfig, runs []run) {
+	fmt.Fprintf(b, "## Configuration: %s\n\n", configTitle(cfg.name))
+	fmt.Fprintln(b, "| Setting | Oxbow (and the franz-go baselines) | Kafka Streams |")
+	fmt.Fprintln(b, "|---|---|---|")
+	for _, row := range cfg.settings(c) {
+		fmt.Fprintf(b, "| %s | %s | %s |\n", row[0], row[1], row[2])
+	}
+	fmt.Fprintln(b)
+	pass := map[string]float64{} // by guarantee
+	ks := map[string]run{}
+	for _, x := range runs {
+		if x.engine == "franz-go" {
+			pass[x.guarantee] = x.recordsPerSec
+		}
+		if x.engine == "kstreams" {
+			ks[x.topology+"/"+x.guarantee] = x
+		}
+	}
+	fmt.Fprintln(b, "Each run's ratio to the passthrough is to the passthrough with the same guarantee. Records/s is input records a second;"+
+		" records moved are those read (in), written to the output (out) and to changelogs, the last two by end offsets, which exactly once"+
+		" also count the transactions' markers; moved/s is all of them a second.")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| Engine | Topology | Guarantee | Records/s | Moved: in + out + changelog | Moved/s | × passthrough | × Kafka Streams | × Kafka Streams, moved/s | p50 | p99 | CPU s | Peak RSS MB |")
+	fmt.Fprintln(b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range runs {
+		vsPass, vsKS, vsKSMoved := "", "", ""
+		if p := pass[x.guarantee]; p > 0 {
+			vsPass = fmt.Sprintf("%.2f", x.recordsPerSec/p)
+		}
+		if t, ok := ks[x.topology+"/"+x.guarantee]; ok && x.engine == "oxbow" && t.recordsPerSec > 0 {
+			vsKS = fmt.Sprintf("%.2f", x.recordsPerSec/t.recordsPerSec)
+			if t.movedPerSec() > 0 {
+				vsKSMoved = fmt.Sprintf("%.2f", x.movedPerSec()/t.movedPerSec())
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.0f | %d + %d + %d | %.0f | %s | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, x.guarantee,
+			x.recordsPerSec, x.moved.in, x.moved.out, x.moved.changelog, x.movedPerSec(), vsPass, vsKS, vsKSMoved,
+			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
+	}
+	if t := targets(runs, pass, ks); t != "" {
+		fmt.Fprintf(b, "\nTargets (issue 12): stateless ≥ 0.9× the passthrough; every Oxbow topology ≥ 1.0× Kafka Streams' records/s at no worse p99.\n\n%s", t)
+	}
+	fmt.Fprintln(b)
+}
+
 // targets checks the issue's targets run by run: a line per check, met or
 // missed.
-func (r *report) targets(pass map[string]float64, ks map[string]run) string {
+func targets(runs []run, pass map[string]float64, ks map[string]run) string {
 	var b strings.Builder
 	verdict := func(ok bool) string {
 		if ok {
@@ -86,7 +110,7 @@ func (r *report) targets(pass map[string]float64, ks map[string]run) string {
 		}
 		return "**missed**"
 	}
-	for _, x := range r.runs {
+	for _, x := range runs {
 		if x.engine != "oxbow" {
 			continue
 		}

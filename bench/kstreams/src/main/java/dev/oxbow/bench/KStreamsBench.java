@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.CloseOptions;
@@ -95,6 +96,8 @@ public final class KStreamsBench {
             "usage: java -jar oxbow-kstreams-bench.jar --brokers HOST:PORT[,HOST:PORT...] --app-id ID",
             "         --topology stateless|count|window|join --input TOPIC --output TOPIC [--table TOPIC]",
             "         --guarantee alos|eos --commit-ms N --cache-bytes N [--threads N] --state-dir DIR",
+            "         [--batch-bytes N] [--linger-ms N] [--compression TYPE] [--max-poll-records N]",
+            "         [--rocksdb-bytes N --rocksdb-memtable-bytes N]",
             "",
             "  --brokers      bootstrap.servers (comma-separated)",
             "  --app-id       application.id (consumer group, internal topic prefix)",
@@ -107,6 +110,13 @@ public final class KStreamsBench {
             "  --cache-bytes  statestore.cache.max.bytes",
             "  --threads      num.stream.threads (default 2)",
             "  --state-dir    state.dir",
+            "  --batch-bytes  the producers' batch.size (default: Kafka Streams')",
+            "  --linger-ms    the producers' linger.ms (default: Kafka Streams' 100)",
+            "  --compression  the producers' compression.type (default: none)",
+            "  --max-poll-records  the consumers' max.poll.records (default: Kafka Streams' 1000)",
+            "  --rocksdb-bytes     bound every RocksDB store together: one shared block cache of N bytes",
+            "                      (BoundedRocksDB); default: Kafka Streams' per-store RocksDB settings",
+            "  --rocksdb-memtable-bytes  the memtables' share of that cache (a write-buffer manager)",
             "",
             "Prints RUNNING on stdout once running; SIGTERM/SIGINT closes and exits 0;",
             "exit 1 on a stream failure, 2 on a bad command line.");
@@ -135,7 +145,13 @@ public final class KStreamsBench {
             long commitMs,
             long cacheBytes,
             int threads,
-            String stateDir) {
+            String stateDir,
+            long batchBytes,
+            long lingerMs,
+            String compression,
+            long maxPollRecords,
+            long rocksdbBytes,
+            long rocksdbMemtableBytes) {
 
         String processingGuarantee() {
             return guarantee.equals("eos") ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE;
@@ -209,15 +225,29 @@ public final class KStreamsBench {
         long cacheBytes = longFlag(flags, "cache-bytes", 0);
         int threads = flags.containsKey("threads") ? (int) longFlag(flags, "threads", 1, Integer.MAX_VALUE) : 2;
         String stateDir = required(flags, "state-dir");
+        long batchBytes = flags.containsKey("batch-bytes") ? longFlag(flags, "batch-bytes", 1, Integer.MAX_VALUE) : 0;
+        long lingerMs = flags.containsKey("linger-ms") ? longFlag(flags, "linger-ms", 0) : -1;
+        String compression = flags.get("compression");
+        if (compression != null && !List.of("none", "gzip", "snappy", "lz4", "zstd").contains(compression)) {
+            throw new UsageException("--compression must be none, gzip, snappy, lz4 or zstd, not '" + compression + "'");
+        }
+        long maxPollRecords = flags.containsKey("max-poll-records") ? longFlag(flags, "max-poll-records", 1, Integer.MAX_VALUE) : 0;
+        long rocksdbBytes = flags.containsKey("rocksdb-bytes") ? longFlag(flags, "rocksdb-bytes", 1) : 0;
+        long rocksdbMemtableBytes = flags.containsKey("rocksdb-memtable-bytes") ? longFlag(flags, "rocksdb-memtable-bytes", 1) : 0;
+        if ((rocksdbBytes == 0) != (rocksdbMemtableBytes == 0) || rocksdbMemtableBytes > rocksdbBytes) {
+            throw new UsageException("--rocksdb-bytes and --rocksdb-memtable-bytes go together, the second at most the first");
+        }
 
         return new Options(brokers, appId, topology, input, output, table, guarantee,
-                commitMs, cacheBytes, threads, stateDir);
+                commitMs, cacheBytes, threads, stateDir, batchBytes, lingerMs, compression, maxPollRecords,
+                rocksdbBytes, rocksdbMemtableBytes);
     }
 
     private static boolean isKnownFlag(String name) {
         switch (name) {
             case "brokers", "app-id", "topology", "input", "output", "table", "guarantee",
-                    "commit-ms", "cache-bytes", "threads", "state-dir":
+                    "commit-ms", "cache-bytes", "threads", "state-dir", "batch-bytes", "linger-ms",
+                    "compression", "max-poll-records", "rocksdb-bytes", "rocksdb-memtable-bytes":
                 return true;
             default:
                 return false;
@@ -277,6 +307,22 @@ public final class KStreamsBench {
         p.put(StreamsConfig.mainConsumerPrefix(GLOBAL_PROCESSING_HANDLER_CONFIG), true);
         // Kafka Streams already defaults its consumers to earliest; make it explicit.
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        // The aligned-and-tuned configuration's settings; absent, Kafka Streams' defaults.
+        if (o.batchBytes() > 0) {
+            p.put(StreamsConfig.producerPrefix(ProducerConfig.BATCH_SIZE_CONFIG), (int) o.batchBytes());
+        }
+        if (o.lingerMs() >= 0) {
+            p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), o.lingerMs());
+        }
+        if (o.compression() != null) {
+            p.put(StreamsConfig.producerPrefix(ProducerConfig.COMPRESSION_TYPE_CONFIG), o.compression());
+        }
+        if (o.maxPollRecords() > 0) {
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_RECORDS_CONFIG), (int) o.maxPollRecords());
+        }
+        if (o.rocksdbBytes() > 0) {
+            p.put(StreamsConfig.ROCKSDB_CONFIG_SETTER_CLASS_CONFIG, BoundedRocksDB.class);
+        }
         return p;
     }
 
@@ -378,8 +424,18 @@ public final class KStreamsBench {
                 o.topology(), o.guarantee(), o.processingGuarantee(), o.commitMs(), o.cacheBytes(), o.threads(),
                 o.appId(), o.input(), o.output(), o.table() != null ? " table=" + o.table() : "", o.stateDir(),
                 o.brokers());
+        err.printf("kstreams-bench: producer batch.size=%s linger.ms=%s compression.type=%s; consumer max.poll.records=%s; "
+                        + "RocksDB %s%n",
+                o.batchBytes() > 0 ? o.batchBytes() : "default", o.lingerMs() >= 0 ? o.lingerMs() : "default",
+                o.compression() != null ? o.compression() : "default",
+                o.maxPollRecords() > 0 ? o.maxPollRecords() : "default",
+                o.rocksdbBytes() > 0 ? "bounded: a shared " + o.rocksdbBytes() + "-byte block cache, memtables "
+                        + o.rocksdbMemtableBytes() + " bytes of it" : "per-store defaults");
         err.flush();
 
+        if (o.rocksdbBytes() > 0) {
+            BoundedRocksDB.bound(o.rocksdbBytes(), o.rocksdbMemtableBytes());
+        }
         Properties config = config(o);
         KafkaStreams streams;
         try {
