@@ -41,12 +41,12 @@ func (c childFlags) args() []string {
 		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression}
 }
 
-// runChild runs a measured process: Oxbow or the passthrough, until
+// runChild runs a measured process: Oxbow or a franz-go baseline, until
 // SIGTERM. It prints READY once it processes.
 func runChild(args []string) int {
 	fs := flag.NewFlagSet("bench child", flag.ContinueOnError)
 	var c childFlags
-	fs.StringVar(&c.kind, "child", "", "oxbow or passthrough")
+	fs.StringVar(&c.kind, "child", "", "oxbow, consume or filter-map")
 	fs.StringVar(&c.topology, "topology", "", "")
 	fs.StringVar(&c.guarantee, "guarantee", "alos", "")
 	fs.StringVar(&c.input, "input", "", "")
@@ -70,8 +70,10 @@ func runChild(args []string) int {
 	switch c.kind {
 	case "oxbow":
 		err = runOxbow(ctx, c)
-	case "passthrough":
-		err = runPassthrough(ctx, c)
+	case "consume":
+		err = runConsume(ctx, c)
+	case "filter-map":
+		err = runFilterMap(ctx, c)
 	default:
 		err = fmt.Errorf("no child kind %q", c.kind)
 	}
@@ -122,35 +124,120 @@ func runOxbow(ctx context.Context, c childFlags) error {
 	return <-done
 }
 
-// runPassthrough is the limit: franz-go consuming the input and producing
-// every record to the output, as a careful hand-written service would. At
-// least once it produces without waiting and, every commit interval,
-// flushes and commits the offsets consumed. Exactly once it is a
-// transactional consume→produce loop (kgo.GroupTransactSession, read
-// committed), one transaction per commit interval, the offsets committed
-// in it.
-func runPassthrough(ctx context.Context, c childFlags) error {
-	interval := time.Duration(c.commitMs) * time.Millisecond
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.DefaultProduceTopic(c.output),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(1 << 20)}
-	popts, err := producerOpts(c.batchBytes, c.lingerMs, c.compression)
-	if err != nil {
-		return err
-	}
-	opts = append(opts, popts...)
+// runConsume is the read limit: one franz-go consumer that only counts the
+// input's records, committing what it read every commit interval and
+// whenever its input runs dry.
+func runConsume(ctx context.Context, c childFlags) error {
 	assigned := make(chan struct{})
 	var once sync.Once
-	opts = append(opts, kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }))
-	if c.guarantee == "eos" {
-		return passthroughEOS(ctx, c, interval, assigned, opts)
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll())...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) { _ = cl.CommitUncommittedOffsets(ctx) }))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	go sayReady(ctx, assigned)
+	interval := time.Duration(c.commitMs) * time.Millisecond
+	var n int64
+	last, pending := time.Now(), false
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			cl.AllowRebalance()
+			fmt.Fprintf(os.Stderr, "bench child: %d records read\n", n)
+			return nil
+		}
+		if err := fetchErr(fs); err != nil {
+			return err
+		}
+		k := fs.NumRecords()
+		n += int64(k)
+		pending = pending || k > 0
+		if pending && (k == 0 || time.Since(last) >= interval) {
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+			last, pending = time.Now(), false
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// filterMap is the stateless topology's work on one record: nil if the
+// record is dropped.
+func filterMap(r *kgo.Record) *kgo.Record {
+	if len(r.Value) <= 8 || r.Value[8]&1 != 0 {
+		return nil
+	}
+	return &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value[:16:16], Timestamp: r.Timestamp}
+}
+
+// runFilterMap is the limit for a Go program: the stateless topology's
+// filter and map written with franz-go by hand, as a careful service would,
+// with the same parallelism as the engines: c.workers goroutines, each a
+// client of one consumer group, which splits the partitions between them.
+// At least once each produces without waiting and, every commit interval
+// and whenever its input runs dry, flushes and commits the offsets
+// consumed (and before giving partitions up). Exactly once each is a
+// transactional consume→produce loop (kgo.GroupTransactSession, read
+// committed), one transaction per commit interval, the offsets committed
+// in it.
+func runFilterMap(ctx context.Context, c childFlags) error {
+	interval := time.Duration(c.commitMs) * time.Millisecond
+	popts, err := producerOpts(c.batchBytes, c.lingerMs, c.compression)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, c.workers)
+	ready := make([]chan struct{}, c.workers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range c.workers {
+		assigned := make(chan struct{})
+		ready[i] = assigned
+		var once sync.Once
+		opts := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumerGroup(c.app), kgo.ConsumeTopics(c.input),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.DefaultProduceTopic(c.output),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(1 << 20),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+				if len(ps[c.input]) > 0 {
+					once.Do(func() { close(assigned) })
+				}
+			})}, popts...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.guarantee == "eos" {
+				errs[i] = filterMapEOS(ctx, fmt.Sprintf("%s-%d", c.app, i), interval, opts)
+			} else {
+				errs[i] = filterMapALOS(ctx, interval, opts)
+			}
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	go func() {
+		// READY once every goroutine has partitions.
+		for _, a := range ready {
+			select {
+			case <-a:
+			case <-ctx.Done():
+				return
+			}
+		}
+		fmt.Println("READY")
+	}()
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func filterMapALOS(ctx context.Context, interval time.Duration, opts []kgo.Opt) error {
 	var mu sync.Mutex
 	var produceErr error
 	onAck := func(_ *kgo.Record, err error) {
@@ -160,7 +247,23 @@ func runPassthrough(ctx context.Context, c childFlags) error {
 			mu.Unlock()
 		}
 	}
-	last := time.Now()
+	commit := func(ctx context.Context, cl *kgo.Client) error {
+		err := cl.Flush(ctx)
+		mu.Lock()
+		err, produceErr = cmp.Or(err, produceErr), nil
+		mu.Unlock()
+		if err == nil {
+			err = cl.CommitUncommittedOffsets(ctx)
+		}
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) { _ = commit(ctx, cl) }))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	last, pending := time.Now(), false
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		fs := cl.PollRecords(pctx, 10_000)
@@ -173,33 +276,28 @@ func runPassthrough(ctx context.Context, c childFlags) error {
 			return err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			cl.Produce(ctx, &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, onAck)
-		})
-		if time.Since(last) >= interval {
-			last = time.Now()
-			err := cl.Flush(ctx)
-			mu.Lock()
-			err, produceErr = cmp.Or(err, produceErr), nil
-			mu.Unlock()
-			if err == nil {
-				err = cl.CommitUncommittedOffsets(ctx)
+			if out := filterMap(r); out != nil {
+				cl.Produce(ctx, out, onAck)
 			}
-			if err != nil && ctx.Err() == nil {
+		})
+		k := fs.NumRecords()
+		pending = pending || k > 0
+		if pending && (k == 0 || time.Since(last) >= interval) {
+			if err := commit(ctx, cl); err != nil && ctx.Err() == nil {
 				return err
 			}
+			last, pending = time.Now(), false
 		}
 		cl.AllowRebalance()
 	}
 }
 
-func passthroughEOS(ctx context.Context, c childFlags, interval time.Duration, assigned <-chan struct{}, opts []kgo.Opt) error {
-	s, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(c.app+"-passthrough"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+func filterMapEOS(ctx context.Context, txid string, interval time.Duration, opts []kgo.Opt) error {
+	s, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(txid), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	go sayReady(ctx, assigned)
 	for ctx.Err() == nil {
 		if err := s.Begin(); err != nil {
 			return err
@@ -216,7 +314,9 @@ func passthroughEOS(ctx context.Context, c childFlags, interval time.Duration, a
 				return err
 			}
 			fs.EachRecord(func(r *kgo.Record) {
-				s.Produce(ctx, &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+				if out := filterMap(r); out != nil {
+					s.Produce(ctx, out, nil)
+				}
 			})
 		}
 		// A shutdown aborts the open transaction: its records are

@@ -168,14 +168,14 @@ func (e engineConfig) settings(c benchConfig) [][3]string {
 		{"producer batch size", or(e.batchBytes > 0, fmt.Sprintf("%d bytes (ProducerBatchMaxBytes)", e.batchBytes), "1000012 bytes (franz-go's default)"),
 			or(e.batchBytes > 0, fmt.Sprintf("%d bytes (batch.size)", e.batchBytes), "16384 bytes (batch.size default)")},
 		{"producer linger", or(e.linger >= 0, fmt.Sprintf("%d ms (ProducerLinger)", e.lingerMs()), "10 ms (franz-go's default)"),
-			or(e.linger >= 0, fmt.Sprintf("%d ms (linger.ms)", e.lingerMs()), "100 ms (Kafka Streams' linger.ms default)")},
+			or(e.linger >= 0, fmt.Sprintf("%d ms (linger.ms)", e.lingerMs()), "100 ms (Kafka Streams' linger.ms default; the Java loop: the producer's, 5 ms)")},
 		{"producer compression", or(e.compression != "", e.compression+" (ProducerBatchCompression)", "snappy (franz-go's default)"),
 			or(e.compression != "", e.compression+" (compression.type)", "none (compression.type default)")},
 		{"acks, idempotence", "all, idempotent (franz-go's defaults)", "all, idempotent (the producer's defaults)"},
 		{"records a poll", "whatever a fetch holds (franz-go: 50 MiB a fetch, 1 MiB a partition)",
-			or(e.maxPollRecords > 0, fmt.Sprintf("max.poll.records %d", e.maxPollRecords), "max.poll.records 1000 (Kafka Streams' default)") +
+			or(e.maxPollRecords > 0, fmt.Sprintf("max.poll.records %d", e.maxPollRecords), "max.poll.records 1000 (Kafka Streams' default; the Java loop: the consumer's, 500)") +
 				" (fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB)"},
-		{"threads", fmt.Sprintf("%d workers (Workers)", c.threads), fmt.Sprintf("%d stream threads (num.stream.threads)", c.threads)},
+		{"threads", fmt.Sprintf("%d workers (Workers)", c.threads), fmt.Sprintf("%d stream threads (num.stream.threads); the Java loop: %d threads, a consumer and a producer each", c.threads, c.threads)},
 		{"record cache", cache, ksCache},
 		{"commit interval", fmt.Sprintf("%d ms at least once, 100 ms exactly once", c.commitMs), fmt.Sprintf("%d ms at least once, 100 ms exactly once (commit.interval.ms)", c.commitMs)},
 		{"state store", "pebble, one per instance: 64 MiB block cache, 16 MiB memtables (2 at most: 96 MiB); the engine's fixed settings",

@@ -13,8 +13,11 @@
 //
 // It loads a fixed input (keys "k%08d", 100-byte values, event times
 // spread over half an hour, 6 partitions) and a table for the join, then
-// runs, one after another: the franz-go passthrough (the limit); each
-// Oxbow topology (stateless, count, hopping-window count, stream–table
+// runs, one after another, for each configuration: the baselines (a
+// franz-go consumer that only counts, the read limit; the stateless
+// topology's filter and map written by hand with franz-go, the limit for a
+// Go program, and with the plain Java clients; Kafka Streams copying every
+// record); each Oxbow topology (stateless, count, hopping-window count, stream–table
 // join) at least once and exactly once; and each Kafka Streams twin
 // (bench/kstreams, built with Maven), with the same commit interval, cache
 // size and threads. Every run is a child process, timed from when it says
@@ -334,8 +337,8 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		r.moved = moved{in: records, out: after.out - before.out, changelog: after.changelog - before.changelog}
 		fmt.Fprintf(os.Stderr, "bench: %s %s %s: %.1f s, records moved: %d in, %d out, %d to changelogs\n",
 			eng, topology, guarantee, r.seconds, r.moved.in, r.moved.out, r.moved.changelog)
-		if topology != "passthrough" {
-			if r.check, err = checkOutput(ctx, c.brokers, in, topology, guarantee, out); err != nil {
+		if as := checkedAs(topology); as != "" {
+			if r.check, err = checkOutput(ctx, c.brokers, in, as, guarantee, out); err != nil {
 				return r, fmt.Errorf("%s %s %s: checking the output: %w", eng, topology, guarantee, err)
 			}
 			fmt.Fprintf(os.Stderr, "bench: %s %s %s: %d output records, %s\n", eng, topology, guarantee, r.check.records, r.check)
@@ -388,15 +391,30 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 	}
 
 	for _, cfg := range c.configs {
-		for _, g := range []string{"alos", "eos"} {
-			pass, err := throughput(cfg, "franz-go", "passthrough", g, child(cfg, "passthrough", "passthrough", g))
-			if err != nil {
-				return nil, err
+		// The baselines: throughput only, each output checked.
+		type baseline struct {
+			engine, topology string
+			guarantees       []string
+			start            func(g string) starter
+		}
+		baselines := []baseline{
+			{"franz-go", "consume", []string{"alos"}, func(g string) starter { return child(cfg, "consume", "consume", g) }},
+			{"franz-go", "filter-map", []string{"alos", "eos"}, func(g string) starter { return child(cfg, "filter-map", "filter-map", g) }},
+		}
+		if c.kstreams {
+			baselines = append(baselines,
+				baseline{"java-clients", "filter-map", []string{"alos", "eos"}, func(g string) starter { return kstreams(cfg, "client-loop", g) }},
+				baseline{"kstreams", "passthrough", []string{"alos", "eos"}, func(g string) starter { return kstreams(cfg, "passthrough", g) }})
+		}
+		for _, b := range baselines {
+			for _, g := range b.guarantees {
+				x, err := throughput(cfg, b.engine, b.topology, g, b.start(g))
+				if err != nil {
+					return nil, err
+				}
+				_ = os.RemoveAll(x.stateDir)
+				rep.runs = append(rep.runs, x)
 			}
-			if err := live(&pass); err != nil {
-				return nil, err
-			}
-			rep.runs = append(rep.runs, pass)
 		}
 		for _, topology := range c.only {
 			for _, g := range []string{"alos", "eos"} {
@@ -425,6 +443,19 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// checkedAs is the topology whose expected output a run's output must be:
+// the franz-go and Java client loops do the stateless topology's work; the
+// read limit writes nothing.
+func checkedAs(topology string) string {
+	switch topology {
+	case "consume":
+		return ""
+	case "filter-map":
+		return "stateless"
+	}
+	return topology
 }
 
 // starter makes the command of a run, given its output, group and state

@@ -40,7 +40,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * Reference Kafka Streams application for Oxbow's benchmark harness (bench/).
  *
  * <p>Runs one of four topologies whose input and output formats are a contract
- * shared with the Go side of the harness:
+ * shared with the Go side of the harness, or one of two baselines (a Kafka
+ * Streams passthrough, which copies every record, and {@link ClientLoop}):
  *
  * <ul>
  *   <li>input topic: key = UTF-8 string, value = raw bytes (100 bytes), record
@@ -90,18 +91,20 @@ public final class KStreamsBench {
     private static final int CLOSING = 1;
     private static final int FAILING = 2;
 
-    private static final List<String> TOPOLOGIES = List.of("stateless", "count", "window", "join");
+    private static final List<String> TOPOLOGIES = List.of("stateless", "count", "window", "join", "passthrough", "client-loop");
 
     private static final String USAGE = String.join("\n",
             "usage: java -jar oxbow-kstreams-bench.jar --brokers HOST:PORT[,HOST:PORT...] --app-id ID",
-            "         --topology stateless|count|window|join --input TOPIC --output TOPIC [--table TOPIC]",
+            "         --topology stateless|count|window|join|passthrough|client-loop --input TOPIC --output TOPIC [--table TOPIC]",
             "         --guarantee alos|eos --commit-ms N --cache-bytes N [--threads N] --state-dir DIR",
             "         [--batch-bytes N] [--linger-ms N] [--compression TYPE] [--max-poll-records N]",
             "         [--rocksdb-bytes N --rocksdb-memtable-bytes N]",
             "",
             "  --brokers      bootstrap.servers (comma-separated)",
             "  --app-id       application.id (consumer group, internal topic prefix)",
-            "  --topology     stateless | count | window | join",
+            "  --topology     stateless | count | window | join: the twins of Oxbow's topologies;",
+            "                 passthrough: Kafka Streams copying every record; client-loop: stateless's",
+            "                 work as a plain KafkaConsumer/KafkaProducer loop a thread (ClientLoop)",
             "  --input        input topic (key UTF-8 string, value bytes)",
             "  --output       output topic",
             "  --table        table topic, required for and only allowed with --topology join",
@@ -364,6 +367,8 @@ public final class KStreamsBench {
                                 Joined.with(Serdes.String(), Serdes.ByteArray(), Serdes.String()))
                         .to(o.output(), Produced.with(Serdes.String(), Serdes.ByteArray()));
             }
+            case "passthrough" -> input
+                    .to(o.output(), Produced.with(Serdes.String(), Serdes.ByteArray()));
             default -> throw new IllegalArgumentException("unknown topology " + o.topology());
         }
         return builder.build();
@@ -383,6 +388,9 @@ public final class KStreamsBench {
     // lifecycle
 
     static int run(Options o) {
+        if (o.topology().equals("client-loop")) {
+            return ClientLoop.run(o);
+        }
         PrintStream out = System.out;
         PrintStream err = System.err;
 
