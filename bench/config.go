@@ -184,7 +184,7 @@ func (e engineConfig) settings(c benchConfig) [][3]string {
 				"16 MiB memtables, 3 at most a store", e.rocksdbBytes>>20, e.rocksdbMemtab>>20),
 				"RocksDB per store as Kafka Streams sets it: a 50 MiB block cache, 16 MiB memtables, 3 at most, for every store and window segment")},
 		{"runtime memory", or(e.goMemLimit != "", "GOMEMLIMIT="+e.goMemLimit+", GOGC 100", "Go's defaults (GOGC 100, no GOMEMLIMIT)"),
-			"java " + strings.Join(e.jvm, " ") + or(len(e.jvm) == 1, " (the collector the JVM picks)", "")},
+			"java " + strings.Join(e.jvm, " ") + or(len(e.jvm) == 1, " (the collector the JVM picks: Serial on one CPU, as when pinned, G1 on two or more)", "")},
 	}
 	return rows
 }

@@ -338,7 +338,12 @@ func readOutput(ctx context.Context, brokers []string, topic string, f func(*kgo
 	return n, nil
 }
 
-// mismatch names a run whose output is wrong.
-func mismatch(r run, v verdict) string {
-	return strings.Join([]string{r.topology, r.engine, r.guarantee + ":", v.String()}, " ")
+// mismatch names a run whose output is wrong (phase: "" for its
+// throughput phase).
+func mismatch(r run, phase string, v verdict) string {
+	name := []string{r.config + ":", r.topology, r.engine, r.guarantee}
+	if phase != "" {
+		name = append(name, phase)
+	}
+	return strings.Join(name, " ") + ": " + v.String()
 }

@@ -17,21 +17,26 @@
 // franz-go consumer that only counts, the read limit; the stateless
 // topology's filter and map written by hand with franz-go, the limit for a
 // Go program, and with the plain Java clients; Kafka Streams copying every
-// record); each Oxbow topology (stateless, count, hopping-window count, stream–table
-// join) at least once and exactly once; and each Kafka Streams twin
-// (bench/kstreams, built with Maven), with the same commit interval, cache
-// size and threads. Every run is a child process, timed from when it says
-// it runs (its tasks assigned) to when its group has committed the input's
-// end; its CPU seconds and peak RSS come from /proc. Then, started again on
-// its state, it gets a paced live input whose end-to-end latency (event
-// time to the output being readable) gives p50 and p99. Each run's output
-// (both engines') is checked against what a correct engine must give for
-// the input, computed here from it (expected.go): a wrong output fails the
-// run, smoke or full, so that the figures are of engines that did the work.
+// record); each Oxbow topology (stateless, count, hopping-window count,
+// stream–table join) at least once and exactly once, and its Kafka Streams
+// twin (bench/kstreams, built with Maven), with the same commit interval,
+// cache size and threads. Every run is a child process, pinned to its own
+// CPUs (the broker and the harness to the others) where there are two or
+// more, timed from when it says it runs (its tasks assigned) to when its
+// group has committed the input's end (end to end), and over a steady
+// window that leaves out the first fifth of the input (its warm-up) and
+// the last tenth, in which its CPU seconds and the broker's are read from
+// /proc. Each engine's latency comes from a second process on a live input
+// paced at -live-rate: a warm-up, then -live-for measured (event time to
+// the output being readable: p50, p99, p99.9).
+//
+// Each run's output (both engines', both phases) is checked against what
+// a correct engine must give for the input, computed here from it
+// (expected.go): a wrong output fails the run, smoke or full, so that the
+// figures are of engines that did the work.
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -40,10 +45,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,6 +77,8 @@ type benchConfig struct {
 	smoke      bool
 	liveRate   int
 	liveFor    time.Duration
+	liveWarmup time.Duration
+	pin        bool
 	commitMs   int
 	cacheBytes int64
 	threads    int
@@ -91,9 +97,11 @@ func runBench(args []string) int {
 	only := fs.String("only", "", "comma-separated topologies to run (default all: "+strings.Join(topologyNames, ",")+")")
 	fs.BoolVar(&c.kstreams, "kstreams", true, "run the Kafka Streams twins (needs Java 17 and Maven)")
 	fs.StringVar(&c.out, "out", "bench/REPORT.md", "the report file (empty: standard output only)")
-	fs.BoolVar(&c.smoke, "smoke", false, "a run of seconds that checks the harness (20k records, no report file)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, latency phases of seconds, no report file)")
 	fs.IntVar(&c.liveRate, "live-rate", 5000, "records/s of the latency phase")
-	fs.DurationVar(&c.liveFor, "live-for", 5*time.Second, "how long the latency phase feeds records")
+	fs.DurationVar(&c.liveFor, "live-for", 60*time.Second, "how long the latency phase measures, at -live-rate")
+	fs.DurationVar(&c.liveWarmup, "live-warmup", 15*time.Second, "how long the latency phase feeds records at -live-rate before it measures")
+	fs.BoolVar(&c.pin, "pin", true, "pin the broker and the harness to half the CPUs, each measured process to the others (taskset; 2 CPUs at least)")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
 	fs.IntVar(&c.threads, "threads", runtime.NumCPU(), "Oxbow workers and Kafka Streams threads")
@@ -115,7 +123,10 @@ func runBench(args []string) int {
 		return 2
 	}
 	if c.smoke {
-		c.records, c.keys, c.liveRate, c.liveFor = 20_000, 500, 1000, time.Second
+		c.keys, c.liveRate, c.liveFor, c.liveWarmup = 500, 1000, 3*time.Second, time.Second
+		if !isFlagSet(fs, "records") {
+			c.records = 20_000
+		}
 		if !isFlagSet(fs, "config") {
 			// The configuration with more to go wrong (RocksDB bounded,
 			// compression); -config both takes twice as long.
@@ -139,7 +150,10 @@ func runBench(args []string) int {
 			c.brokers = append(c.brokers, b)
 		}
 	}
-	ctx := context.Background()
+	// Ctrl-C or SIGTERM ends every run: each child gets SIGTERM, and
+	// SIGKILL if the harness dies first (proc.go).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if len(c.brokers) == 0 {
 		b, err := startBroker(ctx)
 		if err != nil {
@@ -264,187 +278,6 @@ func newerSources(module string, t time.Time) bool {
 	return newer
 }
 
-// run is one measured run.
-type run struct {
-	config                      string // the engines' configuration
-	engine, topology, guarantee string
-	seconds                     float64
-	recordsPerSec               float64
-	moved                       moved // records in, out and to changelogs
-	cpuSeconds                  float64
-	peakRSSMB                   float64
-	p50, p99                    time.Duration
-	output, group, stateDir     string
-	start                       starter
-	check                       verdict // its output against the expected
-}
-
-type report struct {
-	runs       []run
-	mismatches []string // runs whose output is wrong
-	input      int64
-	started    time.Time
-}
-
-func bench(ctx context.Context, c benchConfig) (*report, error) {
-	rep := &report{started: time.Now()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	id := strconv.FormatInt(time.Now().Unix(), 36)
-	input, table := "oxbench-"+id+"-input", "oxbench-"+id+"-table"
-	if err := createTopics(ctx, adm, c.partitions, input, table); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "bench: loading %d records (%d keys, %d-byte values) into %s\n", c.records, c.keys, c.valueSize, input)
-	in, err := load(ctx, cl, c, input, table)
-	if err != nil {
-		return nil, err
-	}
-	rep.input = int64(c.records)
-
-	// A run's first phase: from its start until its group has committed
-	// the inputs' ends, as they were at its start.
-	throughput := func(cfg engineConfig, eng, topology, guarantee string, start starter) (run, error) {
-		out := fmt.Sprintf("oxbench-%s-%s-%s-%s-%s-out", id, cfg.name, eng, topology, guarantee)
-		group := fmt.Sprintf("oxbench-%s-%s-%s-%s-%s", id, cfg.name, eng, topology, guarantee)
-		if err := createTopics(ctx, adm, c.partitions, out); err != nil {
-			return run{}, err
-		}
-		dir, err := os.MkdirTemp("", "oxbench-")
-		if err != nil {
-			return run{}, err
-		}
-		r := run{config: cfg.name, engine: eng, topology: topology, guarantee: guarantee, output: out, group: group, stateDir: dir, start: start}
-		fmt.Fprintf(os.Stderr, "bench: %s: %s %s %s\n", cfg.name, eng, topology, guarantee)
-		before, err := written(ctx, c.brokers, group, out)
-		if err != nil {
-			return r, err
-		}
-		res, records, err := watch(ctx, adm, start(out, group, dir), group, inputsOf(topology, input, table), nil)
-		if err != nil {
-			return r, fmt.Errorf("%s %s %s: %w", eng, topology, guarantee, err)
-		}
-		after, err := written(ctx, c.brokers, group, out)
-		if err != nil {
-			return r, err
-		}
-		r.seconds, r.cpuSeconds, r.peakRSSMB = res.elapsed.Seconds(), res.cpu, res.rss
-		r.recordsPerSec = float64(records) / res.elapsed.Seconds()
-		r.moved = moved{in: records, out: after.out - before.out, changelog: after.changelog - before.changelog}
-		fmt.Fprintf(os.Stderr, "bench: %s %s %s: %.1f s, records moved: %d in, %d out, %d to changelogs\n",
-			eng, topology, guarantee, r.seconds, r.moved.in, r.moved.out, r.moved.changelog)
-		if as := checkedAs(topology); as != "" {
-			if r.check, err = checkOutput(ctx, c.brokers, in, as, guarantee, out); err != nil {
-				return r, fmt.Errorf("%s %s %s: checking the output: %w", eng, topology, guarantee, err)
-			}
-			fmt.Fprintf(os.Stderr, "bench: %s %s %s: %d output records, %s\n", eng, topology, guarantee, r.check.records, r.check)
-			if r.check.wrong > 0 {
-				rep.mismatches = append(rep.mismatches, mismatch(r, r.check))
-			}
-		}
-		return r, nil
-	}
-	// Its second phase: started again on its state, caught up, fed a paced
-	// live input.
-	live := func(r *run) error {
-		fmt.Fprintf(os.Stderr, "bench: %s %s %s: latency\n", r.engine, r.topology, r.guarantee)
-		_, _, err := watch(ctx, adm, r.start(r.output, r.group, r.stateDir), r.group, inputsOf(r.topology, input, table), func() error {
-			var err error
-			r.p50, r.p99, err = latency(ctx, c, cl, in, input, r.output, r.guarantee == "eos")
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("%s %s %s: latency: %w", r.engine, r.topology, r.guarantee, err)
-		}
-		return os.RemoveAll(r.stateDir)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	child := func(cfg engineConfig, kind, topology, guarantee string) starter {
-		return func(out, group, dir string) *exec.Cmd {
-			f := childFlags{kind: kind, topology: topology, guarantee: guarantee, input: input, table: table, output: out, app: group,
-				brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, guarantee), cacheBytes: c.cacheBytes, workers: c.threads, stateDir: dir,
-				batchBytes: cfg.batchBytes, lingerMs: cfg.lingerMs(), compression: cfg.compression}
-			cmd := exec.Command(self, f.args()...)
-			cmd.Env = cfg.goEnv(os.Environ())
-			return cmd
-		}
-	}
-	kstreams := func(cfg engineConfig, topology, guarantee string) starter {
-		return func(out, group, dir string) *exec.Cmd {
-			args := append(slices.Clone(cfg.jvm), "-jar", c.jar, "--brokers", strings.Join(c.brokers, ","), "--app-id", group,
-				"--topology", topology, "--input", input, "--output", out, "--guarantee", guarantee,
-				"--commit-ms", strconv.Itoa(commitMs(c, guarantee)), "--cache-bytes", strconv.FormatInt(c.cacheBytes, 10),
-				"--threads", strconv.Itoa(c.threads), "--state-dir", dir)
-			args = append(args, cfg.kstreamsArgs()...)
-			if topology == "join" {
-				args = append(args, "--table", table)
-			}
-			return exec.Command("java", args...)
-		}
-	}
-
-	for _, cfg := range c.configs {
-		// The baselines: throughput only, each output checked.
-		type baseline struct {
-			engine, topology string
-			guarantees       []string
-			start            func(g string) starter
-		}
-		baselines := []baseline{
-			{"franz-go", "consume", []string{"alos"}, func(g string) starter { return child(cfg, "consume", "consume", g) }},
-			{"franz-go", "filter-map", []string{"alos", "eos"}, func(g string) starter { return child(cfg, "filter-map", "filter-map", g) }},
-		}
-		if c.kstreams {
-			baselines = append(baselines,
-				baseline{"java-clients", "filter-map", []string{"alos", "eos"}, func(g string) starter { return kstreams(cfg, "client-loop", g) }},
-				baseline{"kstreams", "passthrough", []string{"alos", "eos"}, func(g string) starter { return kstreams(cfg, "passthrough", g) }})
-		}
-		for _, b := range baselines {
-			for _, g := range b.guarantees {
-				x, err := throughput(cfg, b.engine, b.topology, g, b.start(g))
-				if err != nil {
-					return nil, err
-				}
-				_ = os.RemoveAll(x.stateDir)
-				rep.runs = append(rep.runs, x)
-			}
-		}
-		for _, topology := range c.only {
-			for _, g := range []string{"alos", "eos"} {
-				// Both engines' throughput first, on the same input, each
-				// output checked; then their latency phases, which add to the
-				// input.
-				ox, err := throughput(cfg, "oxbow", topology, g, child(cfg, "oxbow", topology, g))
-				if err != nil {
-					return nil, err
-				}
-				pair := []*run{&ox}
-				if c.kstreams {
-					ks, err := throughput(cfg, "kstreams", topology, g, kstreams(cfg, topology, g))
-					if err != nil {
-						return nil, err
-					}
-					pair = append(pair, &ks)
-				}
-				for _, r := range pair {
-					if err := live(r); err != nil {
-						return nil, err
-					}
-					rep.runs = append(rep.runs, *r)
-				}
-			}
-		}
-	}
-	return rep, nil
-}
-
 // checkedAs is the topology whose expected output a run's output must be:
 // the franz-go and Java client loops do the stateless topology's work; the
 // read limit writes nothing.
@@ -457,10 +290,6 @@ func checkedAs(topology string) string {
 	}
 	return topology
 }
-
-// starter makes the command of a run, given its output, group and state
-// directory.
-type starter func(out, group, dir string) *exec.Cmd
 
 func inputsOf(topology, input, table string) []string {
 	if topology == "join" {
@@ -476,12 +305,32 @@ func commitMs(c benchConfig, guarantee string) int {
 	return c.commitMs
 }
 
+// createTopics creates topics and waits until the broker answers for
+// every partition of them (a new partition's leader comes a moment after
+// the topic; until then its end offset is UNKNOWN_TOPIC_OR_PARTITION).
 func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {
 	res, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
 	if err != nil {
 		return err
 	}
-	return res.Error()
+	if err := res.Error(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // load writes the input: record i has key k(i mod keys), a value whose
@@ -532,100 +381,6 @@ func cmpErr(a, b error) error {
 	return b
 }
 
-type watched struct {
-	elapsed  time.Duration
-	cpu, rss float64
-}
-
-// watch runs a process until its group has committed the topics' ends as
-// they were at its start, then runs then (if any), then stops it (SIGTERM)
-// and reads its CPU time and peak RSS. It returns the records between the
-// group's commits at the start and those ends.
-func watch(ctx context.Context, adm *kadm.Client, cmd *exec.Cmd, group string, topics []string, then func() error) (watched, int64, error) {
-	var w watched
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return w, 0, err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &limited{w: &stderr, n: 16 << 10}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return w, 0, err
-	}
-	records := int64(0)
-	from, _ := adm.FetchOffsets(ctx, group)
-	ends.Each(func(e kadm.ListedOffset) {
-		at := int64(0)
-		if o, ok := from.Lookup(e.Topic, e.Partition); ok && o.At > 0 {
-			at = o.At
-		}
-		records += max(e.Offset-at, 0)
-	})
-	if err := cmd.Start(); err != nil {
-		return w, 0, err
-	}
-	// The clock starts when the process says it runs (Oxbow's READY, Kafka
-	// Streams' RUNNING: both once the group has assigned it its tasks), so
-	// that start-up — a JVM's seconds — is not counted as processing.
-	running := make(chan time.Time, 1)
-	exited := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if l := sc.Text(); l == "READY" || l == "RUNNING" {
-				select {
-				case running <- time.Now():
-				default:
-				}
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var begin time.Time
-	select {
-	case begin = <-running:
-	case err := <-exited:
-		return w, 0, fmt.Errorf("the process exited before it ran: %v\n%s", err, stderr.String())
-	case <-time.After(5 * time.Minute):
-		_ = cmd.Process.Kill()
-		return w, 0, fmt.Errorf("the process did not say it runs in 5 minutes\n%s", stderr.String())
-	}
-	var stats procStats
-	stop := func() {
-		stats, _ = readProc(cmd.Process.Pid)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(90 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	deadline := time.Now().Add(30 * time.Minute)
-	for !caughtUp(ctx, adm, group, ends) {
-		select {
-		case err := <-exited:
-			return w, 0, fmt.Errorf("the process exited: %v\n%s", err, stderr.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return w, 0, errors.New("not done in 30 minutes")
-		}
-	}
-	w.elapsed = time.Since(begin)
-	if then != nil {
-		if err := then(); err != nil {
-			stop()
-			return w, 0, err
-		}
-	}
-	stop()
-	w.cpu, w.rss = stats.cpuSeconds, stats.peakRSSMB
-	return w, records, nil
-}
-
 // moved counts the records a run moved: those it read, and by end
 // offsets, those it wrote to its output and its changelogs. Exactly once,
 // the end offsets count the transactions' markers too (one per partition a
@@ -672,124 +427,6 @@ func written(ctx context.Context, brokers []string, group, output string) (moved
 		}
 	})
 	return m, nil
-}
-
-// caughtUp: the group has committed every partition's end.
-func caughtUp(ctx context.Context, adm *kadm.Client, group string, ends kadm.ListedOffsets) bool {
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false
-	}
-	ok := true
-	ends.Each(func(e kadm.ListedOffset) {
-		o, found := committed.Lookup(e.Topic, e.Partition)
-		if e.Offset > 0 && (!found || o.At < e.Offset) {
-			ok = false
-		}
-	})
-	return ok
-}
-
-// latency feeds the running process records at a steady rate, their event
-// time the time they are written, and measures when each output record
-// with an event time in that phase is readable (read committed): p50, p99.
-func latency(ctx context.Context, c benchConfig, cl *kgo.Client, in *inputModel, topic, output string, eos bool) (time.Duration, time.Duration, error) {
-	phase := time.Now()
-	rd, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(output), kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(phase.UnixMilli())),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer rd.Close()
-	var mu sync.Mutex
-	var lat []time.Duration
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for {
-			fs := rd.PollFetches(rctx)
-			if rctx.Err() != nil {
-				return
-			}
-			now := time.Now()
-			fs.EachRecord(func(r *kgo.Record) {
-				if !r.Timestamp.Before(phase) {
-					mu.Lock()
-					lat = append(lat, now.Sub(r.Timestamp))
-					mu.Unlock()
-				}
-			})
-		}
-	}()
-	n := int(c.liveFor.Seconds() * float64(c.liveRate))
-	tick := time.NewTicker(time.Second / time.Duration(max(c.liveRate, 1)))
-	var produceErr error
-	done := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			produceErr = cmpErr(produceErr, err)
-			mu.Unlock()
-		}
-	}
-	for i := range n {
-		<-tick.C
-		// Numbered on from the input's records, so that the outputs of
-		// later runs, which read these too, can be checked.
-		k, ts := i%c.keys, time.Now()
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(keyName(k)), Value: in.addLive(k, ts, c.valueSize), Timestamp: ts}, done)
-	}
-	tick.Stop()
-	if err := cl.Flush(ctx); err != nil {
-		return 0, 0, err
-	}
-	mu.Lock()
-	err = produceErr
-	mu.Unlock()
-	if err != nil {
-		// The input is no longer what the checks take it to be.
-		return 0, 0, fmt.Errorf("writing the live input: %w", err)
-	}
-	// Outputs follow within a commit interval or so.
-	settle := time.Second + time.Duration(commitMs(c, map[bool]string{true: "eos", false: "alos"}[eos]))*time.Millisecond
-	time.Sleep(settle)
-	cancel()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(lat) == 0 {
-		return 0, 0, nil
-	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], nil
-}
-
-type procStats struct{ cpuSeconds, peakRSSMB float64 }
-
-// readProc reads a process's CPU seconds (user + system) and peak RSS.
-func readProc(pid int) (procStats, error) {
-	var s procStats
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return s, err
-	}
-	// Fields after the command name, which is in parentheses.
-	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) > 12 {
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		s.cpuSeconds = (ut + st) / 100 // USER_HZ
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return s, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			s.peakRSSMB = kb / 1024
-		}
-	}
-	return s, nil
 }
 
 // limited keeps at most n bytes.

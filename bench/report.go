@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,11 +19,24 @@ func (r *report) markdown(c benchConfig) string {
 	fmt.Fprintf(&b, "# Oxbow benchmark report\n\n")
 	fmt.Fprintf(&b, "Run %s with `go run ./bench%s -config %s`.\n\n", r.started.UTC().Format(time.RFC3339), map[bool]string{true: " -smoke", false: ""}[c.smoke], c.configName)
 	fmt.Fprintf(&b, "- Machine: %s, %d CPUs, %s; %s/%s; %s; %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), javaVersion())
-	fmt.Fprintf(&b, "- Broker: %s (one node, on this machine: it shares the CPUs)\n", strings.Join(c.brokers, ","))
+	broker := "its process " + r.pin.brokerFound + ": its CPU is not measured"
+	if r.pin.brokerPID > 0 {
+		broker = fmt.Sprintf("pid %d, found as %s, JVM %s", r.pin.brokerPID, r.pin.brokerFound, cmp.Or(r.brokerJVM, "flags unknown"))
+	}
+	fmt.Fprintf(&b, "- Broker: %s, one node on this machine (%s)\n", strings.Join(c.brokers, ","), broker)
+	fmt.Fprintf(&b, "- Pinning: %s\n", r.pin.note)
 	fmt.Fprintf(&b, "- Input: %d records, %d keys, %d-byte values, %d partitions, event times over half an hour; the join's table: %d keys\n",
 		c.records, c.keys, c.valueSize, c.partitions, c.keys)
-	fmt.Fprintf(&b, "- Latency: %d records/s for %s after each run has caught up, event time to the output being readable (read committed)\n\n",
-		c.liveRate, c.liveFor)
+	fmt.Fprintf(&b, "- Throughput: each run a fresh process on the whole input, its own group. End to end: input records over the time from its start"+
+		" (READY/RUNNING: its group has assigned its tasks) to its group's commit of the input's end. Steady: the first %.0f%% of the input is its warm-up"+
+		" and the part past %.0f%% its tail; the steady window runs from the first look (every 100 ms) at the group's commits that finds %.0f%% committed"+
+		" to the first that finds %.0f%%, and its rate is the records committed in it over its length. CPU seconds are the process's and the broker's"+
+		" (utime + stime of /proc/<pid>/stat, every thread) in that window only; peak RSS is the process's VmHWM at its end.\n",
+		100*warmFraction, 100*endFraction, 100*warmFraction, 100*endFraction)
+	fmt.Fprintf(&b, "- Latency: a second process of the same kind on a new, empty input (its own group and state): once it runs, %d records/s for %s"+
+		" not measured (its warm-up), then for %s measured, from each record's event time (when the harness writes it) to its output being"+
+		" readable (read committed); p50, p99, p99.9 of every output record of the measured part.\n\n",
+		c.liveRate, c.liveWarmup, c.liveFor)
 	for _, cfg := range c.configs {
 		var runs []run
 		for _, x := range r.runs {
@@ -67,56 +83,61 @@ func (r *report) configSection(b *strings.Builder, c benchConfig, cfg engineConf
 	for _, x := range runs {
 		byKey[x.engine+"/"+x.topology+"/"+x.guarantee] = x
 	}
-	ratio := func(x run, base string) string {
-		if t, ok := byKey[base]; ok && t.recordsPerSec > 0 {
-			return fmt.Sprintf("%.2f", x.recordsPerSec/t.recordsPerSec)
-		}
-		return ""
-	}
 	fmt.Fprintln(b, "Records/s is input records a second. Records moved are those read (in), written to the output (out) and to changelogs,"+
 		" the last two by end offsets, which exactly once also count the transactions' markers; moved/s is all of them a second."+
 		" The baselines: the read limit (franz-go consuming and counting), the stateless topology's filter and map by hand with franz-go"+
 		" (the limit for a Go program) and with the plain Java clients, Kafka Streams copying every record."+
-		" × filter/map is to franz-go's filter and map with the same guarantee; × Kafka Streams to the Kafka Streams twin.")
+		" × filter/map is to franz-go's filter and map with the same guarantee; × Kafka Streams to the Kafka Streams twin; both in the steady window."+
+		" CPU is per million input records in the steady window.")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "| Engine | Topology | Guarantee | Records/s | Moved: in + out + changelog | Moved/s | × read limit | × filter/map | × Kafka Streams | × Kafka Streams, moved/s | p50 | p99 | CPU s | Peak RSS MB |")
-	fmt.Fprintln(b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, x := range runs {
-		vsRead, vsFM, vsKS, vsKSMoved := ratio(x, "franz-go/consume/alos"), "", "", ""
-		if x.topology != "consume" && !(x.engine == "franz-go" && x.topology == "filter-map") {
-			vsFM = ratio(x, "franz-go/filter-map/"+x.guarantee)
+	fmt.Fprintln(b, "| Engine | Topology | Guarantee | Records/s steady | Records/s end to end | Moved: in + out + changelog | Moved/s steady | × read limit | × filter/map | × Kafka Streams | × Kafka Streams, moved/s | p50 | p99 | p99.9 | CPU s/M: process | CPU s/M: broker | Peak RSS MB |")
+	fmt.Fprintln(b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	ratio := func(x float64, base string, moved bool) string {
+		t, ok := byKey[base]
+		if !ok {
+			return ""
 		}
-		if t, ok := byKey["kstreams/"+x.topology+"/"+x.guarantee]; ok && x.engine == "oxbow" && t.recordsPerSec > 0 {
-			vsKS = ratio(x, "kstreams/"+x.topology+"/"+x.guarantee)
-			if t.movedPerSec() > 0 {
-				vsKSMoved = fmt.Sprintf("%.2f", x.movedPerSec()/t.movedPerSec())
-			}
+		y := t.steady.recordsPerSec()
+		if moved {
+			y = t.steady.movedPerSec()
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %.0f | %d + %d + %d | %.0f | %s | %s | %s | %s | %s | %s | %.1f | %.0f |\n", x.engine, x.topology, guaranteeName(x),
-			x.recordsPerSec, x.moved.in, x.moved.out, x.moved.changelog, x.movedPerSec(), vsRead, vsFM, vsKS, vsKSMoved,
-			ms(x.p50), ms(x.p99), x.cpuSeconds, x.peakRSSMB)
+		return num(x/y, 2)
 	}
-	fmt.Fprintf(b, "\nTargets (issue 28; one run each, no interval): every Oxbow topology ≥ 2.0× Kafka Streams' moved/s at no worse p99;"+
+	for _, x := range runs {
+		vsRead, vsFM, vsKS, vsKSMoved := ratio(x.steady.recordsPerSec(), "franz-go/consume/alos", false), "", "", ""
+		if x.topology != "consume" && !(x.engine == "franz-go" && x.topology == "filter-map") {
+			vsFM = ratio(x.steady.recordsPerSec(), "franz-go/filter-map/"+x.guarantee, false)
+		}
+		if x.engine == "oxbow" {
+			vsKS = ratio(x.steady.recordsPerSec(), "kstreams/"+x.topology+"/"+x.guarantee, false)
+			vsKSMoved = ratio(x.steady.movedPerSec(), "kstreams/"+x.topology+"/"+x.guarantee, true)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %d + %d + %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f |\n", x.engine, x.topology, guaranteeName(x),
+			num(x.steady.recordsPerSec(), 0), x.recordsPerSec, x.moved.in, x.moved.out, x.moved.changelog, num(x.steady.movedPerSec(), 0),
+			vsRead, vsFM, vsKS, vsKSMoved, ms(x.lat.p50), ms(x.lat.p99), ms(x.lat.p999), num(x.steady.cpuPerM(x.steady.cpu), 1),
+			num(x.steady.cpuPerM(x.steady.brokerCPU), 1), x.peakRSSMB)
+	}
+	fmt.Fprintf(b, "\nTargets (issue 28; one run each, no interval; rates in the steady window): every Oxbow topology ≥ 2.0× Kafka Streams' moved/s at no worse p99;"+
 		" stateless ≥ 0.8× franz-go's filter/map, count ≥ 0.5× of it; window ≥ 2× the Oxbow rate of the report before issue 28"+
 		" (%.0f records/s at least once, %.0f exactly once).\n\n", windowBefore["alos"], windowBefore["eos"])
 	for _, x := range runs {
 		if x.engine != "oxbow" {
 			continue
 		}
-		if t, ok := byKey["kstreams/"+x.topology+"/"+x.guarantee]; ok && t.movedPerSec() > 0 {
-			q := x.movedPerSec() / t.movedPerSec()
-			fmt.Fprintf(b, "- %s %s: %.2f× Kafka Streams' moved/s, p99 %s against %s: %s\n", x.topology, x.guarantee, q,
-				ms(x.p99), ms(t.p99), metOrMissed(q >= 2 && x.p99 <= t.p99))
+		if t, ok := byKey["kstreams/"+x.topology+"/"+x.guarantee]; ok {
+			q := x.steady.movedPerSec() / t.steady.movedPerSec()
+			fmt.Fprintf(b, "- %s %s: %s× Kafka Streams' moved/s, p99 %s against %s: %s\n", x.topology, x.guarantee, num(q, 2),
+				ms(x.lat.p99), ms(t.lat.p99), metOrMissed(q >= 2 && x.lat.p99 <= t.lat.p99))
 		}
 		if want := map[string]float64{"stateless": 0.8, "count": 0.5}[x.topology]; want > 0 {
-			if t, ok := byKey["franz-go/filter-map/"+x.guarantee]; ok && t.recordsPerSec > 0 {
-				q := x.recordsPerSec / t.recordsPerSec
-				fmt.Fprintf(b, "- %s %s: %.2f× franz-go's filter/map: %s\n", x.topology, x.guarantee, q, metOrMissed(q >= want))
+			if t, ok := byKey["franz-go/filter-map/"+x.guarantee]; ok {
+				q := x.steady.recordsPerSec() / t.steady.recordsPerSec()
+				fmt.Fprintf(b, "- %s %s: %s× franz-go's filter/map: %s\n", x.topology, x.guarantee, num(q, 2), metOrMissed(q >= want))
 			}
 		}
 		if x.topology == "window" {
 			q := x.recordsPerSec / windowBefore[x.guarantee]
-			fmt.Fprintf(b, "- window %s: %.2f× the rate before: %s\n", x.guarantee, q, metOrMissed(q >= 2))
+			fmt.Fprintf(b, "- window %s: %s× the rate before, end to end as it was: %s\n", x.guarantee, num(q, 2), metOrMissed(q >= 2))
 		}
 	}
 	fmt.Fprintln(b)
@@ -141,12 +162,21 @@ func guaranteeName(x run) string {
 	return x.guarantee
 }
 
-// movedPerSec is the records a run moved (in, out, changelog) a second.
-func (x run) movedPerSec() float64 {
-	if x.seconds <= 0 {
-		return 0
+// cpuPerM is CPU seconds per million records in the window; NaN if not
+// measured.
+func (s steady) cpuPerM(cpu float64) float64 {
+	if !s.ok || cpu < 0 || s.moved.in == 0 {
+		return math.NaN()
 	}
-	return float64(x.moved.total()) / x.seconds
+	return cpu / float64(s.moved.in) * 1e6
+}
+
+// num renders a number with d decimals, "–" for NaN or infinity.
+func num(x float64, d int) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "–"
+	}
+	return strconv.FormatFloat(x, 'f', d, 64)
 }
 
 func ms(d time.Duration) string {
