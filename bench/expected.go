@@ -341,7 +341,7 @@ func readOutput(ctx context.Context, brokers []string, topic string, f func(*kgo
 // mismatch names a run whose output is wrong (phase: "" for its
 // throughput phase).
 func mismatch(r run, phase string, v verdict) string {
-	name := []string{r.config + ":", r.topology, r.engine, r.guarantee}
+	name := []string{fmt.Sprintf("repetition %d, %s:", r.rep+1, r.config), r.topology, r.engine, r.guarantee}
 	if phase != "" {
 		name = append(name, phase)
 	}

@@ -1,9 +1,10 @@
-// Command bench measures Oxbow against raw franz-go and against Kafka
-// Streams, on one real broker, with the same input and guarantees:
+// Command bench measures Oxbow against hand-written franz-go and Java
+// client loops and against Kafka Streams, on one real broker, with the
+// same input and guarantees:
 //
 //	scripts/services.sh start kafka && eval "$(scripts/services.sh env)"
-//	go run ./bench                      # the full run (5M records), written to bench/REPORT.md
-//	go run ./bench -smoke               # seconds: the harness works, nothing said of speed
+//	go run ./bench                      # the full run (5M records, 5 repetitions), written to bench/REPORT.md
+//	go run ./bench -smoke               # minutes: the harness works, nothing said of speed
 //
 // Each engine runs in two configurations (-config defaults|tuned|both):
 // defaults, each side as it comes, and aligned-and-tuned, the same producer
@@ -13,22 +14,25 @@
 //
 // It loads a fixed input (keys "k%08d", 100-byte values, event times
 // spread over half an hour, 6 partitions) and a table for the join, then
-// runs, one after another, for each configuration: the baselines (a
-// franz-go consumer that only counts, the read limit; the stateless
-// topology's filter and map written by hand with franz-go, the limit for a
-// Go program, and with the plain Java clients; Kafka Streams copying every
-// record); each Oxbow topology (stateless, count, hopping-window count,
-// stream–table join) at least once and exactly once, and its Kafka Streams
-// twin (bench/kstreams, built with Maven), with the same commit interval,
-// cache size and threads. Every run is a child process, pinned to its own
-// CPUs (the broker and the harness to the others) where there are two or
-// more, timed from when it says it runs (its tasks assigned) to when its
-// group has committed the input's end (end to end), and over a steady
-// window that leaves out the first fifth of the input (its warm-up) and
-// the last tenth, in which its CPU seconds and the broker's are read from
-// /proc. Each engine's latency comes from a second process on a live input
-// paced at -live-rate: a warm-up, then -live-for measured (event time to
-// the output being readable: p50, p99, p99.9).
+// runs, -reps times over, interleaved, for each configuration: the
+// baselines (a franz-go consumer that only counts, the read limit; the
+// stateless topology's filter and map written by hand with franz-go, the
+// limit for a Go program, and with the plain Java clients; Kafka Streams
+// copying every record); each Oxbow topology (stateless, count,
+// hopping-window count, stream–table join) at least once and exactly once,
+// and its Kafka Streams twin (bench/kstreams, built with Maven), with the
+// same commit interval, cache size and threads, which of the two goes
+// first alternating. Every run is a child process, pinned to its own CPUs
+// (the broker and the harness to the others) where there are two or more,
+// timed from when it says it runs (its tasks assigned) to when its group
+// has committed the input's end (end to end), and over a steady window
+// that leaves out the first fifth of the input (its warm-up) and the last
+// tenth, in which its CPU seconds and the broker's are read from /proc.
+// Each engine's latency comes from a second process on a live input paced
+// at -live-rate: a warm-up, then -live-for measured (event time to the
+// output being readable: p50, p99, p99.9). The report gives each figure's
+// median over the repetitions with an order-statistics interval, and
+// judges the targets on the intervals (stats.go).
 //
 // Each run's output (both engines', both phases) is checked against what
 // a correct engine must give for the input, computed here from it
@@ -65,25 +69,27 @@ func main() {
 }
 
 type benchConfig struct {
-	brokers    []string
-	records    int
-	keys       int
-	partitions int32
-	valueSize  int
-	only       []string
-	kstreams   bool
-	jar        string
-	out        string
-	smoke      bool
-	liveRate   int
-	liveFor    time.Duration
-	liveWarmup time.Duration
-	pin        bool
-	commitMs   int
-	cacheBytes int64
-	threads    int
-	configs    []engineConfig
-	configName string // -config
+	brokers     []string
+	records     int
+	keys        int
+	partitions  int32
+	valueSize   int
+	only        []string
+	kstreams    bool
+	jar         string
+	out         string
+	smoke       bool
+	liveRate    int
+	liveFor     time.Duration
+	liveWarmup  time.Duration
+	pin         bool
+	reps        int
+	latencyReps int
+	commitMs    int
+	cacheBytes  int64
+	threads     int
+	configs     []engineConfig
+	configName  string // -config
 }
 
 func runBench(args []string) int {
@@ -97,10 +103,12 @@ func runBench(args []string) int {
 	only := fs.String("only", "", "comma-separated topologies to run (default all: "+strings.Join(topologyNames, ",")+")")
 	fs.BoolVar(&c.kstreams, "kstreams", true, "run the Kafka Streams twins (needs Java 17 and Maven)")
 	fs.StringVar(&c.out, "out", "bench/REPORT.md", "the report file (empty: standard output only)")
-	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, latency phases of seconds, no report file)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, one repetition, latency phases of seconds, no report file)")
 	fs.IntVar(&c.liveRate, "live-rate", 5000, "records/s of the latency phase")
 	fs.DurationVar(&c.liveFor, "live-for", 60*time.Second, "how long the latency phase measures, at -live-rate")
 	fs.DurationVar(&c.liveWarmup, "live-warmup", 15*time.Second, "how long the latency phase feeds records at -live-rate before it measures")
+	fs.IntVar(&c.reps, "reps", 5, "repetitions of every run, interleaved (-smoke: 1)")
+	fs.IntVar(&c.latencyReps, "latency-reps", -1, "repetitions with a latency phase, the first ones (default: every one)")
 	fs.BoolVar(&c.pin, "pin", true, "pin the broker and the harness to half the CPUs, each measured process to the others (taskset; 2 CPUs at least)")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
@@ -127,6 +135,9 @@ func runBench(args []string) int {
 		if !isFlagSet(fs, "records") {
 			c.records = 20_000
 		}
+		if !isFlagSet(fs, "reps") {
+			c.reps = 1
+		}
 		if !isFlagSet(fs, "config") {
 			// The configuration with more to go wrong (RocksDB bounded,
 			// compression); -config both takes twice as long.
@@ -140,6 +151,13 @@ func runBench(args []string) int {
 	if c.configs, err = parseConfigs(c.configName, tunedConfig(*batchBytes, *linger, *compression)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
+	}
+	if c.reps < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -reps must be at least 1")
+		return 2
+	}
+	if c.latencyReps < 0 || c.latencyReps > c.reps {
+		c.latencyReps = c.reps
 	}
 	c.only = topologyNames
 	if *only != "" {
@@ -175,6 +193,11 @@ func runBench(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	return c.write(rep)
+}
+
+// write prints the report and writes it to -out; 1 if an output was wrong.
+func (c benchConfig) write(rep *report) int {
 	text := rep.markdown(c)
 	fmt.Print(text)
 	if c.out != "" {

@@ -22,6 +22,7 @@ import (
 // run is one measured run: a process's throughput on the input, then
 // another's latency on a live input.
 type run struct {
+	rep, seq                    int    // its repetition, and its place in it
 	config                      string // the engines' configuration
 	engine, topology, guarantee string
 	seconds                     float64 // end to end: from its start to its group's commit of the input's end
@@ -68,12 +69,12 @@ type latencies struct {
 }
 
 type report struct {
-	runs       []run
-	mismatches []string // runs whose output is wrong
-	input      int64
-	started    time.Time
-	pin        *pinning
-	brokerJVM  string
+	runs              []run
+	mismatches        []string // runs whose output is wrong
+	input             int64
+	started, finished time.Time
+	pin               *pinning
+	brokerJVM         string
 }
 
 // runner runs the measured processes.
@@ -113,7 +114,7 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		return nil, err
 	}
 	defer rn.deleteTopics(rn.input, rn.table)
-	fmt.Fprintf(os.Stderr, "bench: loading %d records (%d keys, %d-byte values) into %s\n", c.records, c.keys, c.valueSize, rn.input)
+	rn.logf("loading %d records (%d keys, %d-byte values) into %s\n", c.records, c.keys, c.valueSize, rn.input)
 	if rn.in, err = load(ctx, cl, c, rn.input, rn.table); err != nil {
 		return nil, err
 	}
@@ -125,45 +126,80 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 	if pin.brokerPID > 0 {
 		rep.brokerJVM = jvmFlags(pin.brokerPID)
 	}
-	fmt.Fprintln(os.Stderr, "bench: "+pin.note)
+	rn.logf("%s\n", pin.note)
 
-	for _, cfg := range c.configs {
-		// The baselines: throughput only, each output checked.
-		baselines := []spec{{cfg, "franz-go", "consume", "alos"}}
-		for _, g := range []string{"alos", "eos"} {
-			baselines = append(baselines, spec{cfg, "franz-go", "filter-map", g})
-			if c.kstreams {
-				baselines = append(baselines, spec{cfg, "java-clients", "filter-map", g}, spec{cfg, "kstreams", "passthrough", g})
-			}
+	// The repetitions, interleaved: each runs every configuration (the
+	// order of configurations and of baselines alternating from one to the
+	// next), and in each the two engines of a topology and guarantee one
+	// after the other, which goes first alternating from one pair to the
+	// next and from one repetition to the next.
+	for i := range c.reps {
+		configs := slices.Clone(c.configs)
+		if i%2 == 1 {
+			slices.Reverse(configs)
 		}
-		for _, s := range baselines {
-			x, err := rn.throughput(ctx, s)
+		seq := 0
+		do := func(s spec, latency bool) error {
+			x, err := rn.throughput(ctx, s, i)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			rep.runs = append(rep.runs, x)
-		}
-		for _, topology := range c.only {
-			for _, g := range []string{"alos", "eos"} {
-				engines := []string{"oxbow"}
-				if c.kstreams {
-					engines = append(engines, "kstreams")
+			if latency && i < c.latencyReps {
+				if x.lat, x.liveCheck, err = rn.latency(ctx, s, i); err != nil {
+					return err
 				}
-				for _, eng := range engines {
-					s := spec{cfg, eng, topology, g}
-					x, err := rn.throughput(ctx, s)
-					if err != nil {
-						return nil, err
+			}
+			x.rep, x.seq = i, seq
+			seq++
+			rep.runs = append(rep.runs, x)
+			return nil
+		}
+		for _, cfg := range configs {
+			rn.logf("repetition %d of %d, %s\n", i+1, c.reps, cfg.name)
+			// The baselines: throughput only, each output checked.
+			baselines := []spec{{cfg, "franz-go", "consume", "alos"}}
+			for _, g := range []string{"alos", "eos"} {
+				baselines = append(baselines, spec{cfg, "franz-go", "filter-map", g})
+				if c.kstreams {
+					baselines = append(baselines, spec{cfg, "java-clients", "filter-map", g}, spec{cfg, "kstreams", "passthrough", g})
+				}
+			}
+			if i%2 == 1 {
+				slices.Reverse(baselines)
+			}
+			for _, s := range baselines {
+				if err := do(s, false); err != nil {
+					return nil, err
+				}
+			}
+			pair := 0
+			for _, topology := range c.only {
+				for _, g := range []string{"alos", "eos"} {
+					engines := []string{"oxbow"}
+					if c.kstreams {
+						engines = append(engines, "kstreams")
+						if (i+pair)%2 == 1 {
+							slices.Reverse(engines)
+						}
 					}
-					if x.lat, x.liveCheck, err = rn.latency(ctx, s); err != nil {
-						return nil, err
+					pair++
+					for _, eng := range engines {
+						if err := do(spec{cfg, eng, topology, g}, true); err != nil {
+							return nil, err
+						}
 					}
-					rep.runs = append(rep.runs, x)
 				}
 			}
 		}
 	}
+	rep.finished = time.Now()
 	return rep, nil
+}
+
+// logf logs a line to standard error, with the time since the start.
+func (rn *runner) logf(format string, args ...any) {
+	d := time.Since(rn.rep.started).Round(time.Second)
+	fmt.Fprintf(os.Stderr, "bench: %02d:%02d:%02d "+format, append([]any{int(d.Hours()), int(d.Minutes()) % 60, int(d.Seconds()) % 60}, args...)...)
 }
 
 // spec names a run: its configuration, engine (oxbow, kstreams, or a
@@ -178,8 +214,8 @@ func (s spec) String() string {
 }
 
 // name is the run's prefix of topics and groups.
-func (rn *runner) name(s spec, phase string) string {
-	return fmt.Sprintf("oxbench-%s-%s-%s-%s-%s-%s", rn.id, s.cfg.name, s.engine, s.topology, s.guarantee, phase)
+func (rn *runner) name(s spec, phase string, rep int) string {
+	return fmt.Sprintf("oxbench-%s-r%d-%s-%s-%s-%s-%s", rn.id, rep, s.cfg.name, s.engine, s.topology, s.guarantee, phase)
 }
 
 // command is the process of a run on an input.
@@ -213,11 +249,11 @@ func (rn *runner) command(ctx context.Context, s spec, input, output, group, dir
 // throughput runs a process on the input, from its start until its group
 // has committed the inputs' ends as they were at its start, and checks its
 // output.
-func (rn *runner) throughput(ctx context.Context, s spec) (run, error) {
+func (rn *runner) throughput(ctx context.Context, s spec, rep int) (run, error) {
 	c := rn.c
-	group := rn.name(s, "tp")
+	group := rn.name(s, "tp", rep)
 	out := group + "-out"
-	r := run{config: s.cfg.name, engine: s.engine, topology: s.topology, guarantee: s.guarantee}
+	r := run{rep: rep, config: s.cfg.name, engine: s.engine, topology: s.topology, guarantee: s.guarantee}
 	if err := createTopics(ctx, rn.adm, c.partitions, out); err != nil {
 		return r, err
 	}
@@ -227,7 +263,7 @@ func (rn *runner) throughput(ctx context.Context, s spec) (run, error) {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(os.Stderr, "bench: %s\n", s)
+	rn.logf("%s (repetition %d)\n", s, rep+1)
 	before, err := written(ctx, c.brokers, group, out)
 	if err != nil {
 		return r, err
@@ -245,13 +281,13 @@ func (rn *runner) throughput(ctx context.Context, s spec) (run, error) {
 	r.seconds, r.peakRSSMB, r.steady = res.elapsed.Seconds(), res.rss, res.steady
 	r.recordsPerSec = float64(res.records) / res.elapsed.Seconds()
 	r.moved = moved{in: res.records, out: after.out - before.out, changelog: after.changelog - before.changelog}
-	fmt.Fprintf(os.Stderr, "bench: %s: %.1f s, records moved: %d in, %d out, %d to changelogs; steady: %s\n",
+	rn.logf("%s: %.1f s, records moved: %d in, %d out, %d to changelogs; steady: %s\n",
 		s, r.seconds, r.moved.in, r.moved.out, r.moved.changelog, r.steady)
 	if as := checkedAs(s.topology); as != "" {
 		if r.check, err = checkOutput(ctx, c.brokers, rn.in, as, s.guarantee, out); err != nil {
 			return r, fmt.Errorf("%s: checking the output: %w", s, err)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s: %d output records, %s\n", s, r.check.records, r.check)
+		rn.logf("%s: %d output records, %s\n", s, r.check.records, r.check)
 		if r.check.wrong > 0 {
 			rn.rep.mismatches = append(rn.rep.mismatches, mismatch(r, "", r.check))
 		}
@@ -277,11 +313,11 @@ func (s steady) String() string {
 // measured, from each record's event time (the time it is written) to its
 // output being readable (read committed). The output is checked against
 // the records fed.
-func (rn *runner) latency(ctx context.Context, s spec) (latencies, verdict, error) {
+func (rn *runner) latency(ctx context.Context, s spec, rep int) (latencies, verdict, error) {
 	c := rn.c
 	var lat latencies
 	var v verdict
-	group := rn.name(s, "lat")
+	group := rn.name(s, "lat", rep)
 	input, out := group+"-in", group+"-out"
 	if err := createTopics(ctx, rn.adm, c.partitions, input, out); err != nil {
 		return lat, v, err
@@ -292,7 +328,7 @@ func (rn *runner) latency(ctx context.Context, s spec) (latencies, verdict, erro
 		return lat, v, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(os.Stderr, "bench: %s: latency\n", s)
+	rn.logf("%s: latency\n", s)
 	model := &inputModel{keys: c.keys}
 	feed := func(ctx context.Context) error {
 		var err error
@@ -303,12 +339,12 @@ func (rn *runner) latency(ctx context.Context, s spec) (latencies, verdict, erro
 	if err != nil {
 		return lat, v, fmt.Errorf("%s: latency: %w", s, err)
 	}
-	fmt.Fprintf(os.Stderr, "bench: %s: latency p50 %s, p99 %s, p99.9 %s (%d samples)\n", s, ms(lat.p50), ms(lat.p99), ms(lat.p999), lat.samples)
+	rn.logf("%s: latency p50 %s, p99 %s, p99.9 %s (%d samples)\n", s, ms(lat.p50), ms(lat.p99), ms(lat.p999), lat.samples)
 	if v, err = checkOutput(ctx, c.brokers, model, checkedAs(s.topology), s.guarantee, out); err != nil {
 		return lat, v, fmt.Errorf("%s: checking the latency phase's output: %w", s, err)
 	}
 	if v.wrong > 0 {
-		rn.rep.mismatches = append(rn.rep.mismatches, mismatch(run{config: s.cfg.name, engine: s.engine, topology: s.topology, guarantee: s.guarantee}, "latency phase", v))
+		rn.rep.mismatches = append(rn.rep.mismatches, mismatch(run{rep: rep, config: s.cfg.name, engine: s.engine, topology: s.topology, guarantee: s.guarantee}, "latency phase", v))
 	}
 	return lat, v, nil
 }
