@@ -95,7 +95,7 @@ func (r *report) everyRun(b *strings.Builder) {
 	fmt.Fprintln(b, "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.runs {
 		bcpu := math.NaN()
-		if x.steady.brokerCPU >= 0 {
+		if x.steady.ok && x.steady.brokerCPU >= 0 {
 			bcpu = x.steady.brokerCPU
 		}
 		cpu, window := math.NaN(), math.NaN()
