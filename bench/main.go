@@ -6,6 +6,13 @@
 //	go run ./bench                      # the full run (5M records, 5 repetitions), written to bench/REPORT.md
 //	go run ./bench -smoke               # minutes: the harness works, nothing said of speed
 //
+// A full run takes longer than a working session: run it in parts, each
+// keeping its runs in a file, and report them as one:
+//
+//	go run ./bench -config tuned -reps 2 -results /tmp/part1.jsonl -out ""
+//	go run ./bench -config tuned -reps 3 -first-rep 2 -results /tmp/part2.jsonl -out ""
+//	go run ./bench -merge /tmp/part1.jsonl,/tmp/part2.jsonl
+//
 // Each engine runs in two configurations (-config defaults|tuned|both):
 // defaults, each side as it comes, and aligned-and-tuned, the same producer
 // batch size, linger and compression on every side, Kafka Streams with a
@@ -84,12 +91,15 @@ type benchConfig struct {
 	liveWarmup  time.Duration
 	pin         bool
 	reps        int
+	firstRep    int
 	latencyReps int
 	commitMs    int
 	cacheBytes  int64
 	threads     int
 	configs     []engineConfig
-	configName  string // -config
+	configName  string       // -config
+	tuned       engineConfig // the tuned configuration, run or not
+	results     string       // -results
 }
 
 func runBench(args []string) int {
@@ -109,6 +119,7 @@ func runBench(args []string) int {
 	fs.DurationVar(&c.liveWarmup, "live-warmup", 15*time.Second, "how long the latency phase feeds records at -live-rate before it measures")
 	fs.IntVar(&c.reps, "reps", 5, "repetitions of every run, interleaved (-smoke: 1)")
 	fs.IntVar(&c.latencyReps, "latency-reps", -1, "repetitions with a latency phase, the first ones (default: every one)")
+	fs.IntVar(&c.firstRep, "first-rep", 0, "the first repetition's number, for a part of a run (-results): which engine goes first alternates on from it")
 	fs.BoolVar(&c.pin, "pin", true, "pin the broker and the harness to half the CPUs, each measured process to the others (taskset; 2 CPUs at least)")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
@@ -117,6 +128,8 @@ func runBench(args []string) int {
 	batchBytes := fs.Int("tuned-batch-bytes", tunedBatchBytes, "the tuned configuration's producer batch size, every side")
 	linger := fs.Duration("tuned-linger", tunedLinger, "the tuned configuration's producer linger, every side")
 	compression := fs.String("tuned-compression", tunedCompression, "the tuned configuration's producer compression, every side (none, gzip, snappy, lz4, zstd)")
+	fs.StringVar(&c.results, "results", "", "a file to keep every run's figures in as it ends (JSON lines), for -merge")
+	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -148,7 +161,8 @@ func runBench(args []string) int {
 		}
 	}
 	var err error
-	if c.configs, err = parseConfigs(c.configName, tunedConfig(*batchBytes, *linger, *compression)); err != nil {
+	c.tuned = tunedConfig(*batchBytes, *linger, *compression)
+	if c.configs, err = parseConfigs(c.configName, c.tuned); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
@@ -172,6 +186,14 @@ func runBench(args []string) int {
 	// SIGKILL if the harness dies first (proc.go).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *mergeFrom != "" {
+		rep, err := merge(strings.Split(*mergeFrom, ","), &c)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return c.write(rep)
+	}
 	if len(c.brokers) == 0 {
 		b, err := startBroker(ctx)
 		if err != nil {

@@ -73,6 +73,7 @@ type report struct {
 	mismatches        []string // runs whose output is wrong
 	input             int64
 	started, finished time.Time
+	merged            []string // the results files it was merged from
 	pin               *pinning
 	brokerJVM         string
 }
@@ -127,13 +128,18 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 		rep.brokerJVM = jvmFlags(pin.brokerPID)
 	}
 	rn.logf("%s\n", pin.note)
+	results, err := openResults(c.results, c, rep)
+	if err != nil {
+		return nil, err
+	}
+	defer results.close()
 
 	// The repetitions, interleaved: each runs every configuration (the
 	// order of configurations and of baselines alternating from one to the
 	// next), and in each the two engines of a topology and guarantee one
 	// after the other, which goes first alternating from one pair to the
 	// next and from one repetition to the next.
-	for i := range c.reps {
+	for i := c.firstRep; i < c.firstRep+c.reps; i++ {
 		configs := slices.Clone(c.configs)
 		if i%2 == 1 {
 			slices.Reverse(configs)
@@ -144,7 +150,7 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 			if err != nil {
 				return err
 			}
-			if latency && i < c.latencyReps {
+			if latency && i < c.firstRep+c.latencyReps {
 				if x.lat, x.liveCheck, err = rn.latency(ctx, s, i); err != nil {
 					return err
 				}
@@ -152,10 +158,10 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 			x.rep, x.seq = i, seq
 			seq++
 			rep.runs = append(rep.runs, x)
-			return nil
+			return results.write(toRecord(x))
 		}
 		for _, cfg := range configs {
-			rn.logf("repetition %d of %d, %s\n", i+1, c.reps, cfg.name)
+			rn.logf("repetition %d (%d of %d), %s\n", i+1, i-c.firstRep+1, c.reps, cfg.name)
 			// The baselines: throughput only, each output checked.
 			baselines := []spec{{cfg, "franz-go", "consume", "alos"}}
 			for _, g := range []string{"alos", "eos"} {
