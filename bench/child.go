@@ -32,13 +32,20 @@ type childFlags struct {
 	batchBytes  int
 	lingerMs    int
 	compression string
+	// The phases' (phases.go): leave the group on a clean stop; print how
+	// the instance restored its state; serve the count store over HTTP at
+	// this address.
+	leave        bool
+	restoreStats bool
+	serve        string
 }
 
 func (c childFlags) args() []string {
 	return []string{"-child", c.kind, "-topology", c.topology, "-guarantee", c.guarantee, "-input", c.input, "-table", c.table,
 		"-output", c.output, "-app", c.app, "-brokers", c.brokers, "-commit-ms", fmt.Sprint(c.commitMs),
 		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir,
-		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression}
+		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression,
+		"-leave=" + fmt.Sprint(c.leave), "-restore-stats=" + fmt.Sprint(c.restoreStats), "-serve", c.serve}
 }
 
 // runChild runs a measured process: Oxbow or a franz-go baseline, until
@@ -46,7 +53,7 @@ func (c childFlags) args() []string {
 func runChild(args []string) int {
 	fs := flag.NewFlagSet("bench child", flag.ContinueOnError)
 	var c childFlags
-	fs.StringVar(&c.kind, "child", "", "oxbow, consume or filter-map")
+	fs.StringVar(&c.kind, "child", "", "oxbow, consume, filter-map, changelog or commands")
 	fs.StringVar(&c.topology, "topology", "", "")
 	fs.StringVar(&c.guarantee, "guarantee", "alos", "")
 	fs.StringVar(&c.input, "input", "", "")
@@ -61,6 +68,9 @@ func runChild(args []string) int {
 	fs.IntVar(&c.batchBytes, "batch-bytes", 0, "")
 	fs.IntVar(&c.lingerMs, "linger-ms", -1, "")
 	fs.StringVar(&c.compression, "compression", "", "")
+	fs.BoolVar(&c.leave, "leave", false, "")
+	fs.BoolVar(&c.restoreStats, "restore-stats", false, "")
+	fs.StringVar(&c.serve, "serve", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,6 +84,10 @@ func runChild(args []string) int {
 		err = runConsume(ctx, c)
 	case "filter-map":
 		err = runFilterMap(ctx, c)
+	case "changelog":
+		err = runChangelog(ctx, c)
+	case "commands":
+		err = runCommands(ctx, c)
 	default:
 		err = fmt.Errorf("no child kind %q", c.kind)
 	}
@@ -107,12 +121,18 @@ func runOxbow(ctx context.Context, c childFlags) error {
 	if err != nil {
 		return err
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	restores := &restoreLog{}
+	if c.restoreStats {
+		logger = slog.New(&restoreLogHandler{next: logger.Handler(), log: restores})
+	}
 	app, err := engine.NewApp(top, engine.Config{AppID: c.app, Brokers: strings.Split(c.brokers, ","), Guarantee: g,
 		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, Workers: c.workers, StateDir: c.stateDir,
-		KafkaOptions: popts, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		KafkaOptions: popts, Logger: logger, LeaveGroupOnClose: c.leave})
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
 	select {
@@ -120,6 +140,22 @@ func runOxbow(ctx context.Context, c childFlags) error {
 		fmt.Println("READY")
 	case err := <-done:
 		return err
+	}
+	if c.restoreStats {
+		ready := time.Now()
+		records, first := restores.get()
+		seconds := 0.0
+		if !first.IsZero() {
+			seconds = ready.Sub(first).Seconds()
+		}
+		fmt.Printf("RESTORED records=%d logged=%d seconds=%.6f ready=%.6f\n", app.RestoredRecords(), records, seconds, ready.Sub(start).Seconds())
+	}
+	if c.serve != "" {
+		stop, err := serveCounts(app, c.serve)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	return <-done
 }

@@ -45,6 +45,21 @@
 // a correct engine must give for the input, computed here from it
 // (expected.go): a wrong output fails the run, smoke or full, so that the
 // figures are of engines that did the work.
+//
+// Each repetition then runs three phases of Oxbow alone (phases.go; -only
+// names them too): http-read, point reads of a served view from this
+// process, open loop (openloop.go) at -http-rates and then a search for
+// the highest rate sustained; restore, a fresh instance restoring a store
+// from its changelog against a franz-go consumer reading the same
+// changelog; commands, the command round trip through an aggregate.Client
+// to an exactly-once instance, open loop at -command-rate and then a
+// search. Every answer, outcome and final state is checked as the outputs
+// are.
+//
+// The smoke (CI) runs every code path once on a small input: each
+// baseline but Kafka Streams' passthrough exactly once, every Oxbow
+// topology at both guarantees, each Kafka Streams twin at one (at least
+// once and exactly once in turn), latency phases and loads of seconds.
 package main
 
 import (
@@ -59,6 +74,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,6 +117,8 @@ type benchConfig struct {
 	configName  string       // -config
 	tuned       engineConfig // the tuned configuration, run or not
 	results     string       // -results
+	phases      phaseSettings
+	phaseSel    map[string]bool // the phases -only selects
 }
 
 func runBench(args []string) int {
@@ -110,10 +129,12 @@ func runBench(args []string) int {
 	fs.IntVar(&c.keys, "keys", 10_000, "distinct keys")
 	partitions := fs.Int("partitions", 6, "input partitions")
 	fs.IntVar(&c.valueSize, "value-size", 100, "value bytes")
-	only := fs.String("only", "", "comma-separated topologies to run (default all: "+strings.Join(topologyNames, ",")+")")
+	only := fs.String("only", "", "comma-separated topologies and phases to run (default all: "+strings.Join(append(slices.Clone(topologyNames), phaseNames...), ",")+
+		"); the baselines run with any topology")
 	fs.BoolVar(&c.kstreams, "kstreams", true, "run the Kafka Streams twins (needs Java 17 and Maven)")
 	fs.StringVar(&c.out, "out", "bench/REPORT.md", "the report file (empty: standard output only)")
-	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, one repetition, latency phases of seconds, no report file)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, one repetition, latency phases and loads of seconds,"+
+		" fewer baselines and Kafka Streams twins, no report file)")
 	fs.IntVar(&c.liveRate, "live-rate", 5000, "records/s of the latency phase")
 	fs.DurationVar(&c.liveFor, "live-for", 60*time.Second, "how long the latency phase measures, at -live-rate")
 	fs.DurationVar(&c.liveWarmup, "live-warmup", 15*time.Second, "how long the latency phase feeds records at -live-rate before it measures")
@@ -129,6 +150,12 @@ func runBench(args []string) int {
 	linger := fs.Duration("tuned-linger", tunedLinger, "the tuned configuration's producer linger, every side")
 	compression := fs.String("tuned-compression", tunedCompression, "the tuned configuration's producer compression, every side (none, gzip, snappy, lz4, zstd)")
 	fs.StringVar(&c.results, "results", "", "a file to keep every run's figures in as it ends (JSON lines), for -merge")
+	c.phases = defaultPhaseSettings()
+	httpRates := fs.String("http-rates", "5000,10000", "http-read: the fixed rates of point reads, a second, comma-separated (the first also starts the search)")
+	fs.Float64Var(&c.phases.CommandRate, "command-rate", c.phases.CommandRate, "commands: the fixed rate of commands, a second (also the search's start)")
+	fs.DurationVar(&c.phases.LoadFor, "load-for", c.phases.LoadFor, "http-read and commands: how long each fixed rate is measured")
+	fs.DurationVar(&c.phases.LoadWarmup, "load-warmup", c.phases.LoadWarmup, "http-read and commands: how long each fixed rate runs before it is measured")
+	fs.DurationVar(&c.phases.StepFor, "step-for", c.phases.StepFor, "http-read and commands: how long each step of the rate search is measured (after a fifth of it not)")
 	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -143,8 +170,24 @@ func runBench(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench: -value-size must be at least 16")
 		return 2
 	}
+	c.phases.HTTPRates = nil
+	for _, r := range strings.Split(*httpRates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -http-rates: %q is not a positive rate\n", r)
+			return 2
+		}
+		c.phases.HTTPRates = append(c.phases.HTTPRates, v)
+	}
+	if c.phases.CommandRate <= 0 || c.phases.LoadFor <= 0 || c.phases.LoadWarmup < 0 || c.phases.StepFor <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -command-rate, -load-for and -step-for must be positive, -load-warmup not negative")
+		return 2
+	}
 	if c.smoke {
-		c.keys, c.liveRate, c.liveFor, c.liveWarmup = 500, 1000, 3*time.Second, time.Second
+		c.keys, c.liveRate, c.liveFor, c.liveWarmup = 500, 1000, 2*time.Second, 500*time.Millisecond
+		// Every phase's code once, for seconds: the fixed loads, a search of
+		// a few steps.
+		c.phases.LoadFor, c.phases.LoadWarmup, c.phases.StepFor, c.phases.MaxSteps = 2*time.Second, 500*time.Millisecond, time.Second, 4
 		if !isFlagSet(fs, "records") {
 			c.records = 20_000
 		}
@@ -173,9 +216,23 @@ func runBench(args []string) int {
 	if c.latencyReps < 0 || c.latencyReps > c.reps {
 		c.latencyReps = c.reps
 	}
-	c.only = topologyNames
+	c.only, c.phaseSel = topologyNames, map[string]bool{}
+	for _, p := range phaseNames {
+		c.phaseSel[p] = true
+	}
 	if *only != "" {
-		c.only = strings.Split(*only, ",")
+		c.only, c.phaseSel = nil, map[string]bool{}
+		for _, name := range strings.Split(*only, ",") {
+			switch name = strings.TrimSpace(name); {
+			case slices.Contains(topologyNames, name):
+				c.only = append(c.only, name)
+			case slices.Contains(phaseNames, name):
+				c.phaseSel[name] = true
+			default:
+				fmt.Fprintf(os.Stderr, "bench: -only: no topology or phase %q (%s)\n", name, strings.Join(append(slices.Clone(topologyNames), phaseNames...), ", "))
+				return 2
+			}
+		}
 	}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {

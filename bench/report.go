@@ -62,7 +62,13 @@ func (r *report) markdown(c benchConfig) string {
 				runs = append(runs, x)
 			}
 		}
+		if len(runs) == 0 && len(r.phases) > 0 {
+			continue // phases only (-only)
+		}
 		r.configSection(&b, c, cfg, runs)
+	}
+	if len(r.phases) > 0 {
+		r.phasesSection(&b, c)
 	}
 	fmt.Fprintf(&b, "\nEach output is checked against the one the input gives (stateless and join record by record, count and window by each key's last value):"+
 		" exactly once it must be that exactly; at least once, each record there at least once and no other, each count at least the expected.\n")
@@ -83,6 +89,7 @@ func (r *report) markdown(c benchConfig) string {
 		}
 	}
 	r.everyRun(&b)
+	r.everyPhase(&b, c)
 	return b.String()
 }
 
@@ -242,19 +249,6 @@ func (r *report) configSection(b *strings.Builder, c benchConfig, cfg engineConf
 	fmt.Fprintf(b, "\nTargets (issue 28), each judged on its interval: every Oxbow topology ≥ 2.0× Kafka Streams' moved/s at no worse p99 (p99 × Kafka Streams ≤ 1);"+
 		" stateless ≥ 0.8× franz-go's filter/map, count ≥ 0.5× of it; window ≥ 2× Oxbow's rate in the report before issue 28 (%.0f records/s at least"+
 		" once, %.0f exactly once: 5M records, defaults, unpinned, end to end).%s\n\n", windowBefore["alos"], windowBefore["eos"], note)
-	judge := func(s summary, target float64, above bool) string {
-		switch {
-		case s.n == 0:
-			return "not measured"
-		case s.n == 1:
-			return "not judged (one run: no interval)"
-		case s.clears(target, above):
-			return "met"
-		case above && s.median < target, !above && s.median > target:
-			return "**missed**"
-		}
-		return "**not shown** (the interval straddles it)"
-	}
 	for _, k := range keys {
 		e, rest, _ := strings.Cut(k, "/")
 		if e != "oxbow" {
@@ -279,6 +273,22 @@ func (r *report) configSection(b *strings.Builder, c benchConfig, cfg engineConf
 		}
 	}
 	fmt.Fprintln(b)
+}
+
+// judge says whether a figure meets its target (at least it: above; at
+// most it: !above), on its interval.
+func judge(s summary, target float64, above bool) string {
+	switch {
+	case s.n == 0:
+		return "not measured"
+	case s.n == 1:
+		return "not judged (one run: no interval)"
+	case s.clears(target, above):
+		return "met"
+	case above && s.median < target, !above && s.median > target:
+		return "**missed**"
+	}
+	return "**not shown** (the interval straddles it)"
 }
 
 // windowBefore is Oxbow's window rate in the report before issue 28 (5M

@@ -44,13 +44,15 @@ type resultsSetup struct {
 	TunedJVM                []string
 	TunedRocksDB, TunedMemt int64
 	TunedGoMemLimit         string
+	Phases                  phaseSettings
 }
 
 func setupOf(c benchConfig) resultsSetup {
 	t := c.tuned
 	return resultsSetup{Brokers: c.brokers, CommitMs: c.commitMs, CacheBytes: c.cacheBytes, Threads: c.threads, LiveRate: c.liveRate,
 		LiveFor: c.liveFor, LiveWarmup: c.liveWarmup, TunedBatchBytes: t.batchBytes, TunedLinger: t.linger, TunedCompression: t.compression,
-		TunedJVM: t.jvm, TunedRocksDB: t.rocksdbBytes, TunedMemt: t.rocksdbMemtab, TunedGoMemLimit: t.goMemLimit}
+		TunedJVM: t.jvm, TunedRocksDB: t.rocksdbBytes, TunedMemt: t.rocksdbMemtab, TunedGoMemLimit: t.goMemLimit,
+		Phases: c.phases}
 }
 
 func (s resultsSetup) apply(c *benchConfig) {
@@ -58,6 +60,15 @@ func (s resultsSetup) apply(c *benchConfig) {
 	c.liveRate, c.liveFor, c.liveWarmup = s.LiveRate, s.LiveFor, s.LiveWarmup
 	c.tuned = tunedConfig(s.TunedBatchBytes, s.TunedLinger, s.TunedCompression)
 	c.tuned.jvm, c.tuned.rocksdbBytes, c.tuned.rocksdbMemtab, c.tuned.goMemLimit = s.TunedJVM, s.TunedRocksDB, s.TunedMemt, s.TunedGoMemLimit
+	c.phases = s.Phases
+}
+
+// phaseLine is a phase's repetition in the results file (Phase tells it
+// from a run of a topology or a baseline).
+type phaseLine struct {
+	Phase    string
+	Run      phaseRun
+	Finished time.Time
 }
 
 type verdictRecord struct {
@@ -102,6 +113,10 @@ func (r runRecord) run() run {
 		peakRSSMB: r.PeakRSSMB, lat: latencies{p50: r.P50, p99: r.P99, p999: r.P999, samples: r.LatencySamples},
 		check: v(r.Check), liveCheck: v(r.LiveCheck)}
 }
+
+// phasesKey is the phases' place among the configurations when parts are
+// merged.
+const phasesKey = "phases"
 
 // resultsWriter appends to the results file; nil writes nothing.
 type resultsWriter struct{ f *os.File }
@@ -164,6 +179,7 @@ func merge(paths []string, c *benchConfig) (*report, error) {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		var h resultsHeader
 		var runs []run
+		var phases []phaseRun
 		var last time.Time
 		for n := 1; sc.Scan(); n++ {
 			if n == 1 {
@@ -187,6 +203,21 @@ func merge(paths []string, c *benchConfig) (*report, error) {
 				last = h.Started
 				continue
 			}
+			var probe struct{ Phase string }
+			if err := json.Unmarshal(sc.Bytes(), &probe); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			if probe.Phase != "" {
+				var p phaseLine
+				if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+					f.Close()
+					return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+				}
+				phases = append(phases, p.Run)
+				last = p.Finished
+				continue
+			}
 			var r runRecord
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				f.Close()
@@ -201,15 +232,31 @@ func merge(paths []string, c *benchConfig) (*report, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		took += last.Sub(h.Started)
+		// The phases count as a configuration of their own.
+		keys := make([]configRep, 0, len(runs)+len(phases))
+		for _, x := range runs {
+			keys = append(keys, configRep{x.config, x.rep})
+		}
+		for _, p := range phases {
+			keys = append(keys, configRep{phasesKey, p.Rep})
+		}
 		shift, top := 0, -1
 		for k := range used {
 			top = max(top, k.rep)
 		}
-		for _, x := range runs {
-			if used[configRep{x.config, x.rep}] {
-				shift = top + 1 - slices.MinFunc(runs, func(a, b run) int { return a.rep - b.rep }).rep
+		for _, k := range keys {
+			if used[k] {
+				shift = top + 1 - slices.MinFunc(keys, func(a, b configRep) int { return a.rep - b.rep }).rep
 				break
 			}
+		}
+		for _, p := range phases {
+			p.Rep += shift
+			used[configRep{phasesKey, p.Rep}] = true
+			if p.Wrong > 0 {
+				rep.mismatches = append(rep.mismatches, phaseMismatch(p))
+			}
+			rep.phases = append(rep.phases, p)
 		}
 		for _, x := range runs {
 			x.rep += shift
@@ -252,6 +299,7 @@ func merge(paths []string, c *benchConfig) (*report, error) {
 		c.configName = c.configs[0].name
 	}
 	slices.SortStableFunc(rep.runs, func(a, b run) int { return a.rep - b.rep })
+	slices.SortStableFunc(rep.phases, func(a, b phaseRun) int { return a.Rep - b.Rep })
 	return rep, nil
 }
 
