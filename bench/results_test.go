@@ -24,6 +24,9 @@ func TestResultsMerge(t *testing.T) {
 	if got := toRecord(x).run(); !reflect.DeepEqual(got, x) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, x)
 	}
+	c.phases = defaultPhaseSettings()
+	phase := phaseRun{Phase: "commands", Fixed: []loadResult{{Rate: 200, Achieved: 199, Requests: 6000, P50: 20 * time.Millisecond, P99: 40 * time.Millisecond}},
+		Search: searchResult{Steps: []loadResult{{Rate: 200, Achieved: 200, Requests: 2000}, {Rate: 300, Achieved: 200, Requests: 3000}}, Max: 200, Bounded: true}}
 	dir := t.TempDir()
 	var paths []string
 	for i, cfg := range []string{"tuned", "tuned", "defaults"} {
@@ -40,6 +43,13 @@ func TestResultsMerge(t *testing.T) {
 			y.liveCheck.wrong = i % 2 // wrong outputs in the second part
 			if err := w.write(toRecord(y)); err != nil {
 				t.Fatal(err)
+			}
+			if cfg == "tuned" {
+				pr := phase
+				pr.Rep = r
+				if err := w.write(phaseLine{Phase: pr.Phase, Run: pr, Finished: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if err := w.close(); err != nil {
@@ -61,8 +71,17 @@ func TestResultsMerge(t *testing.T) {
 	if !reflect.DeepEqual(reps, []string{"tuned0", "defaults0", "tuned1", "defaults1", "tuned2", "tuned3"}) || len(rep.mismatches) != 2 || len(rep.merged) != 3 {
 		t.Errorf("merged runs' repetitions %v, mismatches %q, parts %q", reps, rep.mismatches, rep.merged)
 	}
-	if text := rep.markdown(m); !strings.Contains(text, "Merged (`go run ./bench -merge`) from 3 parts") || !strings.Contains(text, "## Configuration: aligned and tuned") {
+	if text := rep.markdown(m); !strings.Contains(text, "Merged (`go run ./bench -merge`) from 3 parts") || !strings.Contains(text, "## Configuration: aligned and tuned") ||
+		!strings.Contains(text, "| 200 | 4 | 199 [199–199] | 20.00 [20.00–20.00] | 40.00 [40.00–40.00] |") || !strings.Contains(text, "- Commands sustained: 200 [200–200]/s") {
 		t.Errorf("report:\n%s", text)
+	}
+	// The phases' repetitions are numbered on as the runs' are.
+	var phaseReps []int
+	for _, p := range rep.phases {
+		phaseReps = append(phaseReps, p.Rep)
+	}
+	if !reflect.DeepEqual(phaseReps, []int{0, 1, 2, 3}) || !reflect.DeepEqual(rep.phases[0].Search, phase.Search) {
+		t.Errorf("merged phases: repetitions %v, search %+v", phaseReps, rep.phases[0].Search)
 	}
 	c.records = 2000
 	rep2 := &report{started: time.Now(), pin: &pinning{}}
