@@ -42,6 +42,19 @@ import (
 // that was no coordinator cost 9–10s; the group coordinator's, hung for
 // 60s, stalled processing until it answered again (hung for 40s, 31s).
 //
+// Kafka can also leave a transaction hanging, which no client can end: a
+// coordinator that completes a prepared transaction while the partitions
+// have no leader (a single KRaft broker restarted is fenced about 9s
+// later, while it does that) drops their markers and records the
+// transaction complete. The group's offsets then answer
+// UNSTABLE_OFFSET_COMMIT and no member gets its tasks; the instance stays
+// Degraded until an operator ends the transaction the way its coordinator
+// had decided (kafka-transactions.sh find-hanging finds it; its abort is
+// right only for a transaction the coordinator was aborting: after a
+// prepared commit the instance's stores already hold the transaction's
+// updates, so the markers must commit, as the broker campaigns' repair
+// does: integration/hanging_test.go).
+//
 // What is not Kafka's absence still fails at once: a record the policies
 // do not skip, a missing topic, an authorization error, another instance
 // with this one's id (FENCED_INSTANCE_ID).
