@@ -102,6 +102,9 @@ func intervalName(n, k int) string {
 
 // everyRun is the appendix: each run's figures.
 func (r *report) everyRun(b *strings.Builder) {
+	if len(r.runs) == 0 {
+		return
+	}
 	fmt.Fprintf(b, "\n## Every run\n\nIn the order they ran. CPU seconds in the steady window.\n\n")
 	fmt.Fprintln(b, "| Repetition | Configuration | Engine | Topology | Guarantee | Records/s steady | Records/s end to end | Moved: in + out + changelog | Moved/s steady | Steady window s | CPU s: process | CPU s: broker | p50 | p99 | p99.9 | Peak RSS MB |")
 	fmt.Fprintln(b, "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
