@@ -21,11 +21,15 @@ import (
 
 // loadSpec is one open-loop load: rate requests a second, first for warmup
 // (sent, not measured), then for measure; a request not answered within
-// timeout of when it was due is an error.
+// timeout of when it was due is an error. With workers, that many
+// goroutines send the requests, a request due while every one is busy
+// waiting for one (the wait counted: as wrk2's connections); else each
+// request has a goroutine of its own.
 type loadSpec struct {
 	rate            float64
 	warmup, measure time.Duration
 	timeout         time.Duration
+	workers         int
 }
 
 // reqOutcome is what became of a request.
@@ -132,12 +136,39 @@ func runOpenLoopOn(ctx context.Context, spec loadSpec, first, server, broker int
 	var wg sync.WaitGroup
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	dueOf := func(i int) time.Duration { return time.Duration(float64(i) / spec.rate * float64(time.Second)) }
 	start := time.Now()
+	send := func(i int) {
+		sent := time.Since(start)
+		rctx, rcancel := context.WithDeadline(ctx, start.Add(dueOf(i)+spec.timeout))
+		o, note := do(rctx, first+i)
+		rcancel()
+		samples[i] = sample{due: dueOf(i), sent: sent, done: time.Since(start), outcome: o}
+		if o != reqOK && note != "" {
+			mu.Lock()
+			if example == "" {
+				example = note
+			}
+			mu.Unlock()
+		}
+	}
+	var queue chan int
+	if spec.workers > 0 {
+		// Long-lived goroutines: a goroutine a request would grow its
+		// stack through the HTTP client's calls every time.
+		queue = make(chan int, total)
+		for range spec.workers {
+			wg.Go(func() {
+				for i := range queue {
+					send(i)
+				}
+			})
+		}
+	}
 	n := 0
 dispatch:
 	for ; n < total; n++ {
-		due := time.Duration(float64(n) / spec.rate * float64(time.Second))
-		if wait := due - time.Since(start); wait > 0 {
+		if wait := dueOf(n) - time.Since(start); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
@@ -145,22 +176,15 @@ dispatch:
 			case <-timer.C:
 			}
 		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			sent := time.Since(start)
-			rctx, rcancel := context.WithDeadline(ctx, start.Add(due+spec.timeout))
-			o, note := do(rctx, first+i)
-			rcancel()
-			samples[i] = sample{due: due, sent: sent, done: time.Since(start), outcome: o}
-			if o != reqOK && note != "" {
-				mu.Lock()
-				if example == "" {
-					example = note
-				}
-				mu.Unlock()
-			}
-		}(n)
+		if queue != nil {
+			queue <- n
+			continue
+		}
+		i := n // n is the loop's, shared
+		wg.Go(func() { send(i) })
+	}
+	if queue != nil {
+		close(queue)
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -238,11 +262,11 @@ type searchResult struct {
 
 // searchRate runs a rate search from start: each step a load of warmup then
 // measure. next numbers the requests on, from one step to the next.
-func searchRate(ctx context.Context, s *rateSearch, start float64, warmup, measure, timeout time.Duration, next *int, server, broker int,
+func searchRate(ctx context.Context, s *rateSearch, start float64, warmup, measure, timeout time.Duration, workers int, next *int, server, broker int,
 	do func(context.Context, int) (reqOutcome, string), logf func(string, ...any)) (searchResult, error) {
 	rate, more := start, true
 	for more {
-		spec := loadSpec{rate: rate, warmup: warmup, measure: measure, timeout: timeout}
+		spec := loadSpec{rate: rate, warmup: warmup, measure: measure, timeout: timeout, workers: workers}
 		r, err := runOpenLoopOn(ctx, spec, *next, server, broker, do)
 		if err != nil {
 			return searchResult{}, err

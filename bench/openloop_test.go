@@ -150,9 +150,29 @@ func TestRunOpenLoop(t *testing.T) {
 	if r.Requests != 100 || r.Errors != 0 || r.P999 < 90*time.Millisecond {
 		t.Errorf("%s; want 100 requests, no error, p99.9 ≥ 90ms", r)
 	}
+	// One worker: the requests due while request 0 is answered wait for
+	// it, and the wait counts.
+	slow := func(ctx context.Context, i int) (reqOutcome, string) {
+		if i == 0 {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		return reqOK, ""
+	}
+	r, err = runOpenLoop(context.Background(), loadSpec{rate: 500, measure: 200 * time.Millisecond, timeout: 5 * time.Second, workers: 1}, 0, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 100 || r.P99 < 90*time.Millisecond || r.LateP99 < 80*time.Millisecond {
+		t.Errorf("one worker, the first request slow: %s; want p99 ≥ 90ms, late p99 ≥ 80ms", r)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := runOpenLoop(ctx, loadSpec{rate: 10, measure: time.Hour, timeout: time.Second}, 0, do); err == nil {
-		t.Error("a cancelled load returned no error")
+	for _, workers := range []int{0, 4} {
+		if _, err := runOpenLoop(ctx, loadSpec{rate: 10, measure: time.Hour, timeout: time.Second, workers: workers}, 0, do); err == nil {
+			t.Errorf("a cancelled load (%d workers) returned no error", workers)
+		}
 	}
 }

@@ -306,15 +306,19 @@ func parseFields(line string, into map[string]any) error {
 // pointReads is the request function of point reads of the fill's store
 // at base: request i reads key i·7919 mod keys (7919 is prime: the keys in
 // a scattered order) and checks the answer: status 200 and the key's
-// count. At most httpConns connections, kept alive: as in wrk2, a request
-// due when every one is busy waits for one (and the wait counts, from its
-// due time), rather than a server that falls behind being sent ever more
-// connections to accept.
+// count. At most httpConns connections, kept alive, and as many workers
+// send the loads: as in wrk2, a request due when every one is busy waits
+// for one (and the wait counts, from its due time), rather than a server
+// that falls behind being sent ever more connections to accept.
 func pointReads(base string, f *fill) (func(context.Context, int) (reqOutcome, string), func()) {
 	tr := &http.Transport{MaxConnsPerHost: httpConns, MaxIdleConns: httpConns, MaxIdleConnsPerHost: httpConns, IdleConnTimeout: time.Minute,
 		DisableCompression: true}
 	client := &http.Client{Transport: tr}
 	keys := len(f.expected)
+	urls := make([]string, keys)
+	for k := range urls {
+		urls[k] = base + "/views/counts/keys/" + keyName(k)
+	}
 	// The answers as httpapi writes them, compared first: decoding JSON
 	// costs the generator more than reading the answer.
 	want := make([][]byte, keys)
@@ -323,8 +327,7 @@ func pointReads(base string, f *fill) (func(context.Context, int) (reqOutcome, s
 	}
 	return func(ctx context.Context, i int) (reqOutcome, string) {
 		k := int((int64(i) * 7919) % int64(keys))
-		key := keyName(k)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/views/counts/keys/"+key, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, urls[k], nil)
 		if err != nil {
 			return reqError, err.Error()
 		}
@@ -340,6 +343,7 @@ func pointReads(base string, f *fill) (func(context.Context, int) (reqOutcome, s
 		if resp.StatusCode == http.StatusOK && bytes.Equal(body, want[k]) {
 			return reqOK, ""
 		}
+		key := keyName(k)
 		var e struct {
 			Key   string `json:"key"`
 			Value int64  `json:"value"`
@@ -471,7 +475,7 @@ func (rn *runner) httpReadPhase(ctx context.Context, f *fill, rep int) (phaseRun
 	defer closeIdle()
 	next := 0
 	for _, r := range p.HTTPRates {
-		spec := loadSpec{rate: r, warmup: p.LoadWarmup, measure: p.LoadFor, timeout: 5 * time.Second}
+		spec := loadSpec{rate: r, warmup: p.LoadWarmup, measure: p.LoadFor, timeout: 5 * time.Second, workers: httpConns}
 		res, err := runOpenLoopOn(ctx, spec, next, h.cmd.Process.Pid, rn.pin.brokerPID, read)
 		if err != nil {
 			return pr, err
@@ -482,7 +486,7 @@ func (rn *runner) httpReadPhase(ctx context.Context, f *fill, rep int) (phaseRun
 	}
 	rn.logf("phases: http-read: the highest rate sustained (p99 ≤ %s)\n", p.HTTPMaxP99)
 	s := newRateSearch(searchFactor, searchBisections, p.MaxSteps, func(r loadResult) bool { return r.sustained(p.HTTPMaxP99) })
-	if pr.Search, err = searchRate(ctx, s, p.HTTPRates[0], p.StepFor/5, p.StepFor, 5*time.Second, &next, h.cmd.Process.Pid, rn.pin.brokerPID, read, rn.logf); err != nil {
+	if pr.Search, err = searchRate(ctx, s, p.HTTPRates[0], p.StepFor/5, p.StepFor, 5*time.Second, httpConns, &next, h.cmd.Process.Pid, rn.pin.brokerPID, read, rn.logf); err != nil {
 		return pr, err
 	}
 	rn.logf("phases: http-read: sustained up to %.0f/s%s\n", pr.Search.Max, map[bool]string{false: " (every step sustained)", true: ""}[pr.Search.Bounded])
@@ -578,7 +582,7 @@ func (rn *runner) commandsPhase(ctx context.Context, rep int) (phaseRun, error) 
 	pr.Fixed = append(pr.Fixed, res)
 	rn.logf("phases: commands: the highest rate sustained (p99 ≤ %s)\n", p.CommandMaxP99)
 	s := newRateSearch(searchFactor, searchBisections, p.MaxSteps, func(r loadResult) bool { return r.sustained(p.CommandMaxP99) })
-	if pr.Search, err = searchRate(ctx, s, p.CommandRate, p.StepFor/5, p.StepFor, time.Minute, &next, h.cmd.Process.Pid, rn.pin.brokerPID, submit, rn.logf); err != nil {
+	if pr.Search, err = searchRate(ctx, s, p.CommandRate, p.StepFor/5, p.StepFor, time.Minute, 0, &next, h.cmd.Process.Pid, rn.pin.brokerPID, submit, rn.logf); err != nil {
 		return pr, err
 	}
 	rn.logf("phases: commands: sustained up to %.0f/s%s\n", pr.Search.Max, map[bool]string{false: " (every step sustained)", true: ""}[pr.Search.Bounded])

@@ -36,8 +36,8 @@ func (r *report) phasesSection(b *strings.Builder, c benchConfig) {
 		" latency measured from when the request was due, so that a stall delays, and shows in, every request due during it (no coordinated"+
 		" omission). Each fixed rate runs %s not measured, then %s measured; a load's figures are over the requests due in the measured part,"+
 		" errors (no answer: a transport error, a timeout) counted at the time they failed. *Right/s* is the right answers that came in the"+
-		" measured part (to any request, the warm-up's too), a second. *Late p99* is the generator's own delay, from due to sent (counted in the"+
-		" latencies). *CPUs* are the CPUs each process kept busy over the load, warm-up included (utime + stime of /proc/<pid>/stat over its"+
+		" measured part (to any request, the warm-up's too), a second. *Late p99* is how late requests went out, from due to sent (behind the"+
+		" generator's schedule, or waiting for a free connection; counted in the latencies). *CPUs* are the CPUs each process kept busy over the load, warm-up included (utime + stime of /proc/<pid>/stat over its"+
 		" length): the generator's (this process), the server's (the instance) and the broker's; a process pinned to one CPU is saturated at 1. The search for the highest rate sustained offers the first fixed rate, then %.1f× the last while each step is sustained —"+
 		" right answers at 95%% of the offered rate at least, p99 within the limit, no error and no wrong answer — then bisects %d times between"+
 		" the highest rate sustained and the lowest not, %d steps at most, each %s measured after %s not; ≥ marks a repetition that sustained"+
@@ -83,8 +83,8 @@ func (r *report) phasesSection(b *strings.Builder, c benchConfig) {
 		fmt.Fprintf(b, "\nHighest %s rate sustained (p99 ≤ %s): %s %s/s.\n\n", name, maxP99, maxRate(runs).format(0)+unbounded(runs), unit)
 	}
 	if runs := byPhase["http-read"]; len(runs) > 0 {
-		fmt.Fprintf(b, "### HTTP point reads\n\nPoint reads of the %d keys, in a scattered order, over at most %d keep-alive connections (as wrk2:"+
-			" a request due while every one is busy waits for one, and the wait counts): each answer must be status 200 and the key's count.\n\n",
+		fmt.Fprintf(b, "### HTTP point reads\n\nPoint reads of the %d keys, in a scattered order, over at most %d keep-alive connections, each with a"+
+			" sending goroutine of its own (as wrk2: a request due while every one is busy waits for one, and the wait counts): each answer must be status 200 and the key's count.\n\n",
 			c.keys, httpConns)
 		loads("point-read", "requests", runs, p.HTTPMaxP99)
 	}
