@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +77,14 @@ func runChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if dir := os.Getenv("OXBOW_BENCH_CPUPROFILE"); dir != "" {
+		// Diagnosing: every child writes its CPU profile to dir.
+		if f, err := os.CreateTemp(dir, c.kind+"-*.pprof"); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
+	}
 	var err error
 	switch c.kind {
 	case "oxbow":
