@@ -142,12 +142,8 @@ func runOxbow(ctx context.Context, c childFlags) error {
 		return err
 	}
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	select {
-	case <-app.Ready():
-		fmt.Println("READY")
-	case err := <-done:
+	done, ended, err := runReady(ctx, app)
+	if ended {
 		return err
 	}
 	if c.restoreStats {
@@ -167,6 +163,20 @@ func runOxbow(ctx context.Context, c childFlags) error {
 		defer stop()
 	}
 	return <-done
+}
+
+// runReady runs app and prints READY once it is ready; it returns what
+// will receive Run's error. ended: Run returned first, with err.
+func runReady(ctx context.Context, app *engine.App) (done <-chan error, ended bool, err error) {
+	ch := make(chan error, 1)
+	go func() { ch <- app.Run(ctx) }()
+	select {
+	case <-app.Ready():
+		fmt.Println("READY")
+		return ch, false, nil
+	case err := <-ch:
+		return nil, true, err
+	}
 }
 
 // runConsume is the read limit: one franz-go consumer that only counts the

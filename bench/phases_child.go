@@ -189,12 +189,8 @@ func runCommands(ctx context.Context, c childFlags) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	select {
-	case <-app.Ready():
-		fmt.Println("READY")
-	case err := <-done:
+	done, ended, err := runReady(ctx, app)
+	if ended {
 		return err
 	}
 	return <-done
