@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -80,13 +81,7 @@ func (h *hangingRepair) check(ctx context.Context) []string {
 	}
 	// Which transactional ids these producers are, and whether their
 	// coordinators still have a transaction in progress.
-	listed, err := h.adm.ListTransactions(ctx, slices.Collect(func(yield func(int64) bool) {
-		for p := range pids {
-			if !yield(p) {
-				return
-			}
-		}
-	}), nil)
+	listed, err := h.adm.ListTransactions(ctx, slices.Collect(maps.Keys(pids)), nil)
 	if err != nil {
 		return nil
 	}
