@@ -120,6 +120,8 @@ type Runtime struct {
 	// and what the rebalance callbacks recorded for the loop (eos.go).
 	sess          *kgo.GroupTransactSession
 	inTxn         bool
+	noTxnDescribe bool // awaitTxnComplete is off (loop only)
+	awaitEnd      bool // the commit under way awaits its transaction's end (loop only)
 	assignMu      sync.Mutex
 	assigned      map[string][]int32
 	assignChanged bool
@@ -571,8 +573,13 @@ func (r *Runtime) round(ctx context.Context) error {
 	for _, t := range r.tasks {
 		r.commitSoon = t.t.TakeCommitRequest() || r.commitSoon
 	}
-	if idle || (r.commitSoon && r.drained()) || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
+	soon := idle || (r.commitSoon && r.drained())
+	if soon || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
 		r.commitSoon = false
+		// Someone may wait for what this commit makes visible, and the
+		// next records come soon after: they go out once Kafka has
+		// finished this transaction (awaitTxnComplete).
+		r.awaitEnd = soon
 		// A commit that has begun finishes even if Close cancels ctx
 		// meanwhile (its waits are bounded by flushTimeout): cut short, an
 		// exactly-once commit would abort and leave the work to be done
