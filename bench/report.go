@@ -21,8 +21,8 @@ func (r *report) markdown(c benchConfig) string {
 		fmt.Fprintf(&b, "Merged (`go run ./bench -merge`) from %d parts, which took %s together: %s.\n\n", len(r.merged),
 			r.finished.Sub(r.started).Round(time.Second), strings.Join(r.merged, "; "))
 	} else {
-		fmt.Fprintf(&b, "Run %s with `go run ./bench%s -config %s -reps %d -latency-reps %d`; it took %s.\n\n", r.started.UTC().Format(time.RFC3339),
-			map[bool]string{true: " -smoke", false: ""}[c.smoke], c.configName, c.reps, c.latencyReps, r.finished.Sub(r.started).Round(time.Second))
+		fmt.Fprintf(&b, "Run %s at %s with `go run ./bench%s -config %s -reps %d -latency-reps %d`; it took %s.\n\n", r.started.UTC().Format(time.RFC3339),
+			cmp.Or(r.revision, "an unrecorded commit"), map[bool]string{true: " -smoke", false: ""}[c.smoke], c.configName, c.reps, c.latencyReps, r.finished.Sub(r.started).Round(time.Second))
 	}
 	fmt.Fprintf(&b, "- Machine: %s, %d CPUs, %s; %s/%s; %s; %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), javaVersion())
 	broker := "its process " + r.pin.brokerFound + ": its CPU is not measured"

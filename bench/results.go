@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,6 +20,9 @@ type resultsHeader struct {
 	Header  bool // tells the header from a run
 	Started time.Time
 	Args    []string
+	// Revision: the commit the part ran (git rev-parse --short HEAD),
+	// "+changes" when the work tree differed from it.
+	Revision string
 	// The input and the settings every part of a merged report must share.
 	Records    int
 	Keys       int
@@ -130,7 +134,7 @@ func openResults(path string, c benchConfig, rep *report) (*resultsWriter, error
 		return nil, err
 	}
 	w := &resultsWriter{f: f}
-	h := resultsHeader{Header: true, Started: rep.started, Args: os.Args[1:], Records: c.records, Keys: c.keys, Partitions: c.partitions,
+	h := resultsHeader{Header: true, Started: rep.started, Args: os.Args[1:], Revision: rep.revision, Records: c.records, Keys: c.keys, Partitions: c.partitions,
 		ValueSize: c.valueSize, Setup: setupOf(c), Pin: rep.pin.note, BrokerPID: rep.pin.brokerPID, BrokerWhy: rep.pin.brokerFound, BrokerJVM: rep.brokerJVM}
 	return w, w.write(h)
 }
@@ -199,7 +203,7 @@ func merge(paths []string, c *benchConfig) (*report, error) {
 					return nil, fmt.Errorf("%s: a run of another input or setup (%d records, %d keys, %d partitions, %d-byte values, %+v) than %s's",
 						path, h.Records, h.Keys, h.Partitions, h.ValueSize, h.Setup, paths[0])
 				}
-				rep.merged = append(rep.merged, fmt.Sprintf("%s (`go run ./bench %s`, %s)", path, shellArgs(h.Args), h.Started.UTC().Format(time.RFC3339)))
+				rep.merged = append(rep.merged, fmt.Sprintf("%s (`go run ./bench %s`, %s, at %s)", path, shellArgs(h.Args), h.Started.UTC().Format(time.RFC3339), cmp.Or(h.Revision, "an unrecorded commit")))
 				last = h.Started
 				continue
 			}

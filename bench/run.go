@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ type report struct {
 	input             int64
 	started, finished time.Time
 	merged            []string // the results files it was merged from
+	revision          string   // the commit this run ran (see revisionOf)
 	pin               *pinning
 	brokerJVM         string
 }
@@ -94,7 +96,7 @@ type runner struct {
 }
 
 func bench(ctx context.Context, c benchConfig) (*report, error) {
-	rep := &report{started: time.Now()}
+	rep := &report{started: time.Now(), revision: revisionOf(".")}
 	// A short metadata age: a run's new topics are listed as soon as the
 	// broker has them, not 5 s later (franz-go's default MetadataMinAge),
 	// which every run used to wait in createTopics.
@@ -714,4 +716,19 @@ func progress(ctx context.Context, adm *kadm.Client, group string, ends kadm.Lis
 		}
 	})
 	return ok, n
+}
+
+// revisionOf names the commit of the work tree at dir, "+changes" when
+// tracked files differ from it, or "" when git cannot tell: a merged
+// report says which code each of its parts measured.
+func revisionOf(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		rev += "+changes"
+	}
+	return rev
 }
