@@ -19,6 +19,18 @@ proc_matches() {
 	done
 }
 
+# launched_alive PIDFILE: the process whose pid the file holds has not
+# exited. For startup checks, where proc_matches can fail on a live process:
+# its command line reads empty while it execs (CI saw a node of the cluster
+# reported "exited during startup" that went on to run).
+launched_alive() {
+	local pid state
+	pid="$(cat "$1" 2>/dev/null)" || return 1
+	[[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+	state="$(sed 's/.*) //' "/proc/${pid}/stat" 2>/dev/null | cut -d' ' -f1)"
+	[ "$state" != Z ]
+}
+
 # wait_gone PID SECONDS: wait until PID has exited; 1 if it is still there.
 wait_gone() {
 	local pid="$1" deadline=$((SECONDS + $2))

@@ -556,7 +556,7 @@ kafka_start() {
 	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
 	# 1. the process is up and the listener accepts connections
 	while :; do
-		if [ -s "${KAFKA_RUN}/kafka.pid" ] && ! kafka_pid >/dev/null; then
+		if [ -s "${KAFKA_RUN}/kafka.pid" ] && ! launched_alive "${KAFKA_RUN}/kafka.pid"; then
 			kafka_fail "the broker exited during startup"
 		fi
 		if port_open "$KAFKA_PORT" && kafka_pid >/dev/null; then
@@ -573,7 +573,7 @@ kafka_start() {
 			grep -q "127.0.0.1:${KAFKA_PORT} (id: 1 " <<<"$out"; then
 			break
 		fi
-		kafka_pid >/dev/null || kafka_fail "the broker exited during startup"
+		launched_alive "${KAFKA_RUN}/kafka.pid" || kafka_fail "the broker exited during startup"
 		[ "$SECONDS" -lt "$deadline" ] || {
 			echo "$out" | tail -n 20 >&2
 			kafka_fail "no answer to ApiVersions on 127.0.0.1:${KAFKA_PORT} after ${KAFKA_START_TIMEOUT}s"
@@ -783,7 +783,7 @@ kc_node_wait() {
 	local name="$1" i="$2" port out="" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
 	port="$(kc_port "$name" "$i")"
 	while :; do
-		kc_pid "$name" "$i" >/dev/null || kc_fail "$name" "$i" "the broker exited during startup"
+		launched_alive "$(kc_dir "$name" "$i")/kafka.pid" || kc_fail "$name" "$i" "the broker exited during startup"
 		if port_open "$port" && out="$(timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
 			--bootstrap-server "127.0.0.1:${port}" 2>&1)" && grep -q "127.0.0.1:${port} (id: ${i} " <<<"$out"; then
 			return 0
