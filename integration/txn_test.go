@@ -64,10 +64,10 @@ func (w *txnWatch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ ti
 // An exactly-once instance whose processor asks for a commit with each
 // record (as an aggregate does with each command, for the caller waiting
 // for its outcome), under a steady input, begins each transaction only once
-// Kafka has completed the one before: no Produce of it is written while
-// the coordinator is still writing the last commit's markers. (Written
-// then, the broker held it back 20ms: commands at 200/s took p99 105ms
-// rather than 27ms.)
+// Kafka has completed the one before: hardly a Produce of it is written
+// while the coordinator is still writing the last commit's markers.
+// (Written then, the broker holds it back 20ms: commands at 200/s took
+// p50 35-64ms / p99 81-114ms rather than 13-38ms / 38-74ms.)
 func TestNextTransactionAwaitsTheLast(t *testing.T) {
 	env := kafkaenv.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -173,8 +173,11 @@ func TestNextTransactionAwaitsTheLast(t *testing.T) {
 	if watch.endTxns < 10 {
 		t.Fatalf("%d transactions ended: too few to tell", watch.endTxns)
 	}
-	if c := watch.counts["PrepareCommit"] + watch.counts["PrepareAbort"]; c > 0 {
-		t.Errorf("%d of %d Produce requests were written while the coordinator completed the transaction before", c, watch.produces)
+	// Without the wait, 141 of 149 were. With it, some may still be: the
+	// wait gives up after 50ms, and a commit of the interval does not
+	// wait. CI, under its load, saw 1 of 221.
+	if c := watch.counts["PrepareCommit"] + watch.counts["PrepareAbort"]; c*20 > watch.produces {
+		t.Errorf("%d of %d Produce requests were written while the coordinator completed the transaction before (at most 5%% may be)", c, watch.produces)
 	}
 	if c := watch.counts["unknown"]; c > 0 {
 		t.Errorf("%d of %d Produce requests: the transaction could not be described", c, watch.produces)
