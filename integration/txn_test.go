@@ -80,9 +80,7 @@ func TestNextTransactionAwaitsTheLast(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopics(ctx, 2, -1, nil, in, out); err != nil {
-		t.Fatal(err)
-	}
+	env.CreateTopics(t, 2, in, out)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -108,7 +106,7 @@ func TestNextTransactionAwaitsTheLast(t *testing.T) {
 		InstanceID: "it-0",
 		Guarantee:  engine.ExactlyOnce,
 	}
-	watch := &txnWatch{adm: adm, txnID: prefix + "-it-0", counts: map[string]int{}}
+	watch := &txnWatch{adm: adm, txnID: engine.NamesOf(cfg).Group() + "-" + cfg.InstanceID, counts: map[string]int{}}
 	cfg.KafkaOptions = []kgo.Opt{kgo.WithHooks(watch)}
 	if os.Getenv("OXBOW_TEST_LOG") == "" {
 		cfg.Logger = slog.New(slog.DiscardHandler)
