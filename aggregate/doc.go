@@ -35,8 +35,8 @@
 // command's offset: after a crash anywhere, the command is decided again
 // from the state before it, and nothing it wrote is visible twice. The
 // processor asks for a commit as soon as it has decided what was polled
-// (engine's RequestCommit), so a command's round trip is a few
-// milliseconds, not a commit interval.
+// (engine's RequestCommit), so a command's round trip is one commit, not a
+// commit interval (on one Kafka broker, at 200 commands/s: p50 13–38ms).
 //
 // # Submitting
 //
