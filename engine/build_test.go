@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -529,6 +530,29 @@ func TestBuildCycleAcrossSubTopologies(t *testing.T) {
 	}
 	if _, ok := btLineWith(err, "loop"); !ok {
 		t.Errorf("the error does not report the loop:\n%v", err)
+	}
+}
+
+// A loop declared with Feedback builds, and runs for as long as the
+// topology keeps feeding it: here three rounds, each adding one.
+func TestBuildFeedbackLoop(t *testing.T) {
+	b := engine.NewBuilder()
+	s := engine.NewStream(b, "a", serde.String, serde.Int64)
+	s.To("out", engine.Named("a-to-out"))
+	engine.MapValues(s.Filter(func(_ string, v int64) bool { return v < 3 }), func(_ string, v int64) int64 { return v + 1 }).
+		To("a", engine.Named("a-again"), engine.Feedback())
+	top, err := b.Build()
+	if err != nil {
+		t.Fatalf("a loop declared with Feedback: %v", err)
+	}
+	d := enginetest.New(t, top)
+	enginetest.NewInput(d, "a", serde.String, serde.Int64).Pipe("k", 0, time.UnixMilli(1))
+	var got []int64
+	for _, kv := range enginetest.NewOutput(d, "out", serde.String, serde.Int64).ReadKeyValues() {
+		got = append(got, kv.Value)
+	}
+	if want := []int64{0, 1, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("out: %v, want %v", got, want)
 	}
 }
 

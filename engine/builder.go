@@ -121,6 +121,7 @@ type options struct {
 	store      string
 	inMemory   bool
 	noLog      bool
+	feedback   bool
 	partitions int
 	stores     []StoreDef
 	valueSerde any
@@ -301,6 +302,17 @@ func Retention(d time.Duration) Option {
 // state is lost with the local state directory. Default: logged.
 func WithoutChangelog() Option {
 	return func(o *options) { o.noLog = true; o.set = append(o.set, "WithoutChangelog") }
+}
+
+// Feedback lets a sink ([Stream.To]) write a topic that leads back to it
+// through the topology's own sources: a loop that Build otherwise refuses,
+// since records would go round it forever. Give it where something on the
+// way ends each round, as a process manager that sends commands to an
+// aggregate of the same application and reacts to their events and
+// outcomes does: its state decides when to stop. A loop without such an
+// end runs forever, in an App as in the enginetest driver.
+func Feedback() Option {
+	return func(o *options) { o.feedback = true; o.set = append(o.set, "Feedback") }
 }
 
 // Partitions sets the partition count of a repartition topic. Default: that

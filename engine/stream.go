@@ -264,11 +264,11 @@ func FlatMapValues[K, V, V2 any](s *Stream[K, V], fn func(K, V) []V2, opts ...Op
 }
 
 // To writes the stream to a topic with the stream's serdes. A tombstone is
-// written as a record with a null value.
+// written as a record with a null value. It takes [Named] and [Feedback].
 func (s *Stream[K, V]) To(topic string, opts ...Option) {
-	o, err := s.b.opts("To", opts)
+	o, err := s.b.opts("To", opts, "Feedback")
 	n := &topo.Node{Kind: topo.SinkNode, Op: "sink", Topic: topic, Parents: []*topo.Node{s.node}, KeyCodec: codecOf(s.ks), ValueCodec: codecOf(s.vs),
-		KeyComparable: keyComparable[K](), ValueComparable: keyComparable[V]()}
+		KeyComparable: keyComparable[K](), ValueComparable: keyComparable[V](), Feedback: o.feedback}
 	n.Name = s.b.name("sink", o, n.Parents, topic)
 	n.Typed = newSinkStep(n, s.ks, s.vs)
 	s.b.add(n, errors.Join(err, nilSerdes(s.ks == nil, s.vs == nil)))

@@ -325,6 +325,9 @@ func nodeCycle(nodes []*Node, sourceOf map[TopicRef]*SubTopology) (*Node, string
 		if n.Kind != SinkNode {
 			return n.Children
 		}
+		if n.Feedback {
+			return nil
+		}
 		if sub := sourceOf[n.Ref()]; sub != nil {
 			return []*Node{sub.Sources[n.Ref()]}
 		}

@@ -188,6 +188,11 @@ type Node struct {
 	// DropNullKeys (sinks) drops and counts the records with a null key,
 	// as Kafka Streams filters them out of every repartition topic.
 	DropNullKeys bool
+	// Feedback (sinks) marks a deliberate loop: the topic leads back to
+	// the sink through a source of the topology, and something on the way
+	// (a process manager's state, say) ends each round. Build's check for
+	// cycles does not follow it.
+	Feedback bool
 
 	// Processor nodes.
 	New    func() Processor
