@@ -117,14 +117,10 @@ func (a *Aggregate[S, C, E]) StateStore() string { return a.cfg.Name + "-state" 
 
 // EventSerde reads and writes the aggregate's events (self-describing
 // JSON, upcast on read): for a projection's NewStream on the event topic.
-func (a *Aggregate[S, C, E]) EventSerde() serde.Serde[E] {
-	return serde.Func(a.cfg.Events.Encode, a.cfg.Events.Decode)
-}
+func (a *Aggregate[S, C, E]) EventSerde() serde.Serde[E] { return a.Contract().EventSerde() }
 
 // CommandSerde reads and writes the aggregate's commands.
-func (a *Aggregate[S, C, E]) CommandSerde() serde.Serde[C] {
-	return serde.Func(a.cfg.Commands.Encode, a.cfg.Commands.Decode)
-}
+func (a *Aggregate[S, C, E]) CommandSerde() serde.Serde[C] { return a.Contract().CommandSerde() }
 
 // Fold applies events to the initial state, as the command processor does:
 // the state and version of an aggregate with these events.

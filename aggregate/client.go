@@ -59,6 +59,16 @@ var ErrNoOutcome = errors.New("aggregate: no outcome")
 
 // NewClient starts a client of the aggregate. The reply topic must exist.
 func (a *Aggregate[S, C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*Client[C], error) {
+	return a.Contract().NewClient(ctx, cfg)
+}
+
+// NewClient starts a client of the contract's aggregate, from a service
+// that does not run it. The reply topic must exist.
+func (ct Contract[C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*Client[C], error) {
+	ct, err := ct.Check()
+	if err != nil {
+		return nil, err
+	}
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("aggregate: ClientConfig.Brokers is empty")
 	}
@@ -78,26 +88,26 @@ func (a *Aggregate[S, C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*
 	}
 	if err := kafkasec.Check(ctx, prod); err != nil {
 		prod.Close()
-		return nil, fmt.Errorf("aggregate %s: %w", a.cfg.Name, err)
+		return nil, fmt.Errorf("aggregate %s: %w", ct.Name, err)
 	}
 	// Every outcome after this point is read: the client starts at the
 	// reply topic's current end.
-	ends, err := kadm.NewClient(prod).ListEndOffsets(ctx, a.cfg.ReplyTopic)
+	ends, err := kadm.NewClient(prod).ListEndOffsets(ctx, ct.ReplyTopic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		prod.Close()
-		return nil, fmt.Errorf("aggregate %s: the end of the reply topic %s: %w (create the topics of Aggregate.Topics first)", a.cfg.Name, a.cfg.ReplyTopic, err)
+		return nil, fmt.Errorf("aggregate %s: the end of the reply topic %s: %w (create the topics of Aggregate.Topics first)", ct.Name, ct.ReplyTopic, err)
 	}
 	parts := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) { parts[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	if len(parts) == 0 {
 		prod.Close()
-		return nil, fmt.Errorf("aggregate %s: the reply topic %s has no partitions (create the topics of Aggregate.Topics first)", a.cfg.Name, a.cfg.ReplyTopic)
+		return nil, fmt.Errorf("aggregate %s: the reply topic %s has no partitions (create the topics of Aggregate.Topics first)", ct.Name, ct.ReplyTopic)
 	}
 	cons, err := kgo.NewClient(append(base,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{a.cfg.ReplyTopic: parts}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{ct.ReplyTopic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(time.Second))...)
 	if err != nil {
@@ -105,7 +115,7 @@ func (a *Aggregate[S, C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*
 		return nil, fmt.Errorf("aggregate: a Kafka client: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	c := &Client[C]{types: a.cfg.Commands, name: a.cfg.Name, commands: a.cfg.CommandTopic, replies: a.cfg.ReplyTopic, prod: prod, cons: cons,
+	c := &Client[C]{types: ct.Commands, name: ct.Name, commands: ct.CommandTopic, replies: ct.ReplyTopic, prod: prod, cons: cons,
 		timeout: cfg.Timeout, log: cfg.Logger, cancel: cancel, done: make(chan struct{}), waiters: map[string][]chan Outcome{}}
 	go c.read(rctx)
 	return c, nil

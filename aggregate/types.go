@@ -173,6 +173,12 @@ func (ts *Types[T]) GoTypes() map[string]reflect.Type {
 	return out
 }
 
+// Knows says whether a value of the type called name can be read: it is
+// registered, or upcast from.
+func (ts *Types[T]) Knows(name string) bool {
+	return ts.byName[name] != nil || len(ts.upcast[name]) > 0
+}
+
 // Names are the registered type names, sorted.
 func (ts *Types[T]) Names() []string {
 	var out []string
