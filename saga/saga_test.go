@@ -1,0 +1,353 @@
+package saga_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxbow-dev/oxbow/aggregate"
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
+	"github.com/oxbow-dev/oxbow/saga"
+	"github.com/oxbow-dev/oxbow/saga/sagatest"
+)
+
+// A supplier takes orders of pairs of a shoe (its aggregate id), and
+// refuses those of a shoe it no longer makes.
+type (
+	supplierCommand interface{ isSupplierCommand() }
+	OrderPairs      struct {
+		Quantity int `json:"quantity"`
+	}
+	Discontinue   struct{}
+	supplierEvent interface{ isSupplierEvent() }
+	PairsOrdered  struct{ Quantity int }
+	Discontinued  struct{}
+	supplierState struct{ Discontinued bool }
+	restockState  struct {
+		InStock  int  `json:"inStock"`
+		Ordered  bool `json:"ordered"`
+		Attempts int  `json:"attempts"`
+	}
+)
+
+func (OrderPairs) isSupplierCommand()  {}
+func (Discontinue) isSupplierCommand() {}
+func (PairsOrdered) isSupplierEvent()  {}
+func (Discontinued) isSupplierEvent()  {}
+
+func newSupplier(t testing.TB) *aggregate.Aggregate[supplierState, supplierCommand, supplierEvent] {
+	t.Helper()
+	cmds := aggregate.NewTypes[supplierCommand]()
+	aggregate.Register[OrderPairs](cmds, "OrderPairs")
+	aggregate.Register[Discontinue](cmds, "Discontinue")
+	evs := aggregate.NewTypes[supplierEvent]()
+	aggregate.Register[PairsOrdered](evs, "PairsOrdered")
+	aggregate.Register[Discontinued](evs, "Discontinued")
+	a, err := aggregate.New(aggregate.Config[supplierState, supplierCommand, supplierEvent]{
+		Name:    "supplier",
+		Initial: func() supplierState { return supplierState{} },
+		Decide: func(s supplierState, c supplierCommand) ([]supplierEvent, error) {
+			switch c := c.(type) {
+			case OrderPairs:
+				if s.Discontinued {
+					return nil, aggregate.Reject("discontinued", "no longer made")
+				}
+				return []supplierEvent{PairsOrdered(c)}, nil
+			case Discontinue:
+				return []supplierEvent{Discontinued{}}, nil
+			}
+			return nil, errors.New("unknown command")
+		},
+		Evolve: func(s supplierState, e supplierEvent) supplierState {
+			if _, ok := e.(Discontinued); ok {
+				s.Discontinued = true
+			}
+			return s
+		},
+		Commands: cmds,
+		Events:   evs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newInventory(t testing.TB) *aggregate.Aggregate[inventory.State, inventory.Command, inventory.Event] {
+	t.Helper()
+	a, err := inventory.New("inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// restock orders 10 pairs of a shoe from the supplier when its stock falls
+// below 2, waits a day for them, orders again if they do not come (three
+// times at most), and stops looking after the shoe if the supplier
+// refuses.
+func newRestock(t testing.TB, inv aggregate.Contract[inventory.Command, inventory.Event], supplier *saga.Target[supplierCommand], clock saga.Clock) *saga.Manager[restockState] {
+	t.Helper()
+	m, err := saga.New(saga.Config[restockState]{
+		Name: "restock",
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) {
+			return m.AggregateID, true
+		})},
+		Targets:      []saga.Destination{supplier},
+		Initial:      func() restockState { return restockState{} },
+		TimeoutClock: clock,
+		React: func(s restockState, ev saga.Event) (restockState, []saga.Action, error) {
+			order := func() []saga.Action {
+				s.Ordered = true
+				s.Attempts++
+				return []saga.Action{supplier.Send(ev.Instance, OrderPairs{Quantity: 10}), saga.SetTimeout("delivery", ev.Time.Add(24*time.Hour))}
+			}
+			switch v := ev.Value.(type) {
+			case inventory.ShipmentReceived:
+				s.InStock += v.Quantity
+				if s.Ordered {
+					s.Ordered, s.Attempts = false, 0
+					return s, []saga.Action{saga.CancelTimeout("delivery")}, nil
+				}
+			case inventory.PairSold:
+				s.InStock--
+				if s.InStock < 2 && !s.Ordered {
+					return s, order(), nil
+				}
+			case inventory.PairReturned:
+				s.InStock++
+			case *saga.Outcome:
+				if v.Status == aggregate.Rejected && v.Rejection.Code == "discontinued" {
+					return s, []saga.Action{saga.End()}, nil
+				}
+			case saga.Timeout:
+				if s.Attempts >= 3 {
+					return s, []saga.Action{saga.End()}, nil
+				}
+				return s, order(), nil
+			}
+			return s, nil, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRestockGivenWhenThen(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	f := sagatest.For(t, newRestock(t, inv, supplier, saga.WallClock))
+	shoes := sagatest.From(inv)
+	f.Given(shoes.Event("blue", inventory.ShipmentReceived{Quantity: 3}),
+		shoes.Event("blue", inventory.PairSold{})).
+		When(shoes.Event("blue", inventory.PairSold{})).
+		ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10})).
+		ThenState("blue", restockState{InStock: 1, Ordered: true, Attempts: 1})
+	// Another sale while the order is out orders nothing more.
+	f.When(shoes.Event("blue", inventory.PairSold{})).ThenNothing()
+	f.WhenOutcome(aggregate.Accepted, "").ThenNothing()
+	// No delivery in a day: order again, and again, then give up.
+	f.WhenTime(24 * time.Hour).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10}))
+	f.WhenTime(24*time.Hour).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10})).
+		ThenState("blue", restockState{InStock: 0, Ordered: true, Attempts: 3})
+	f.WhenTime(24 * time.Hour).ThenNothing().ThenEnded("blue")
+
+	// Another shoe: the delivery comes, and cancels the timeout.
+	f.Given(shoes.Event("red", inventory.ShipmentReceived{Quantity: 1})).
+		When(shoes.Event("red", inventory.PairSold{})).
+		ThenSends(supplier.Send("red", OrderPairs{Quantity: 10}))
+	f.When(shoes.Event("red", inventory.ShipmentReceived{Quantity: 10})).ThenNothing().
+		ThenState("red", restockState{InStock: 10})
+	if in, _ := f.Instance("red"); len(in.Timeouts) != 0 {
+		t.Errorf("red's timeouts after the delivery: %v, want none", in.Timeouts)
+	}
+	f.WhenTime(48 * time.Hour).ThenNothing()
+
+	// A third: the supplier refuses; the instance ends.
+	f.Given(shoes.Event("green", inventory.ShipmentReceived{Quantity: 1}),
+		shoes.Event("green", inventory.PairSold{}))
+	// Blue's second and third orders (blue has ended: their outcomes are
+	// passed over) and red's are still unanswered.
+	for range 3 {
+		f.WhenOutcome(aggregate.Accepted, "").ThenNothing()
+	}
+	f.WhenOutcome(aggregate.Rejected, "discontinued").ThenNothing().ThenEnded("green")
+}
+
+// An instance that is never started leaves nothing in the store: an event
+// that changes nothing of the initial state and does nothing is passed
+// over.
+func TestEventsThatStartNothingKeepNothing(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	m, err := saga.New(saga.Config[restockState]{
+		Name: "watch",
+		Sources: []saga.Source{saga.On(inv, func(e inventory.Event, m saga.Meta) (string, bool) {
+			return m.AggregateID, true
+		})},
+		Targets: []saga.Destination{supplier},
+		Initial: func() restockState { return restockState{} },
+		React: func(s restockState, ev saga.Event) (restockState, []saga.Action, error) {
+			if _, ok := ev.Value.(inventory.PairReturned); ok {
+				s.InStock++
+			}
+			return s, nil, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := sagatest.For(t, m)
+	shoes := sagatest.From(inv)
+	f.When(shoes.Event("blue", inventory.PairSold{})).ThenNothing().ThenEnded("blue")
+	f.When(shoes.Event("blue", inventory.PairReturned{})).ThenState("blue", restockState{InStock: 1})
+}
+
+// The commands carry ids made from the instance and a count, the
+// instance's correlation id (its first event's) and as causation the place
+// of the event reacted to.
+func TestCommandHeaders(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	f := sagatest.For(t, newRestock(t, inv, supplier, saga.WallClock))
+	shoes := sagatest.From(inv)
+	f.Given(shoes.Event("a/b c", inventory.ShipmentReceived{Quantity: 1}))
+	r := f.When(shoes.Event("a/b c", inventory.PairSold{}))
+	r2 := f.WhenTime(24 * time.Hour)
+	if len(r.Sent) != 1 || len(r2.Sent) != 1 {
+		t.Fatalf("sent %v and %v, want one command each", r.Sent, r2.Sent)
+	}
+	s, s2 := r.Sent[0], r2.Sent[0]
+	if s.CommandID != "restock/a%2Fb%20c/1" || s2.CommandID != "restock/a%2Fb%20c/2" {
+		t.Errorf("command ids %q and %q, want restock/a%%2Fb%%20c/1 and /2", s.CommandID, s2.CommandID)
+	}
+	if s.CorrelationID != "inventory-events/0/0" || s2.CorrelationID != s.CorrelationID {
+		t.Errorf("correlation ids %q and %q, want the first event's place, inventory-events/0/0", s.CorrelationID, s2.CorrelationID)
+	}
+	if s.CausationID != "inventory-events/0/1" || !strings.HasPrefix(s2.CausationID, "timeout/delivery/") {
+		t.Errorf("causation ids %q and %q, want inventory-events/0/1 and timeout/delivery/…", s.CausationID, s2.CausationID)
+	}
+	// The outcome of the first order comes back through its id: the
+	// instance no longer waits for it.
+	f.WhenOutcome(aggregate.Accepted, "")
+	in, ok := f.Instance("a/b c")
+	if !ok || len(in.Pending) != 1 || in.Pending["restock/a%2Fb%20c/2"].Target != "supplier" {
+		t.Errorf("pending after the first outcome: %+v, want only the second order", in.Pending)
+	}
+}
+
+// Timeouts on stream time come due with the first event after them.
+func TestStreamTimeTimeouts(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	f := sagatest.For(t, newRestock(t, inv, supplier, saga.StreamTime))
+	shoes := sagatest.From(inv)
+	f.Given(shoes.Event("blue", inventory.ShipmentReceived{Quantity: 1})).
+		When(shoes.Event("blue", inventory.PairSold{})).
+		ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10}))
+	f.WhenTime(48 * time.Hour).ThenNothing() // the wall clock does not count
+	// An event of another shoe moves stream time past blue's deadline.
+	f.When(shoes.Event("red", inventory.PairReturned{})).
+		ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10}))
+}
+
+// The whole loop in one application: the inventory and the supplier
+// decide, the process manager reacts to the inventory's events and the
+// supplier's outcomes.
+func TestLoopThroughAggregates(t *testing.T) {
+	invAgg, supAgg := newInventory(t), newSupplier(t)
+	inv := invAgg.Contract()
+	supplier := saga.To(supAgg.Contract())
+	m := newRestock(t, inv, supplier, saga.WallClock)
+	b := engine.NewBuilder()
+	invAgg.AddTo(b)
+	supAgg.AddTo(b)
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	cmd := func(a interface {
+		CommandSerde() serde.Serde[inventory.Command]
+	}, id string, c inventory.Command) {
+		t.Helper()
+		v, err := a.CommandSerde().Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.PipeBytes("inventory-commands", []byte(id), v, d.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd(invAgg, "blue", inventory.ReceiveShipment{Quantity: 2, UnitCost: 100})
+	cmd(invAgg, "blue", inventory.SellPair{Price: 200})
+	orders := d.Messages("supplier-events")
+	if len(orders) != 1 {
+		t.Fatalf("the supplier has %d events after the stock fell to 1, want 1 (an order)", len(orders))
+	}
+	// Discontinued: the next order is refused, and the instance ends.
+	dv, err := supAgg.CommandSerde().Encode(Discontinue{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PipeBytes("supplier-commands", []byte("green"), dv, d.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cmd(invAgg, "green", inventory.ReceiveShipment{Quantity: 1, UnitCost: 100})
+	cmd(invAgg, "green", inventory.SellPair{Price: 200})
+	var rejected int
+	for _, msg := range d.Messages("supplier-outcomes") {
+		o, err := aggregate.DecodeOutcome(msg.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status == aggregate.Rejected && o.AggregateID == "green" {
+			rejected++
+		}
+	}
+	if rejected != 1 {
+		t.Errorf("%d rejected orders for green, want 1", rejected)
+	}
+	st, err := d.LocalStore(m.StateStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.Get([]byte("green")); ok {
+		t.Error("green's instance has not ended after the refusal")
+	}
+	e, ok, err := st.Get([]byte("blue"))
+	if err != nil || !ok {
+		t.Fatalf("blue's instance: %v %v", ok, err)
+	}
+	in, err := m.DecodeInstance(e.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != (restockState{InStock: 1, Ordered: true, Attempts: 1}) || len(in.Pending) != 0 {
+		t.Errorf("blue: %+v, want 1 in stock, ordered once, the order's outcome taken", in)
+	}
+}
+
+func TestNewReportsEveryProblem(t *testing.T) {
+	inv := newInventory(t).Contract()
+	_, err := saga.New(saga.Config[restockState]{
+		Name:    "a/b",
+		Sources: []saga.Source{saga.On[inventory.Command, inventory.Event](inv, nil), saga.On(aggregate.Contract[inventory.Command, inventory.Event]{}, func(inventory.Event, saga.Meta) (string, bool) { return "", false })},
+		Targets: []saga.Destination{saga.To(inv), saga.To(inv)},
+	})
+	if err == nil {
+		t.Fatal("New accepts a definition with every problem")
+	}
+	for _, want := range []string{"slash", "Initial and React", "correlate function is nil", "Name is empty", `target "inventory" is given twice`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+}
