@@ -40,22 +40,23 @@ type pending struct {
 // Instance is an instance of a process manager as its state store keeps
 // it (see [Manager.DecodeInstance]).
 type Instance[S any] struct {
-	State S
+	State S `json:"state"`
 	// CorrelationID is carried by the instance's commands.
-	CorrelationID string
+	CorrelationID string `json:"correlationId"`
 	// Sent is the number of commands it sent; Pending those whose outcome
 	// has not come, by command id.
-	Sent    int64
-	Pending map[string]PendingCommand
+	Sent    int64                     `json:"sent"`
+	Pending map[string]PendingCommand `json:"pending"`
 	// Timeouts are the timeouts set, by name.
-	Timeouts map[string]time.Time
+	Timeouts map[string]time.Time `json:"timeouts"`
 }
 
 // PendingCommand is a command an instance waits for the outcome of.
 type PendingCommand struct {
-	Target, AggregateID string
+	Target      string `json:"target"`
+	AggregateID string `json:"aggregateId"`
 	// Command is the command's envelope, as sent.
-	Command json.RawMessage
+	Command json.RawMessage `json:"command"`
 }
 
 // DecodeInstance reads a value of the state store.
