@@ -12,6 +12,13 @@
 //	go run ./examples/shoestore                       # embedded Kafka, temporary state
 //	go run ./examples/shoestore -brokers localhost:9092 -pg postgres://…/shop
 //
+// Beside the store runs a second service, the warehouse (warehouse.go): it
+// knows the store only by the inventory's contract, watches the stock, and
+// restocks a shoe that falls below its reorder point with a shipment from
+// the supplier, through a process manager (package saga). Both run by
+// default, each an application of its own on the same brokers; -services
+// runs one alone (as separate processes, say).
+//
 // README.md walks through the classic scenario with curl.
 package main
 
@@ -86,6 +93,10 @@ func main() {
 	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
 	instance := fs.String("instance", "shoestore-0", "this instance's id, unique among the store's instances on the same brokers")
 	verbose := fs.Bool("v", false, "log what the engine does, too")
+	services := fs.String("services", "store,warehouse", "the services this process runs: store, warehouse or both, comma-separated")
+	warehouseAddr := fs.String("warehouse-addr", "127.0.0.1:8081", "the warehouse's HTTP API's listen address")
+	warehouseInstance := fs.String("warehouse-instance", "warehouse-0", "this warehouse instance's id, unique among the warehouse's instances")
+	leadTime := fs.Duration("lead-time", 5*time.Second, "how long the warehouse's supplier takes to deliver a shipment")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	sec, err := security()
@@ -129,10 +140,72 @@ func main() {
 			cfg.Brokers = append(cfg.Brokers, b)
 		}
 	}
-	if err := run(ctx, cfg); err != nil {
+	runStore, runWh := false, false
+	for _, s := range strings.Split(*services, ",") {
+		switch strings.TrimSpace(s) {
+		case "store":
+			runStore = true
+		case "warehouse":
+			runWh = true
+		default:
+			log.Error(fmt.Sprintf("shoestore: -services: %q is neither store nor warehouse", s))
+			os.Exit(2)
+		}
+	}
+	if len(cfg.Brokers) == 0 {
+		// One embedded broker for both services.
+		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
+		if err != nil {
+			log.Error("shoestore: " + err.Error())
+			os.Exit(1)
+		}
+		defer env.Close()
+		cfg.Brokers = env.Brokers
+		log.Info("shoestore: on an embedded Kafka broker (give -brokers for a real one)", "brokers", env.Brokers)
+	}
+	wcfg := warehouseConfig{Addr: *warehouseAddr, Brokers: cfg.Brokers, Kafka: sec, InstanceID: *warehouseInstance, Token: *token,
+		LeadTime: *leadTime, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+			fmt.Printf("The warehouse serves %s; it restocks a shoe below its reorder point:\n  curl -H 'Content-Type: application/json' %s/aggregates/supply/blue/commands -d '{\"type\":\"SetReorderPoint\",\"data\":{\"below\":2,\"order\":10,\"unitCost\":2500}}'\n", url, url)
+		}}
+	if *stateDir != "" {
+		wcfg.StateDir = filepath.Join(*stateDir, "warehouse")
+	}
+	if err := runServices(ctx, runStore, runWh, cfg, wcfg); err != nil {
 		log.Error("shoestore: " + err.Error())
+		stop()
 		os.Exit(1)
 	}
+}
+
+// runServices runs the store, the warehouse or both until ctx is done or
+// one fails (which stops the other).
+func runServices(ctx context.Context, store, warehouse bool, cfg config, wcfg warehouseConfig) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	n := 0
+	if store {
+		n++
+		go func() { errs <- run(ctx, cfg) }()
+	}
+	if warehouse {
+		n++
+		go func() {
+			err := runWarehouse(ctx, wcfg)
+			if err != nil {
+				err = fmt.Errorf("warehouse: %w", err)
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range n {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+			cancel()
+		}
+	}
+	return errors.Join(all...)
 }
 
 // run runs the store until ctx is done.

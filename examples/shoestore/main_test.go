@@ -161,17 +161,24 @@ func (s *store) do(method, path, body string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// command posts a command and checks its status; it returns the body.
+// command posts a command to a shoe's inventory and checks its status; it
+// returns the body.
 func (s *store) command(shoe, body string, status int) string {
 	s.t.Helper()
-	resp, err := s.do(http.MethodPost, "/aggregates/inventory/"+shoe+"/commands", body)
+	return s.post("/aggregates/inventory/"+shoe+"/commands", body, status)
+}
+
+// post posts body to path and checks the status; it returns the body.
+func (s *store) post(path, body string, status int) string {
+	s.t.Helper()
+	resp, err := s.do(http.MethodPost, path, body)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != status {
-		s.t.Fatalf("%s %s: %d %s, want %d", shoe, body, resp.StatusCode, b, status)
+		s.t.Fatalf("POST %s %s: %d %s, want %d", path, body, resp.StatusCode, b, status)
 	}
 	return string(b)
 }
