@@ -351,3 +351,114 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// A reaction that fails — an error, a panic, a command to an aggregate
+// that is not a target — does nothing: nothing is sent, the state stays,
+// and the error is the application's processing error.
+func TestFailedReactionsDoNothing(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	stranger := saga.To(newInventory(t).Contract())
+	m, err := saga.New(saga.Config[restockState]{
+		Name:    "fail",
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+		Targets: []saga.Destination{supplier},
+		Initial: func() restockState { return restockState{} },
+		React: func(s restockState, ev saga.Event) (restockState, []saga.Action, error) {
+			s.InStock++
+			sent := supplier.Send(ev.Instance, OrderPairs{Quantity: 1})
+			switch v := ev.Value.(type) {
+			case inventory.PairReturned:
+				return s, []saga.Action{sent}, errors.New("no returns here")
+			case inventory.PairSold:
+				panic("sold")
+			case inventory.ShipmentReceived:
+				if v.Quantity == 2 {
+					return s, []saga.Action{sent, stranger.Send(ev.Instance, inventory.SellPair{})}, nil
+				}
+			}
+			return s, []saga.Action{sent}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBuilder()
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	pipe := func(e inventory.Event) error {
+		v, err := inv.Events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.PipeBytes("inventory-events", []byte("blue"), v, d.Now(), engine.Header{Key: aggregate.HeaderAggregateID, Value: []byte("blue")})
+	}
+	if err := pipe(inventory.ShipmentReceived{Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		e    inventory.Event
+		want string
+	}{
+		{inventory.PairReturned{}, "no returns here"},
+		{inventory.PairSold{}, "panic in React: sold"},
+		{inventory.ShipmentReceived{Quantity: 2}, "not among Config.Targets"},
+	} {
+		err := pipe(tc.e)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `saga fail: instance "blue"`) {
+			t.Errorf("%T: error %v, want one naming the process manager, the instance and %q", tc.e, err, tc.want)
+		}
+	}
+	if n := len(d.Messages("supplier-commands")); n != 1 {
+		t.Errorf("%d commands sent, want 1: the failed reactions sent nothing", n)
+	}
+	st, _ := d.LocalStore(m.StateStore())
+	e, _, _ := st.Get([]byte("blue"))
+	if in, err := m.DecodeInstance(e.Value); err != nil || in.State.InStock != 1 || in.Sent != 1 {
+		t.Errorf("blue after the failures: %+v %v, want the state of the first event alone", in, err)
+	}
+}
+
+// A topology that reads an event topic for something else gives the
+// process manager its stream.
+func TestOnStream(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	b := engine.NewBuilder()
+	events := engine.NewStream(b, "inventory-events", serde.String, serde.Bytes)
+	events.GroupByKey().Count(engine.Named("events-per-shoe"), engine.Materialized("events-per-shoe"))
+	m, err := saga.New(saga.Config[int]{
+		Name: "on-stream",
+		Sources: []saga.Source{saga.OnStream(inv, events, func(_ inventory.Event, m saga.Meta) (string, bool) {
+			return m.AggregateID, true
+		})},
+		Targets: []saga.Destination{supplier},
+		Initial: func() int { return 0 },
+		React: func(n int, ev saga.Event) (int, []saga.Action, error) {
+			if _, ok := ev.Value.(inventory.PairSold); ok {
+				return n + 1, []saga.Action{supplier.Send(ev.Instance, OrderPairs{Quantity: 1})}, nil
+			}
+			return n, nil, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	v, _ := inv.Events.Encode(inventory.PairSold{})
+	if err := d.PipeBytes("inventory-events", []byte("red"), v, d.Now(), engine.Header{Key: aggregate.HeaderAggregateID, Value: []byte("red")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Messages("supplier-commands")); n != 1 {
+		t.Errorf("%d commands, want 1", n)
+	}
+}
