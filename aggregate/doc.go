@@ -48,6 +48,12 @@
 // the deadline, Submit returns [ErrNoOutcome]: the aggregate's owner may be
 // down; submit again with the same id.
 //
+// Another service needs only the aggregate's [Contract] — its topics and
+// registered types, published in a package of types — to submit commands
+// ([Contract.NewClient]), to send them from a process manager (package
+// saga) or to read the events. The contract evolves by schema versions and
+// upcasters, for commands as for events.
+//
 // # State and its loading
 //
 // The state store ("<name>-state") holds each aggregate's latest state and
