@@ -34,12 +34,10 @@
 // to the targets' command topics. With engine.ExactlyOnce the commands, the
 // new state and the input's offset commit in one transaction: after a
 // crash each input has caused its commands once. Commands carry ids made
-// from the process manager's name, the instance and a count ("restock/
-// blue/3"), the same each time the same input is reacted to from the same
-// state, so the target aggregate decides a command once even when it is
-// sent twice (under at-least-once); their correlation id is the
-// instance's (its first event's), their causation id the input's place in
-// Kafka.
+// from the process manager's name, the instance, its run and a count
+// ("restock/blue/1338e4dd/3"), the same each time the same input is
+// reacted to from the same state; their correlation id is the instance's
+// (its first event's), their causation id the input's place in Kafka.
 //
 // # Testing
 //

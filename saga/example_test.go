@@ -113,7 +113,7 @@ func Example() {
 			switch v := ev.Value.(type) {
 			case Placed:
 				return s, []saga.Action{toConcert.Send(v.Concert, Reserve{Seats: v.Seats})}, nil
-			case *saga.Outcome:
+			case saga.Outcome:
 				if v.Target != toConcert.Name() {
 					return s, nil, nil
 				}

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +19,10 @@ type stored struct {
 	// else in StateBytes.
 	State      json.RawMessage `json:"state,omitempty"`
 	StateBytes []byte          `json:"stateBytes,omitempty"`
-	// Correlation is the instance's correlation id; Sent the number of
-	// commands it sent.
+	// Correlation is the instance's correlation id; Run names this run of
+	// it (see commandID); Sent is the number of commands it sent.
 	Correlation string `json:"correlation"`
+	Run         string `json:"run"`
 	Sent        int64  `json:"sent"`
 	// Pending are the commands sent whose outcomes have not come, by id.
 	Pending map[string]pending `json:"pending,omitempty"`
@@ -35,14 +34,18 @@ type pending struct {
 	Target      string          `json:"target"`
 	AggregateID string          `json:"aggregateId"`
 	Command     json.RawMessage `json:"command"`
+	Request     string          `json:"request"`
 }
 
 // Instance is an instance of a process manager as its state store keeps
 // it (see [Manager.DecodeInstance]).
 type Instance[S any] struct {
 	State S `json:"state"`
-	// CorrelationID is carried by the instance's commands.
+	// CorrelationID is carried by the instance's commands; Run names the
+	// run of the instance (it starts again after End in another), part of
+	// its commands' ids.
 	CorrelationID string `json:"correlationId"`
+	Run           string `json:"run"`
 	// Sent is the number of commands it sent; Pending those whose outcome
 	// has not come, by command id.
 	Sent    int64                     `json:"sent"`
@@ -57,6 +60,9 @@ type PendingCommand struct {
 	AggregateID string `json:"aggregateId"`
 	// Command is the command's envelope, as sent.
 	Command json.RawMessage `json:"command"`
+	// Request is its fingerprint (aggregate.Fingerprint), which the
+	// target's outcome repeats.
+	Request string `json:"request"`
 }
 
 // DecodeInstance reads a value of the state store.
@@ -67,9 +73,9 @@ func (m *Manager[S]) DecodeInstance(b []byte) (Instance[S], error) {
 	}
 	s, err := m.decodeState(&st)
 	if err != nil {
-		return Instance[S]{}, err
+		return Instance[S]{}, fmt.Errorf("saga %s: %w", m.cfg.Name, err)
 	}
-	in := Instance[S]{State: s, CorrelationID: st.Correlation, Sent: st.Sent, Pending: map[string]PendingCommand{}, Timeouts: map[string]time.Time{}}
+	in := Instance[S]{State: s, CorrelationID: st.Correlation, Run: st.Run, Sent: st.Sent, Pending: map[string]PendingCommand{}, Timeouts: map[string]time.Time{}}
 	for id, p := range st.Pending {
 		in.Pending[id] = PendingCommand(p)
 	}
@@ -86,7 +92,7 @@ func (m *Manager[S]) decodeState(st *stored) (S, error) {
 	}
 	s, err := m.cfg.StateSerde.Decode(b)
 	if err != nil {
-		return s, fmt.Errorf("saga %s: a stored state: %w", m.cfg.Name, err)
+		return s, fmt.Errorf("the stored state: %w", err)
 	}
 	return s, nil
 }
@@ -120,15 +126,23 @@ func (p *processor[S]) Init(ctx *engine.ProcessorContext[string, []byte]) error 
 	for _, s := range p.m.sources {
 		p.sources[s.name] = s
 	}
-	clock := engine.WallClockTime
-	if p.m.cfg.TimeoutClock == StreamTime {
-		clock = engine.StreamTime
+	if p.m.cfg.TimeoutClock == WallClock {
+		_, err = ctx.Schedule(p.m.cfg.TimeoutCheck, engine.WallClockTime, p.fire)
 	}
-	_, err = ctx.Schedule(p.m.cfg.TimeoutCheck, clock, p.fire)
 	return err
 }
 
 func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec engine.Record[string, []byte]) error {
+	if p.m.cfg.TimeoutClock == StreamTime {
+		// The timeouts that this input's time reaches come due first.
+		now := rec.Timestamp
+		if t := ctx.StreamTime(); t.After(now) {
+			now = t
+		}
+		if err := p.fire(now); err != nil {
+			return err
+		}
+	}
 	input, _ := header(rec.Headers, headerInput)
 	id, _ := header(rec.Headers, headerOrigin)
 	kind, name, _ := strings.Cut(input, ":")
@@ -146,41 +160,58 @@ func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec
 			return nil
 		}
 		if ev.Value, err = src.decode(rec.Value); err != nil {
-			return fmt.Errorf("saga %s: an event of %s at %s: %w", p.m.cfg.Name, name, id, err)
+			return fmt.Errorf("saga %s: the event of %s at %s: %w", p.m.cfg.Name, name, id, err)
 		}
 		ev.Type, _ = header(rec.Headers, aggregate.HeaderType)
-		ev.AggregateID, _ = header(rec.Headers, aggregate.HeaderAggregateID)
+		ev.AggregateID, _ = header(rec.Headers, headerKey)
 		if !found {
-			st = &stored{Correlation: id}
+			st = &stored{Correlation: id, Run: runOf(id)}
 			if c, ok := header(rec.Headers, aggregate.HeaderCorrelationID); ok && c != "" {
 				st.Correlation = c
 			}
 		}
 	case "outcome":
 		t := p.m.byName[name]
+		if t == nil {
+			ctx.Skip("an outcome of a target the process manager no longer has: " + name)
+			return nil
+		}
+		cmdID, ok := header(rec.Headers, aggregate.HeaderCommandID)
+		if !ok {
+			o, err := aggregate.DecodeOutcome(rec.Value)
+			if err != nil {
+				return fmt.Errorf("saga %s: the outcome of %s at %s: %w", p.m.cfg.Name, name, id, err)
+			}
+			cmdID = o.CommandID
+		}
+		sent, ok := st.Pending[cmdID]
+		if !found || !ok {
+			return nil // a repeat, or the outcome of an ended run's command
+		}
 		o, err := aggregate.DecodeOutcome(rec.Value)
 		if err != nil {
-			return fmt.Errorf("saga %s: an outcome of %s at %s: %w", p.m.cfg.Name, name, id, err)
+			return fmt.Errorf("saga %s: the outcome of %s at %s: %w", p.m.cfg.Name, name, id, err)
 		}
-		sent, ok := st.Pending[o.CommandID]
-		if t == nil || !found || !ok {
-			return nil // a repeat, or the outcome of an ended instance's command
+		if o.CommandID != cmdID || (o.Request != "" && o.Request != sent.Request) {
+			ctx.Skip("an outcome of another request than the command sent with its id: " + cmdID)
+			return nil
 		}
-		delete(st.Pending, o.CommandID)
+		delete(st.Pending, cmdID)
 		cmd, err := t.decode(sent.Command)
 		if err != nil {
-			return fmt.Errorf("saga %s: instance %q: the command %s as sent: %w", p.m.cfg.Name, inst, o.CommandID, err)
+			return fmt.Errorf("saga %s: instance %q: the command %s as sent: %w", p.m.cfg.Name, inst, cmdID, err)
 		}
-		ev.Value, ev.AggregateID = &Outcome{Target: name, Command: cmd, Outcome: o}, o.AggregateID
+		ev.Value, ev.AggregateID = Outcome{Target: name, Command: cmd, Outcome: o}, o.AggregateID
 	default:
 		return fmt.Errorf("saga %s: a record of the repartition topic without its input (header %s %q)", p.m.cfg.Name, headerInput, input)
 	}
-	return p.react(inst, st, found, ev)
+	return p.react(inst, st, found, ev, nil)
 }
 
-// fire reacts to the timeouts due at now.
+// fire reacts to the timeouts due at now, earliest first. A timeout's key
+// goes with its reaction: one whose reaction fails stays, due.
 func (p *processor[S]) fire(now time.Time) error {
-	hi := binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli()+1))
+	hi := binary.BigEndian.AppendUint64(nil, uint64(max(now.UnixMilli()+1, 0)))
 	var keys [][]byte
 	for kv, err := range p.timeouts.Range([]byte{}, hi) {
 		if err != nil {
@@ -189,24 +220,25 @@ func (p *processor[S]) fire(now time.Time) error {
 		keys = append(keys, kv.Key)
 	}
 	for _, k := range keys {
-		if err := p.timeouts.Delete(k); err != nil {
-			return err
-		}
 		due, inst, name, ok := parseTimeoutKey(k)
-		if !ok {
-			continue
-		}
-		st, found, err := p.load(inst)
-		if err != nil {
-			return err
+		st, found := &stored{}, false
+		if ok {
+			var err error
+			if st, found, err = p.load(inst); err != nil {
+				return err
+			}
 		}
 		if !found || st.Timeouts[name] != due {
-			continue // cancelled, moved or ended
+			// Cancelled, moved or ended: a key left behind.
+			if err := p.timeouts.Delete(k); err != nil {
+				return err
+			}
+			continue
 		}
 		delete(st.Timeouts, name)
 		at := time.UnixMilli(due)
 		ev := Event{Instance: inst, Value: Timeout{Name: name, At: at}, Time: at, ID: "timeout/" + name + "/" + strconv.FormatInt(due, 10)}
-		if err := p.react(inst, st, true, ev); err != nil {
+		if err := p.react(inst, st, true, ev, k); err != nil {
 			return err
 		}
 	}
@@ -246,17 +278,11 @@ func (p *processor[S]) load(inst string) (*stored, bool, error) {
 	return &st, true, nil
 }
 
-// send is a command of a reaction, ready to go.
-type send struct {
-	t           *target
-	aggregateID string
-	typeName    string
-	value       []byte
-	expected    *int64
-}
-
-// react runs React on an instance and does what it says.
-func (p *processor[S]) react(inst string, st *stored, found bool, ev Event) error {
+// react runs React on an instance and does what it says: first everything
+// is worked out and encoded, then done, so that a reaction that fails
+// does nothing. fired, if not nil, is the key of the timeout reacted to,
+// deleted with the reaction's other changes.
+func (p *processor[S]) react(inst string, st *stored, found bool, ev Event, fired []byte) error {
 	cfg := &p.m.cfg
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("saga %s: instance %q: reacting to %s: %w", cfg.Name, inst, ev.ID, fmt.Errorf(format, args...))
@@ -265,7 +291,7 @@ func (p *processor[S]) react(inst string, st *stored, found bool, ev Event) erro
 	if found {
 		var err error
 		if state, err = p.m.decodeState(st); err != nil {
-			return err
+			return fail("%w", err)
 		}
 	}
 	ev.CorrelationID = st.Correlation
@@ -273,36 +299,16 @@ func (p *processor[S]) react(inst string, st *stored, found bool, ev Event) erro
 	if err != nil {
 		return fail("%w", err)
 	}
-	// Everything is checked and encoded before anything is done.
-	sends := make([]send, 0, len(actions))
-	ended := false
-	for i, a := range actions {
-		switch a.kind {
-		case actSend:
-			t := a.target
-			if t == nil || p.m.byName[t.name] != t {
-				return fail("action %d sends to %v, which is not among Config.Targets", i, t)
-			}
-			if a.aggregateID == "" {
-				return fail("action %d sends %T to %s without an aggregate id", i, a.command, t.name)
-			}
-			s := send{t: t, aggregateID: a.aggregateID, expected: a.expected}
-			if s.typeName, err = t.typeName(a.command); err == nil {
-				s.value, err = t.encode(a.command)
-			}
-			if err != nil {
-				return fail("action %d: %w", i, err)
-			}
-			sends = append(sends, s)
-		case actSetTimeout:
-			if a.name == "" || a.at.IsZero() {
-				return fail("action %d sets a timeout without a name or a time", i)
-			}
-		case actCancelTimeout, actEnd:
-			ended = ended || a.kind == actEnd
-		default:
-			return fail("action %d is not made by Send, SetTimeout, CancelTimeout or End", i)
-		}
+
+	// The commands, checked and encoded.
+	type send struct {
+		child string
+		rec   engine.Record[string, []byte]
+	}
+	var sends []send
+	var deletes, puts [][]byte // of the timeouts store
+	if fired != nil {
+		deletes = append(deletes, fired)
 	}
 	if st.Pending == nil {
 		st.Pending = map[string]pending{}
@@ -310,74 +316,115 @@ func (p *processor[S]) react(inst string, st *stored, found bool, ev Event) erro
 	if st.Timeouts == nil {
 		st.Timeouts = map[string]int64{}
 	}
+	ended := false
+	for i, a := range actions {
+		switch a.kind {
+		case actSend:
+			var t *target
+			if a.target != nil {
+				t = p.m.byName[a.target.name]
+			}
+			if t == nil || t.commandTopic != a.target.commandTopic {
+				return fail("action %d sends to %v, which is not among Config.Targets", i, a.target)
+			}
+			if a.aggregateID == "" {
+				return fail("action %d sends %T to %s without an aggregate id", i, a.command, t.name)
+			}
+			typeName, err := t.typeName(a.command)
+			var value []byte
+			if err == nil {
+				value, err = t.encode(a.command)
+			}
+			if err != nil {
+				return fail("action %d: %w", i, err)
+			}
+			st.Sent++
+			id := commandID(cfg.Name, inst, st.Run, st.Sent)
+			hs := []engine.Header{
+				{Key: aggregate.HeaderType, Value: []byte(typeName)},
+				{Key: aggregate.HeaderCommandID, Value: []byte(id)},
+				{Key: aggregate.HeaderCorrelationID, Value: []byte(st.Correlation)},
+				{Key: aggregate.HeaderCausationID, Value: []byte(ev.ID)},
+			}
+			expected := ""
+			if a.expected != nil {
+				expected = strconv.FormatInt(*a.expected, 10)
+				hs = append(hs, engine.Header{Key: aggregate.HeaderExpectedVersion, Value: []byte(expected)})
+			}
+			sends = append(sends, send{cfg.Name + "-to-" + t.name, engine.Record[string, []byte]{Key: a.aggregateID, Value: value, Timestamp: ev.Time, Headers: hs}})
+			st.Pending[id] = pending{Target: t.name, AggregateID: a.aggregateID, Command: value, Request: aggregate.Fingerprint(a.aggregateID, value, expected)}
+		case actSetTimeout, actCancelTimeout:
+			if a.kind == actSetTimeout && (a.name == "" || a.at.UnixMilli() < 0) {
+				return fail("action %d sets a timeout without a name, or before 1970 (%q at %v)", i, a.name, a.at)
+			}
+			if old, ok := st.Timeouts[a.name]; ok {
+				deletes = append(deletes, timeoutKey(old, inst, a.name))
+				delete(st.Timeouts, a.name)
+			}
+			if a.kind == actSetTimeout {
+				due := a.at.UnixMilli()
+				puts = append(puts, timeoutKey(due, inst, a.name))
+				st.Timeouts[a.name] = due
+			}
+		case actEnd:
+			ended = true
+		default:
+			return fail("action %d is not made by Send, SetTimeout, CancelTimeout or End", i)
+		}
+	}
+
+	// The instance, encoded.
+	var out []byte
+	if ended {
+		for name, due := range st.Timeouts {
+			deletes = append(deletes, timeoutKey(due, inst, name))
+		}
+		puts = nil
+	} else {
+		b, err := cfg.StateSerde.Encode(next)
+		if err != nil {
+			return fail("the state: %w", err)
+		}
+		if !found && len(actions) == 0 && bytes.Equal(b, p.initial) {
+			return nil // nothing started
+		}
+		st.State, st.StateBytes = nil, nil
+		if p.m.jsonState {
+			st.State = b
+		} else {
+			st.StateBytes = b
+		}
+		if out, err = json.Marshal(st); err != nil {
+			return fail("the instance: %w", err)
+		}
+	}
+
+	// Done.
 	for _, s := range sends {
-		st.Sent++
-		id := commandID(cfg.Name, inst, st.Sent)
-		hs := []engine.Header{
-			{Key: aggregate.HeaderType, Value: []byte(s.typeName)},
-			{Key: aggregate.HeaderCommandID, Value: []byte(id)},
-			{Key: aggregate.HeaderCorrelationID, Value: []byte(st.Correlation)},
-			{Key: aggregate.HeaderCausationID, Value: []byte(ev.ID)},
-		}
-		if s.expected != nil {
-			hs = append(hs, engine.Header{Key: aggregate.HeaderExpectedVersion, Value: []byte(strconv.FormatInt(*s.expected, 10))})
-		}
-		rec := engine.Record[string, []byte]{Key: s.aggregateID, Value: s.value, Timestamp: ev.Time, Headers: hs}
-		if err := p.ctx.ForwardTo(cfg.Name+"-to-"+s.t.name, rec); err != nil {
+		if err := p.ctx.ForwardTo(s.child, s.rec); err != nil {
 			return err
 		}
-		st.Pending[id] = pending{Target: s.t.name, AggregateID: s.aggregateID, Command: s.value}
 	}
 	if len(sends) > 0 {
 		// The commands go out with the commit: commit soon, as the
 		// aggregate does for its callers.
 		p.ctx.RequestCommit()
 	}
-	for _, a := range actions {
-		switch a.kind {
-		case actSetTimeout, actCancelTimeout:
-			if old, ok := st.Timeouts[a.name]; ok {
-				if err := p.timeouts.Delete(timeoutKey(old, inst, a.name)); err != nil {
-					return err
-				}
-				delete(st.Timeouts, a.name)
-			}
-			if a.kind == actSetTimeout {
-				due := a.at.UnixMilli()
-				if err := p.timeouts.Put(timeoutKey(due, inst, a.name), []byte{}); err != nil {
-					return err
-				}
-				st.Timeouts[a.name] = due
-			}
+	for _, k := range deletes {
+		if err := p.timeouts.Delete(k); err != nil {
+			return err
+		}
+	}
+	for _, k := range puts {
+		if err := p.timeouts.Put(k, []byte{}); err != nil {
+			return err
 		}
 	}
 	if ended {
-		for _, name := range slices.Sorted(maps.Keys(st.Timeouts)) {
-			if err := p.timeouts.Delete(timeoutKey(st.Timeouts[name], inst, name)); err != nil {
-				return err
-			}
-		}
 		if !found {
 			return nil
 		}
 		return p.state.Delete(inst)
-	}
-	b, err := cfg.StateSerde.Encode(next)
-	if err != nil {
-		return fail("the state: %w", err)
-	}
-	if !found && len(actions) == 0 && bytes.Equal(b, p.initial) {
-		return nil // nothing started
-	}
-	st.State, st.StateBytes = nil, nil
-	if json.Valid(b) {
-		st.State = b
-	} else {
-		st.StateBytes = b
-	}
-	out, err := json.Marshal(st)
-	if err != nil {
-		return err
 	}
 	return p.state.Put(inst, out)
 }

@@ -1,6 +1,8 @@
 package saga
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,8 +22,9 @@ const (
 	// Config.TimeoutCheck), whether or not events come.
 	WallClock Clock = iota
 	// StreamTime timeouts fire when the stream time of the process
-	// manager's task passes them: the largest timestamp of the events it
-	// took. They fire only as events come, and the same way on every replay.
+	// manager's task reaches them: the largest timestamp of the inputs it
+	// took. They fire as inputs come, before the first input at or past
+	// their time, the same way on every replay.
 	StreamTime
 )
 
@@ -45,8 +48,9 @@ type Config[S any] struct {
 	// [CancelTimeout]), [End]. It must not have side effects: after a crash
 	// it runs again on the same input from the same state. An error (or a
 	// panic) is a processing error of the application (its
-	// ProcessingErrors policy says whether the task stops, or the input is
-	// skipped or dead-lettered); nothing it returned is done.
+	// OnProcessingError policy says whether the task stops, or the input is
+	// skipped or dead-lettered); nothing it returned is done. A timeout
+	// whose reaction fails stays set, and is tried again at the next check.
 	React func(state S, ev Event) (S, []Action, error)
 
 	// StateSerde writes an instance's state (default: JSON, which must
@@ -54,17 +58,24 @@ type Config[S any] struct {
 	StateSerde serde.Serde[S]
 	// TimeoutClock is the clock of the timeouts (default: WallClock).
 	TimeoutClock Clock
-	// TimeoutCheck is how often due timeouts are looked for, on their clock
-	// (default: a second).
+	// TimeoutCheck is how often due wall-clock timeouts are looked for
+	// (default: a second; at least a millisecond).
 	TimeoutCheck time.Duration
+	// StartAt, if set, passes over the events with a timestamp before it.
+	// A process manager added to a running system reads its sources from
+	// their beginning, and would otherwise react to the whole history
+	// (sending commands for old events, and setting wall-clock timeouts
+	// that are already due).
+	StartAt time.Time
 }
 
 // Manager is a checked process manager: add it to a topology with AddTo.
 type Manager[S any] struct {
-	cfg     Config[S]
-	sources []*source
-	targets []*target
-	byName  map[string]*target
+	cfg       Config[S]
+	sources   []*source
+	targets   []*target
+	byName    map[string]*target
+	jsonState bool // the state is StateSerde's default, JSON
 }
 
 // New checks a process manager's definition.
@@ -72,7 +83,7 @@ func New[S any](cfg Config[S]) (*Manager[S], error) {
 	var errs []error
 	if cfg.Name == "" {
 		errs = append(errs, errors.New("the Name is empty"))
-	} else if strings.ContainsAny(cfg.Name, "/") {
+	} else if strings.Contains(cfg.Name, "/") {
 		errs = append(errs, fmt.Errorf("the Name %q has a slash: it begins the ids of the commands sent, before one", cfg.Name))
 	}
 	if cfg.Initial == nil || cfg.React == nil {
@@ -81,13 +92,13 @@ func New[S any](cfg Config[S]) (*Manager[S], error) {
 	if len(cfg.Sources) == 0 {
 		errs = append(errs, errors.New("no Sources: a process manager reacts to the events of at least one (On)"))
 	}
-	if cfg.TimeoutCheck < 0 {
-		errs = append(errs, fmt.Errorf("TimeoutCheck %v is negative", cfg.TimeoutCheck))
+	if cfg.TimeoutCheck < 0 || (cfg.TimeoutCheck > 0 && cfg.TimeoutCheck < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("TimeoutCheck %v is less than a millisecond", cfg.TimeoutCheck))
 	}
 	if cfg.TimeoutClock != WallClock && cfg.TimeoutClock != StreamTime {
 		errs = append(errs, fmt.Errorf("TimeoutClock %d is neither WallClock nor StreamTime", cfg.TimeoutClock))
 	}
-	m := &Manager[S]{byName: map[string]*target{}}
+	m := &Manager[S]{byName: map[string]*target{}, jsonState: cfg.StateSerde == nil}
 	topics := map[string]string{}
 	read := func(topic, what string) {
 		if prev, ok := topics[topic]; ok {
@@ -176,6 +187,7 @@ func (m *Manager[S]) Topics() []string {
 const (
 	headerInput  = "oxbow-saga-input"  // "event:<source>" or "outcome:<target>"
 	headerOrigin = "oxbow-saga-origin" // "<topic>/<partition>/<offset>"
+	headerKey    = "oxbow-saga-key"    // an event's key: its aggregate's id
 )
 
 // AddTo adds the process manager to a topology: it reads its sources'
@@ -185,9 +197,13 @@ const (
 // application with engine.ExactlyOnce: then the commands an input causes,
 // the instance's new state and the input's offset commit in one
 // transaction, and after a crash each input has caused its commands once.
-// (Under at-least-once an input may be reacted to again after a crash; the
-// commands it sends again have the same ids, so their aggregates decide
-// them once.)
+// Under at-least-once, as in Kafka Streams, a crash may leave the restored
+// state ahead of the committed input: an input may then be reacted to
+// twice, from a state that already took it, and its commands sent twice.
+//
+// A topology reads a topic once: a process manager reads its targets'
+// reply topics itself, so one application holds one process manager per
+// target aggregate (a source it shares is given with [OnStream]).
 //
 // The writes to the command topics are feedback links ([engine.Feedback]):
 // an aggregate that a process manager of the same application sends
@@ -209,7 +225,9 @@ func (m *Manager[S]) AddTo(b *engine.Builder) {
 		if s == nil {
 			s = engine.NewStream(b, src.topic, serde.String, serde.Bytes, engine.Named(name+"-events-"+src.name))
 		}
-		merge(engine.Process(s, func() engine.Processor[string, []byte, string, []byte] { return &correlator{m: src} },
+		merge(engine.Process(s, func() engine.Processor[string, []byte, string, []byte] {
+			return &correlator{saga: name, startAt: m.cfg.StartAt, m: src}
+		},
 			engine.Named(name+"-correlate-"+src.name)).WithSerdes(serde.String, serde.Bytes))
 	}
 	for _, t := range m.targets {
@@ -228,11 +246,20 @@ func (m *Manager[S]) AddTo(b *engine.Builder) {
 	}
 }
 
-// commandID is the id of an instance's n-th command: the process
-// manager's name, the instance's id (escaped) and n. It is the same each
-// time the instance reacts to the same input from the same state.
-func commandID(saga, instance string, n int64) string {
-	return fmt.Sprintf("%s/%s/%d", saga, url.PathEscape(instance), n)
+// commandID is the id of the n-th command of an instance's run: the
+// process manager's name, the instance's id (escaped), the run and n. It
+// is the same each time the instance reacts to the same input from the
+// same state; the run (made from the input that started it) keeps the ids
+// of an instance started again after End apart from its last run's, which
+// the targets still remember.
+func commandID(saga, instance, run string, n int64) string {
+	return fmt.Sprintf("%s/%s/%s/%d", saga, url.PathEscape(instance), run, n)
+}
+
+// runOf names an instance's run by the input that started it.
+func runOf(input string) string {
+	h := sha256.Sum256([]byte(input))
+	return hex.EncodeToString(h[:4])
 }
 
 // instanceOf is the instance a command id of the process manager names.
@@ -241,11 +268,11 @@ func instanceOf(saga, id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	i := strings.LastIndexByte(rest, '/')
-	if i < 0 {
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
 		return "", false
 	}
-	inst, err := url.PathUnescape(rest[:i])
+	inst, err := url.PathUnescape(parts[0])
 	return inst, err == nil
 }
 
@@ -254,10 +281,11 @@ type Event struct {
 	// Instance is the instance's id: its correlation key.
 	Instance string
 	// Value is the event of a source (of the type its contract registered),
-	// an *[Outcome] or a [Timeout]. React switches on its type.
+	// an [Outcome] or a [Timeout]. React switches on its type.
 	Value any
 	// Source is the name of the aggregate the event or outcome came from
-	// ("" for a timeout); Type the registered name of the event's type.
+	// ("" for a timeout); Type the registered name of the event's type
+	// ("" for an outcome or a timeout).
 	Source, Type string
 	// AggregateID is the id of the aggregate the event or outcome concerns.
 	AggregateID string
@@ -285,6 +313,7 @@ type Outcome struct {
 
 // Timeout is a timeout that came due: Value of the Event that brings it.
 type Timeout struct {
+	// Name is the name it was set with; At the time it was set to.
 	Name string
 	At   time.Time
 }
@@ -312,7 +341,7 @@ const (
 
 // SetTimeout sets the instance's timeout called name to come due at at (on
 // Config.TimeoutClock): then React gets a [Timeout]. Setting it again
-// moves it.
+// moves it. An instance has any number of timeouts, by name.
 func SetTimeout(name string, at time.Time) Action {
 	return Action{kind: actSetTimeout, name: name, at: at}
 }
@@ -320,9 +349,12 @@ func SetTimeout(name string, at time.Time) Action {
 // CancelTimeout cancels the instance's timeout called name, if it is set.
 func CancelTimeout(name string) Action { return Action{kind: actCancelTimeout, name: name} }
 
-// End ends the instance: its state, its timeouts and the commands it waits
-// for are forgotten (their outcomes, if they come, are ignored). An event
-// for it after that starts it again from the initial state.
+// End ends the instance once the reaction's other actions are done,
+// wherever it is in the list: the commands of the reaction are sent, and
+// then its state, its timeouts and the commands it waits for are
+// forgotten (their outcomes, if they come, are passed over). An event for
+// it after that starts it again from the initial state, in a new run
+// whose command ids differ from the last run's.
 func End() Action { return Action{kind: actEnd} }
 
 // SendOption sets a property of a command sent.

@@ -1,7 +1,10 @@
 package saga_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +123,7 @@ func newRestock(t testing.TB, inv aggregate.Contract[inventory.Command, inventor
 				}
 			case inventory.PairReturned:
 				s.InStock++
-			case *saga.Outcome:
+			case saga.Outcome:
 				if v.Status == aggregate.Rejected && v.Rejection.Code == "discontinued" {
 					return s, []saga.Action{saga.End()}, nil
 				}
@@ -224,8 +227,9 @@ func TestCommandHeaders(t *testing.T) {
 		t.Fatalf("sent %v and %v, want one command each", r.Sent, r2.Sent)
 	}
 	s, s2 := r.Sent[0], r2.Sent[0]
-	if s.CommandID != "restock/a%2Fb%20c/1" || s2.CommandID != "restock/a%2Fb%20c/2" {
-		t.Errorf("command ids %q and %q, want restock/a%%2Fb%%20c/1 and /2", s.CommandID, s2.CommandID)
+	in, _ := f.Instance("a/b c")
+	if want := "restock/a%2Fb%20c/" + in.Run + "/"; len(in.Run) != 8 || s.CommandID != want+"1" || s2.CommandID != want+"2" {
+		t.Errorf("command ids %q and %q, want %s1 and …2 (the run %q of 8 hex digits)", s.CommandID, s2.CommandID, want, in.Run)
 	}
 	if s.CorrelationID != "inventory-events/0/0" || s2.CorrelationID != s.CorrelationID {
 		t.Errorf("correlation ids %q and %q, want the first event's place, inventory-events/0/0", s.CorrelationID, s2.CorrelationID)
@@ -237,7 +241,7 @@ func TestCommandHeaders(t *testing.T) {
 	// instance no longer waits for it.
 	f.WhenOutcome(aggregate.Accepted, "")
 	in, ok := f.Instance("a/b c")
-	if !ok || len(in.Pending) != 1 || in.Pending["restock/a%2Fb%20c/2"].Target != "supplier" {
+	if !ok || len(in.Pending) != 1 || in.Pending[s2.CommandID].Target != "supplier" {
 		t.Errorf("pending after the first outcome: %+v, want only the second order", in.Pending)
 	}
 }
@@ -460,5 +464,210 @@ func TestOnStream(t *testing.T) {
 	}
 	if n := len(d.Messages("supplier-commands")); n != 1 {
 		t.Errorf("%d commands, want 1", n)
+	}
+}
+
+// logSaga keeps what each instance saw, in order; react decides what it
+// does besides.
+func logSaga(t *testing.T, cfg saga.Config[[]string], react func(seen []string, ev saga.Event) ([]saga.Action, error)) *saga.Manager[[]string] {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "log"
+	}
+	cfg.Initial = func() []string { return nil }
+	cfg.React = func(seen []string, ev saga.Event) ([]string, []saga.Action, error) {
+		what := fmt.Sprintf("%T", ev.Value)
+		if to, ok := ev.Value.(saga.Timeout); ok {
+			what = "timeout " + to.Name
+		}
+		seen = append(slices.Clone(seen), what)
+		acts, err := react(seen, ev)
+		return seen, acts, err
+	}
+	m, err := saga.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// An instance that ends and starts again runs with other command ids: its
+// target, which remembers the ids of the last run, decides the new
+// commands, and an outcome of the last run's is passed over.
+func TestEndThenStartAgain(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	m := logSaga(t, saga.Config[[]string]{
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+		Targets: []saga.Destination{supplier},
+	}, func(_ []string, ev saga.Event) ([]saga.Action, error) {
+		if _, ok := ev.Value.(inventory.PairSold); ok {
+			// A policy with no memory: every sale orders a pair.
+			return []saga.Action{supplier.Send(ev.Instance, OrderPairs{Quantity: 1}), saga.End()}, nil
+		}
+		return nil, nil
+	})
+	f := sagatest.For(t, m)
+	shoes := sagatest.From(inv)
+	first := f.When(shoes.Event("blue", inventory.PairSold{})).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 1})).ThenEnded("blue")
+	second := f.When(shoes.Event("blue", inventory.PairSold{})).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 1})).ThenEnded("blue")
+	if first.Sent[0].CommandID == second.Sent[0].CommandID {
+		t.Errorf("both runs sent command %s", first.Sent[0].CommandID)
+	}
+	f.Given(shoes.Event("blue", inventory.PairReturned{})) // a third run, waiting
+	f.WhenOutcome(aggregate.Rejected, "late").ThenNothing()
+	if in, _ := f.Instance("blue"); !slices.Equal(in.State, []string{"inventory.PairReturned"}) {
+		t.Errorf("the third run saw %v, want only its own event", in.State)
+	}
+}
+
+// A reaction is worked out whole before anything is done: a state that
+// cannot be encoded fails the input with nothing sent or kept.
+func TestReactionThatCannotBeKeptDoesNothing(t *testing.T) {
+	inv := newInventory(t).Contract()
+	supplier := saga.To(newSupplier(t).Contract())
+	m := logSaga(t, saga.Config[[]string]{
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+		Targets: []saga.Destination{supplier},
+		StateSerde: serde.Func(func(seen []string) ([]byte, error) {
+			if len(seen) > 1 {
+				return nil, errors.New("too long to keep")
+			}
+			return []byte(strings.Join(seen, ",")), nil
+		}, func(b []byte) ([]string, error) { return strings.Split(string(b), ","), nil }),
+	}, func(_ []string, ev saga.Event) ([]saga.Action, error) {
+		return []saga.Action{supplier.Send(ev.Instance, OrderPairs{Quantity: 1}), saga.SetTimeout("t", ev.Time.Add(time.Hour))}, nil
+	})
+	b := engine.NewBuilder()
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	v, _ := inv.Events.Encode(inventory.PairSold{})
+	if err := d.PipeBytes("inventory-events", []byte("blue"), v, d.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PipeBytes("inventory-events", []byte("blue"), v, d.Now()); err == nil || !strings.Contains(err.Error(), "too long to keep") {
+		t.Fatalf("the second sale: %v, want the state's encoding error", err)
+	}
+	if n := len(d.Messages("supplier-commands")); n != 1 {
+		t.Errorf("%d commands sent, want the first sale's alone", n)
+	}
+	st, _ := d.LocalStore(m.StateStore())
+	e, _, _ := st.Get([]byte("blue"))
+	in, err := m.DecodeInstance(e.Value)
+	if err != nil || in.Sent != 1 || len(in.Pending) != 1 || !slices.Equal(in.State, []string{"inventory.PairSold"}) {
+		t.Errorf("blue: %+v %v, want the first sale's instance, not StateBytes-encoded JSON", in, err)
+	}
+	if !json.Valid(e.Value) || strings.Contains(string(e.Value), `"state"`) {
+		t.Errorf("a non-JSON state is kept as bytes in the stored instance: %s", e.Value)
+	}
+}
+
+// Timeouts: several per instance, moved, cancelled; a timeout whose
+// reaction fails stays due and comes again.
+func TestTimeouts(t *testing.T) {
+	inv := newInventory(t).Contract()
+	failOnce := true
+	m := logSaga(t, saga.Config[[]string]{
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+	}, func(seen []string, ev saga.Event) ([]saga.Action, error) {
+		switch v := ev.Value.(type) {
+		case inventory.ShipmentReceived:
+			return []saga.Action{saga.SetTimeout("a", ev.Time.Add(time.Second)), saga.SetTimeout("b", ev.Time.Add(3*time.Second)),
+				saga.SetTimeout("c", ev.Time.Add(2*time.Second))}, nil
+		case inventory.PairSold:
+			return []saga.Action{saga.SetTimeout("a", ev.Time.Add(10*time.Second)), saga.CancelTimeout("c"), saga.CancelTimeout("never set")}, nil
+		case saga.Timeout:
+			if v.Name == "b" && failOnce {
+				failOnce = false
+				return nil, errors.New("not now")
+			}
+		}
+		return nil, nil
+	})
+	f := sagatest.For(t, m)
+	shoes := sagatest.From(inv)
+	f.Given(shoes.Event("blue", inventory.ShipmentReceived{Quantity: 1}), shoes.Event("blue", inventory.PairSold{}))
+	if in, _ := f.Instance("blue"); len(in.Timeouts) != 2 {
+		t.Fatalf("timeouts %v, want a (moved) and b", in.Timeouts)
+	}
+	if err := f.Driver().TryAdvanceWallClock(5 * time.Second); err == nil || !strings.Contains(err.Error(), "not now") {
+		t.Fatalf("b's failed reaction: %v", err)
+	}
+	f.WhenTime(time.Second).ThenState("blue", []string{"inventory.ShipmentReceived", "inventory.PairSold", "timeout b"})
+	f.WhenTime(10*time.Second).ThenState("blue", []string{"inventory.ShipmentReceived", "inventory.PairSold", "timeout b", "timeout a"})
+	if in, _ := f.Instance("blue"); len(in.Timeouts) != 0 {
+		t.Errorf("timeouts left: %v", in.Timeouts)
+	}
+}
+
+// On stream time, a timeout comes due before the first input at or past
+// its time is reacted to.
+func TestStreamTimeoutBeforeTheInputPastIt(t *testing.T) {
+	inv := newInventory(t).Contract()
+	m := logSaga(t, saga.Config[[]string]{
+		TimeoutClock: saga.StreamTime,
+		Sources:      []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+	}, func(seen []string, ev saga.Event) ([]saga.Action, error) {
+		if len(seen) == 1 {
+			return []saga.Action{saga.SetTimeout("t", ev.Time.Add(10*time.Millisecond))}, nil
+		}
+		return nil, nil
+	})
+	f := sagatest.For(t, m)
+	shoes := sagatest.From(inv)
+	f.Given(shoes.Event("blue", inventory.ShipmentReceived{Quantity: 1}))
+	f.WhenTime(time.Second) // moves the next input's time past the timeout
+	f.When(shoes.Event("blue", inventory.PairSold{})).
+		ThenState("blue", []string{"inventory.ShipmentReceived", "timeout t", "inventory.PairSold"})
+}
+
+// What a source passes over: events before StartAt, events of types the
+// contract does not register (with a type header or not); an event of a
+// registered type at a newer schema version is an error.
+func TestSourcePassesOver(t *testing.T) {
+	inv := newInventory(t).Contract()
+	start := enginetest.Epoch.Add(time.Hour)
+	m := logSaga(t, saga.Config[[]string]{
+		StartAt: start,
+		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
+	}, func([]string, saga.Event) ([]saga.Action, error) { return nil, nil })
+	b := engine.NewBuilder()
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enginetest.New(t, top)
+	sold, _ := inv.Events.Encode(inventory.PairSold{})
+	pipe := func(value string, at time.Time, hs ...engine.Header) error {
+		return d.PipeBytes("inventory-events", []byte("blue"), []byte(value), at, hs...)
+	}
+	if err := pipe(string(sold), enginetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe(`{"type":"PairRepaired","data":{}}`, start); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe(`{"type":"PairRepaired","data":{}}`, start, engine.Header{Key: aggregate.HeaderType, Value: []byte("PairRepaired")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe(string(sold), start); err != nil {
+		t.Fatal(err)
+	}
+	err = pipe(`{"type":"PairSold","version":2,"data":{}}`, start)
+	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "saga log: the event of inventory at inventory-events/0/4") {
+		t.Errorf("an event of a newer version: %v, want an error naming the process manager, the place and the version", err)
+	}
+	st, _ := d.LocalStore(m.StateStore())
+	e, _, _ := st.Get([]byte("blue"))
+	if in, err := m.DecodeInstance(e.Value); err != nil || !slices.Equal(in.State, []string{"inventory.PairSold"}) {
+		t.Errorf("blue saw %v (%v), want the sale at StartAt alone", in.State, err)
+	}
+	if d.Skipped()["log-correlate-inventory: an event of a type the contract does not register: PairRepaired"] != 2 {
+		t.Errorf("skipped: %v, want the two events of an unregistered type counted at the correlator", d.Skipped())
 	}
 }

@@ -1,6 +1,7 @@
 package saga
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -37,10 +38,12 @@ type source struct {
 func (s *source) source() *source { return s }
 
 // On makes the events of the contract's aggregate a source: each is given
-// to correlate, which names the instance it concerns (false: none, and the
-// event is passed over). An event of a type the contract does not register
-// (a newer producer's) is passed over too; one that does not decode is a
-// processing error.
+// to correlate, which names the instance it concerns (false, or an empty
+// id: none, and the event is passed over). An event of a type the contract
+// does not register (a newer producer's) is passed over too. One that does
+// not decode is a processing error, as is one of a registered type at a
+// schema version newer than the contract's: upgrade the reader of a
+// contract before its writer.
 func On[C, E any](c aggregate.Contract[C, E], correlate func(ev E, m Meta) (instance string, ok bool)) Source {
 	c, err := c.Check()
 	s := &source{name: c.Name, topic: c.EventTopic, err: err}
@@ -83,32 +86,45 @@ func origin(md engine.Metadata) string {
 }
 
 // correlator keys a source's events by the instance they concern.
-type correlator struct{ m *source }
+type correlator struct {
+	saga    string
+	startAt time.Time
+	m       *source
+}
 
 func (c *correlator) Process(ctx *engine.ProcessorContext[string, []byte], rec engine.Record[string, []byte]) error {
-	if rec.Value == nil {
+	if rec.Value == nil || (!c.startAt.IsZero() && rec.Timestamp.Before(c.startAt)) {
 		return nil
 	}
-	if name, ok := header(rec.Headers, aggregate.HeaderType); ok && !c.m.known(name) {
+	name, ok := header(rec.Headers, aggregate.HeaderType)
+	if !ok {
+		var env struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(rec.Value, &env)
+		name = env.Type
+	}
+	if name != "" && !c.m.known(name) {
 		ctx.Skip("an event of a type the contract does not register: " + name)
 		return nil
 	}
 	ev, err := c.m.decode(rec.Value)
 	if err != nil {
-		return fmt.Errorf("an event of %s: %w", c.m.name, err)
+		return fmt.Errorf("saga %s: the event of %s at %s: %w", c.saga, c.m.name, origin(ctx.Metadata()), err)
 	}
 	meta := Meta{AggregateID: rec.Key, Time: rec.Timestamp}
 	if v, ok := header(rec.Headers, aggregate.HeaderAggregateVersion); ok {
 		meta.Version, _ = strconv.ParseInt(v, 10, 64)
 	}
 	inst, ok := c.m.correlate(ev, meta)
-	if !ok {
+	if !ok || inst == "" {
 		return nil
 	}
-	rec.Key = inst
 	rec.Headers = append(rec.Headers[:len(rec.Headers):len(rec.Headers)],
 		engine.Header{Key: headerInput, Value: []byte("event:" + c.m.name)},
-		engine.Header{Key: headerOrigin, Value: []byte(origin(ctx.Metadata()))})
+		engine.Header{Key: headerOrigin, Value: []byte(origin(ctx.Metadata()))},
+		engine.Header{Key: headerKey, Value: []byte(rec.Key)})
+	rec.Key = inst
 	return ctx.Forward(rec)
 }
 
