@@ -15,9 +15,11 @@
 package sagatest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,8 +200,8 @@ func (f *Fixture[S]) pipe(in Input) {
 	}
 }
 
-// collect reads the commands sent since it last looked, in the targets'
-// order, and keeps them as waiting for an outcome.
+// collect reads the commands sent since it last looked, in the order each
+// instance sent them, and keeps them as waiting for an outcome.
 func (f *Fixture[S]) collect() []Sent {
 	f.t.Helper()
 	var out []Sent
@@ -225,16 +227,24 @@ func (f *Fixture[S]) collect() []Sent {
 			out = append(out, s)
 		}
 	}
+	// The targets' topics were read one after the other: the count that
+	// ends each command id gives back the order of sending.
+	slices.SortStableFunc(out, func(a, b Sent) int { return cmp.Compare(sentCount(a.CommandID), sentCount(b.CommandID)) })
 	f.unanswered = append(f.unanswered, out...)
 	return out
+}
+
+// sentCount is the count that ends a process manager's command id.
+func sentCount(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '/')+1:])
+	return n
 }
 
 // Result is what the process manager sent in reaction to one input.
 type Result[S any] struct {
 	f    *Fixture[S]
 	what string
-	// Sent are the commands it sent, in the targets' order (in its own
-	// order for each target).
+	// Sent are the commands it sent, in the order sent.
 	Sent []Sent
 }
 
