@@ -395,7 +395,41 @@ func createTopics(ctx context.Context, cfg config, topics ...string) error {
 			return fmt.Errorf("shoestore: creating %s: %w", r.Topic, r.Err)
 		}
 	}
-	return nil
+	// A topic just created may not be in every broker's metadata yet: wait
+	// until each has its partitions' leaders (30 seconds at most).
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := adm.Metadata(ctx, topics...)
+		missing := ""
+		if err != nil {
+			missing = err.Error()
+		} else {
+			for _, t := range topics {
+				d, ok := md.Topics[t]
+				if !ok || d.Err != nil || len(d.Partitions) == 0 {
+					missing = t
+					break
+				}
+				for _, p := range d.Partitions {
+					if p.Err != nil || p.Leader < 0 {
+						missing = t
+					}
+				}
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("shoestore: topic %s not ready 30 seconds after its creation", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // storeACLs are what the store's principal needs on a cluster with ACLs

@@ -256,6 +256,9 @@ func newRestock(inv aggregate.Contract[inventory.Command, inventory.Event], supp
 				s.ReorderPoint = SetReorderPoint(e)
 				return s, order(), nil
 			case ShipmentOrdered:
+				// Ours, or one ordered through the warehouse's API: the
+				// supplier delivers it after the lead time.
+				s.Shipment = e.Shipment
 				return s, []saga.Action{saga.SetTimeout(deliveryTimeout, ev.Time.Add(leadTime))}, nil
 			case ShipmentDelivered:
 				return s, []saga.Action{saga.CancelTimeout(deliveryTimeout),
@@ -269,15 +272,24 @@ func newRestock(inv aggregate.Contract[inventory.Command, inventory.Event], supp
 				if s.Shipment != "" {
 					return s, []saga.Action{toSupply.Send(shoe, DeliverShipment{Shipment: s.Shipment})}, nil
 				}
-			case *saga.Outcome:
-				// The store refused the shipment: it goes back.
-				if r, ok := e.Command.(inventory.ReceiveShipment); ok && e.Status == aggregate.Rejected {
-					return s, []saga.Action{toSupply.Send(shoe, ReturnShipment{Shipment: r.Shipment, Reason: e.Rejection.Message})}, nil
+			case saga.Outcome:
+				if e.Status != aggregate.Rejected {
+					break
 				}
-				// An order refused (one was open after all): let the open
-				// one be delivered.
-				if _, ok := e.Command.(OrderShipment); ok && e.Status == aggregate.Rejected {
-					s.Shipment = ""
+				switch c := e.Command.(type) {
+				case inventory.ReceiveShipment:
+					// The store refused the shipment: it goes back, and
+					// (discontinued) no other is ordered.
+					if e.Rejection.Code == inventory.IsDiscontinued {
+						s.Discontinued = true
+					}
+					return s, []saga.Action{toSupply.Send(shoe, ReturnShipment{Shipment: c.Shipment, Reason: e.Rejection.Message})}, nil
+				case OrderShipment:
+					// Another shipment was open (ordered through the API):
+					// its ShipmentOrdered makes it the one under way.
+					if s.Shipment == c.Shipment {
+						s.Shipment = ""
+					}
 				}
 			}
 			return s, nil, nil

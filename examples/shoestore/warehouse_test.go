@@ -27,8 +27,12 @@ func TestWarehouseRestocks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runServices(ctx, true, true, cfg, wcfg) }()
+	stopped := false
 	defer func() {
 		cancel()
+		if stopped {
+			return
+		}
 		if err := <-done; err != nil {
 			t.Errorf("the services: %v", err)
 		}
@@ -41,6 +45,7 @@ func TestWarehouseRestocks(t *testing.T) {
 		case u := <-whURL:
 			urls["warehouse"] = u
 		case err := <-done:
+			stopped = true
 			t.Fatalf("the services stopped: %v", err)
 		case <-time.After(2 * time.Minute):
 			t.Fatalf("not serving after 2 minutes: %v", urls)
