@@ -393,7 +393,7 @@ type history struct {
 }
 
 type shipmentSteps struct {
-	shoe                                  string
+	shoe                                   string
 	ordered, delivered, received, returned int
 }
 
