@@ -83,15 +83,7 @@ func New[S, C, E any](cfg Config[S, C, E]) (*Aggregate[S, C, E], error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("aggregate %q: %w", cfg.Name, err)
 	}
-	if cfg.CommandTopic == "" {
-		cfg.CommandTopic = cfg.Name + "-commands"
-	}
-	if cfg.EventTopic == "" {
-		cfg.EventTopic = cfg.Name + "-events"
-	}
-	if cfg.ReplyTopic == "" {
-		cfg.ReplyTopic = cfg.Name + "-outcomes"
-	}
+	cfg.CommandTopic, cfg.EventTopic, cfg.ReplyTopic = defaultTopics(cfg.Name, cfg.CommandTopic, cfg.EventTopic, cfg.ReplyTopic)
 	if cfg.StateSerde == nil {
 		cfg.StateSerde = serde.JSON[S]()
 	}
@@ -217,7 +209,9 @@ func (p *processor[S, C, E]) Init(ctx *engine.ProcessorContext[string, []byte]) 
 	return nil
 }
 
-func header(hs []engine.Header, key string) (string, bool) {
+// HeaderValue is the value of the last header called key (false if none):
+// of a command, an event or an outcome's record.
+func HeaderValue(hs []engine.Header, key string) (string, bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Key == key {
 			return string(hs[i].Value), true
@@ -234,18 +228,18 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 		return err
 	}
 	md := ctx.Metadata()
-	id, ok := header(rec.Headers, HeaderCommandID)
+	id, ok := HeaderValue(rec.Headers, HeaderCommandID)
 	if !ok || id == "" {
 		// A command from elsewhere, without an id: its place in the topic
 		// names it, the same each time it is read.
 		id = fmt.Sprintf("%s-%d-%d", md.Topic, md.Partition, md.Offset)
 	}
-	correlation, ok := header(rec.Headers, HeaderCorrelationID)
+	correlation, ok := HeaderValue(rec.Headers, HeaderCorrelationID)
 	if !ok || correlation == "" {
 		correlation = id
 	}
 	replyHeaders := []engine.Header{{Key: HeaderCommandID, Value: []byte(id)}, {Key: HeaderCorrelationID, Value: []byte(correlation)}}
-	expected, _ := header(rec.Headers, HeaderExpectedVersion)
+	expected, _ := HeaderValue(rec.Headers, HeaderExpectedVersion)
 	o := Outcome{CommandID: id, AggregateID: rec.Key, Request: Fingerprint(rec.Key, rec.Value, expected)}
 
 	// The same command again: its recorded outcome (its caller tells a
@@ -279,7 +273,7 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 		return err
 	}
 	o.Version = version
-	if ev, ok := header(rec.Headers, HeaderExpectedVersion); ok {
+	if ev, ok := HeaderValue(rec.Headers, HeaderExpectedVersion); ok {
 		want, err := strconv.ParseInt(ev, 10, 64)
 		if err != nil {
 			o.Status, o.Rejection = Rejected, &Rejection{Code: CodeMalformedCommand, Message: fmt.Sprintf("header %s: %q is not a version", HeaderExpectedVersion, ev)}

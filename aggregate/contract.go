@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -52,16 +53,14 @@ func (c Contract[C, E]) Check() (Contract[C, E], error) {
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("aggregate contract %q: %w", c.Name, err)
 	}
-	if c.CommandTopic == "" {
-		c.CommandTopic = c.Name + "-commands"
-	}
-	if c.EventTopic == "" {
-		c.EventTopic = c.Name + "-events"
-	}
-	if c.ReplyTopic == "" {
-		c.ReplyTopic = c.Name + "-outcomes"
-	}
+	c.CommandTopic, c.EventTopic, c.ReplyTopic = defaultTopics(c.Name, c.CommandTopic, c.EventTopic, c.ReplyTopic)
 	return c, nil
+}
+
+// defaultTopics fills in the topics of the aggregate called name that are
+// not given.
+func defaultTopics(name, commands, events, replies string) (string, string, string) {
+	return cmp.Or(commands, name+"-commands"), cmp.Or(events, name+"-events"), cmp.Or(replies, name+"-outcomes")
 }
 
 // EventSerde reads and writes the aggregate's events (self-describing

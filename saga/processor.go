@@ -143,8 +143,8 @@ func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec
 			return err
 		}
 	}
-	input, _ := header(rec.Headers, headerInput)
-	id, _ := header(rec.Headers, headerOrigin)
+	input, _ := aggregate.HeaderValue(rec.Headers, headerInput)
+	id, _ := aggregate.HeaderValue(rec.Headers, headerOrigin)
 	kind, name, _ := strings.Cut(input, ":")
 	inst := rec.Key
 	st, found, err := p.load(inst)
@@ -162,11 +162,11 @@ func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec
 		if ev.Value, err = src.decode(rec.Value); err != nil {
 			return fmt.Errorf("saga %s: the event of %s at %s: %w", p.m.cfg.Name, name, id, err)
 		}
-		ev.Type, _ = header(rec.Headers, aggregate.HeaderType)
-		ev.AggregateID, _ = header(rec.Headers, headerKey)
+		ev.Type, _ = aggregate.HeaderValue(rec.Headers, aggregate.HeaderType)
+		ev.AggregateID, _ = aggregate.HeaderValue(rec.Headers, headerKey)
 		if !found {
 			st = &stored{Correlation: id, Run: runOf(id)}
-			if c, ok := header(rec.Headers, aggregate.HeaderCorrelationID); ok && c != "" {
+			if c, ok := aggregate.HeaderValue(rec.Headers, aggregate.HeaderCorrelationID); ok && c != "" {
 				st.Correlation = c
 			}
 		}
@@ -176,7 +176,7 @@ func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec
 			ctx.Skip("an outcome of a target the process manager no longer has: " + name)
 			return nil
 		}
-		cmdID, ok := header(rec.Headers, aggregate.HeaderCommandID)
+		cmdID, ok := aggregate.HeaderValue(rec.Headers, aggregate.HeaderCommandID)
 		if !ok {
 			o, err := aggregate.DecodeOutcome(rec.Value)
 			if err != nil {

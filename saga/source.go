@@ -72,15 +72,6 @@ func OnStream[C, E any](c aggregate.Contract[C, E], events *engine.Stream[string
 	return s
 }
 
-func header(hs []engine.Header, key string) (string, bool) {
-	for i := len(hs) - 1; i >= 0; i-- {
-		if hs[i].Key == key {
-			return string(hs[i].Value), true
-		}
-	}
-	return "", false
-}
-
 func origin(md engine.Metadata) string {
 	return md.Topic + "/" + strconv.Itoa(int(md.Partition)) + "/" + strconv.FormatInt(md.Offset, 10)
 }
@@ -96,7 +87,7 @@ func (c *correlator) Process(ctx *engine.ProcessorContext[string, []byte], rec e
 	if rec.Value == nil || (!c.startAt.IsZero() && rec.Timestamp.Before(c.startAt)) {
 		return nil
 	}
-	name, ok := header(rec.Headers, aggregate.HeaderType)
+	name, ok := aggregate.HeaderValue(rec.Headers, aggregate.HeaderType)
 	if !ok {
 		var env struct {
 			Type string `json:"type"`
@@ -113,7 +104,7 @@ func (c *correlator) Process(ctx *engine.ProcessorContext[string, []byte], rec e
 		return fmt.Errorf("saga %s: the event of %s at %s: %w", c.saga, c.m.name, origin(ctx.Metadata()), err)
 	}
 	meta := Meta{AggregateID: rec.Key, Time: rec.Timestamp}
-	if v, ok := header(rec.Headers, aggregate.HeaderAggregateVersion); ok {
+	if v, ok := aggregate.HeaderValue(rec.Headers, aggregate.HeaderAggregateVersion); ok {
 		meta.Version, _ = strconv.ParseInt(v, 10, 64)
 	}
 	inst, ok := c.m.correlate(ev, meta)

@@ -283,7 +283,8 @@ func run(ctx context.Context, cfg config) error {
 
 	client, err := inv.NewClient(ctx, aggregate.ClientConfig{Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, Timeout: 10 * time.Second})
 	if err != nil {
-		return err
+		cancel()
+		return errors.Join(err, app.Close())
 	}
 	defer client.Close()
 	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
@@ -293,50 +294,21 @@ func run(ctx context.Context, cfg config) error {
 	}
 	h, err := httpapi.New(hcfg)
 	if err != nil {
-		return err
+		cancel()
+		return errors.Join(err, app.Close())
 	}
-	srv := httpapi.NewServer(cfg.Addr, h)
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-
-	select {
-	case <-app.Ready():
+	err = serve(ctx, app, appDone, cancel, h, ln, cfg.Addr, func() error {
 		// Sales are priced by the catalog: serve once it is loaded.
 		if err := awaitCatalog(ctx, app); err != nil {
-			cancel()
-			catCancel()
-			return errors.Join(err, srv.Close(), app.Close(), catalog.wait())
+			return err
 		}
 		if cfg.Ready != nil {
 			cfg.Ready(url)
 		}
-	case err := <-appDone:
-		catCancel()
-		return errors.Join(err, srv.Close(), catalog.wait())
-	case <-ctx.Done():
-	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-appDone:
-	case runErr = <-srvDone:
-	}
-	h.Close()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer scancel()
-	_ = srv.Shutdown(sctx)
-	cancel()
-	if err := app.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
+		return nil
+	})
 	catCancel()
-	if err := catalog.wait(); err != nil && runErr == nil {
-		runErr = err
-	}
-	if errors.Is(runErr, http.ErrServerClosed) {
-		runErr = nil
-	}
-	return runErr
+	return errors.Join(err, catalog.wait())
 }
 
 // awaitCatalog waits until the catalog table has the seed catalog's

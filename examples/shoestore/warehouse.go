@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -426,34 +425,10 @@ func runWarehouse(ctx context.Context, cfg warehouseConfig) error {
 		ln.Close()
 		return errors.Join(err, app.Close())
 	}
-	srv := httpapi.NewServer(cfg.Addr, h)
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-
-	var runErr error
-	select {
-	case <-app.Ready():
+	return serve(ctx, app, appDone, cancel, h, ln, cfg.Addr, func() error {
 		if cfg.Ready != nil {
 			cfg.Ready(url)
 		}
-		select {
-		case <-ctx.Done():
-		case runErr = <-appDone:
-		case runErr = <-srvDone:
-		}
-	case runErr = <-appDone:
-	case <-ctx.Done():
-	}
-	h.Close()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer scancel()
-	_ = srv.Shutdown(sctx)
-	cancel()
-	if err := app.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
-	if errors.Is(runErr, http.ErrServerClosed) {
-		runErr = nil
-	}
-	return runErr
+		return nil
+	})
 }
