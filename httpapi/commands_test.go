@@ -239,7 +239,8 @@ func TestOpenAPICommands(t *testing.T) {
 	}
 	want := map[string][]string{
 		"AcceptReturn":    {"price:integer", "reason:string"},
-		"ReceiveShipment": {"quantity:integer", "unitCost:integer"},
+		"Discontinue":     nil,
+		"ReceiveShipment": {"quantity:integer", "shipment:string", "unitCost:integer"},
 		"SellPair":        {"price:integer"},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -1,4 +1,4 @@
-// Package saga is Oxbow's process managers: reactions from events to
+// Package saga gives Oxbow its process managers: reactions from events to
 // commands, run by the engine, exactly once.
 //
 // An aggregate (package aggregate) turns a command into events; a
