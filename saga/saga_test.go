@@ -151,10 +151,11 @@ func TestRestockGivenWhenThen(t *testing.T) {
 		shoes.Event("blue", inventory.PairSold{})).
 		When(shoes.Event("blue", inventory.PairSold{})).
 		ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10})).
-		ThenState("blue", restockState{InStock: 1, Ordered: true, Attempts: 1})
+		ThenState("blue", restockState{InStock: 1, Ordered: true, Attempts: 1}).
+		ThenTimeouts("blue", map[string]time.Time{"delivery": enginetest.Epoch.Add(24*time.Hour + 3*time.Millisecond)})
 	// Another sale while the order is out orders nothing more.
 	f.When(shoes.Event("blue", inventory.PairSold{})).ThenNothing()
-	f.WhenOutcome(aggregate.Accepted, "").ThenNothing()
+	f.WhenOutcomeIs(aggregate.Outcome{Status: aggregate.Accepted, Version: 1}).ThenNothing()
 	// No delivery in a day: order again, and again, then give up.
 	f.WhenTime(24 * time.Hour).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10}))
 	f.WhenTime(24*time.Hour).ThenSends(supplier.Send("blue", OrderPairs{Quantity: 10})).
@@ -166,10 +167,8 @@ func TestRestockGivenWhenThen(t *testing.T) {
 		When(shoes.Event("red", inventory.PairSold{})).
 		ThenSends(supplier.Send("red", OrderPairs{Quantity: 10}))
 	f.When(shoes.Event("red", inventory.ShipmentReceived{Quantity: 10})).ThenNothing().
-		ThenState("red", restockState{InStock: 10})
-	if in, _ := f.Instance("red"); len(in.Timeouts) != 0 {
-		t.Errorf("red's timeouts after the delivery: %v, want none", in.Timeouts)
-	}
+		ThenState("red", restockState{InStock: 10}).
+		ThenTimeouts("red", nil)
 	f.WhenTime(48 * time.Hour).ThenNothing()
 
 	// A third: the supplier refuses; the instance ends.

@@ -12,6 +12,7 @@
 //		ThenSends(orders.Send("blue", OrderPairs{Quantity: 10}))
 //	f.WhenOutcome(aggregate.Rejected, "discontinued").
 //		ThenSends(…)
+//	f.WhenTime(24 * time.Hour).ThenTimeouts("blue", nil)
 package sagatest
 
 import (
@@ -129,15 +130,28 @@ func (f *Fixture[S]) When(in Input) *Result[S] {
 // returns what the process manager sent in reaction.
 func (f *Fixture[S]) WhenOutcome(status aggregate.Status, rejectionCode string) *Result[S] {
 	f.t.Helper()
+	o := aggregate.Outcome{Status: status}
+	if status == aggregate.Rejected {
+		o.Rejection = &aggregate.Rejection{Code: rejectionCode, Message: "rejected by the scenario"}
+	}
+	return f.WhenOutcomeIs(o)
+}
+
+// WhenOutcomeIs answers the oldest command sent that has no outcome yet
+// with o (its command and aggregate ids filled in): an outcome with a
+// version, a conflict's expected version, a rejection's message.
+func (f *Fixture[S]) WhenOutcomeIs(o aggregate.Outcome) *Result[S] {
+	f.t.Helper()
+	status, rejectionCode := o.Status, ""
+	if o.Rejection != nil {
+		rejectionCode = o.Rejection.Code
+	}
 	if len(f.unanswered) == 0 {
 		f.t.Fatalf("sagatest: an outcome (%s) but no command waits for one", status)
 	}
 	s := f.unanswered[0]
 	f.unanswered = f.unanswered[1:]
-	o := aggregate.Outcome{CommandID: s.CommandID, AggregateID: s.AggregateID, Status: status}
-	if status == aggregate.Rejected {
-		o.Rejection = &aggregate.Rejection{Code: rejectionCode, Message: "rejected by the scenario"}
-	}
+	o.CommandID, o.AggregateID = s.CommandID, s.AggregateID
 	value, err := json.Marshal(o)
 	if err != nil {
 		f.t.Fatal(err)
@@ -295,6 +309,26 @@ func (r *Result[S]) ThenState(instance string, want S) *Result[S] {
 	}
 	if !reflect.DeepEqual(in.State, want) {
 		t.Errorf("after %s: instance %q: state %+v, want %+v", r.what, instance, in.State, want)
+	}
+	return r
+}
+
+// ThenTimeouts checks an instance's timeouts: exactly these, by name,
+// due at these times.
+func (r *Result[S]) ThenTimeouts(instance string, want map[string]time.Time) *Result[S] {
+	t := r.f.t
+	t.Helper()
+	in, _ := r.f.Instance(instance)
+	got := in.Timeouts
+	if len(got) == 0 && len(want) == 0 {
+		return r
+	}
+	same := len(got) == len(want)
+	for n, at := range want {
+		same = same && got[n].Equal(at)
+	}
+	if !same {
+		t.Errorf("after %s: instance %q: timeouts %v, want %v", r.what, instance, got, want)
 	}
 	return r
 }
