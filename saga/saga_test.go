@@ -386,13 +386,7 @@ func TestFailedReactionsDoNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := engine.NewBuilder()
-	m.AddTo(b)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := enginetest.New(t, top)
+	d := drive(t, m)
 	pipe := func(e inventory.Event) error {
 		v, err := inv.Events.Encode(e)
 		if err != nil {
@@ -537,13 +531,7 @@ func TestReactionThatCannotBeKeptDoesNothing(t *testing.T) {
 	}, func(_ []string, ev saga.Event) ([]saga.Action, error) {
 		return []saga.Action{supplier.Send(ev.Instance, OrderPairs{Quantity: 1}), saga.SetTimeout("t", ev.Time.Add(time.Hour))}, nil
 	})
-	b := engine.NewBuilder()
-	m.AddTo(b)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := enginetest.New(t, top)
+	d := drive(t, m)
 	v, _ := inv.Events.Encode(inventory.PairSold{})
 	if err := d.PipeBytes("inventory-events", []byte("blue"), v, d.Now()); err != nil {
 		t.Fatal(err)
@@ -634,13 +622,7 @@ func TestSourcePassesOver(t *testing.T) {
 		StartAt: start,
 		Sources: []saga.Source{saga.On(inv, func(_ inventory.Event, m saga.Meta) (string, bool) { return m.AggregateID, true })},
 	}, func([]string, saga.Event) ([]saga.Action, error) { return nil, nil })
-	b := engine.NewBuilder()
-	m.AddTo(b)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := enginetest.New(t, top)
+	d := drive(t, m)
 	sold, _ := inv.Events.Encode(inventory.PairSold{})
 	pipe := func(value string, at time.Time, hs ...engine.Header) error {
 		return d.PipeBytes("inventory-events", []byte("blue"), []byte(value), at, hs...)
@@ -657,7 +639,7 @@ func TestSourcePassesOver(t *testing.T) {
 	if err := pipe(string(sold), start); err != nil {
 		t.Fatal(err)
 	}
-	err = pipe(`{"type":"PairSold","version":2,"data":{}}`, start)
+	err := pipe(`{"type":"PairSold","version":2,"data":{}}`, start)
 	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "saga log: the event of inventory at inventory-events/0/4") {
 		t.Errorf("an event of a newer version: %v, want an error naming the process manager, the place and the version", err)
 	}
@@ -669,4 +651,16 @@ func TestSourcePassesOver(t *testing.T) {
 	if d.Skipped()["log-correlate-inventory: an event of a type the contract does not register: PairRepaired"] != 2 {
 		t.Errorf("skipped: %v, want the two events of an unregistered type counted at the correlator", d.Skipped())
 	}
+}
+
+// drive runs the process manager alone in a driver.
+func drive[S any](t *testing.T, m *saga.Manager[S]) *enginetest.Driver {
+	t.Helper()
+	b := engine.NewBuilder()
+	m.AddTo(b)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enginetest.New(t, top)
 }

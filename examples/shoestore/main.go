@@ -23,6 +23,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -210,19 +211,9 @@ func runServices(ctx context.Context, store, warehouse bool, cfg config, wcfg wa
 
 // run runs the store until ctx is done.
 func run(ctx context.Context, cfg config) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if cfg.Name == "" {
-		cfg.Name = "shoestore"
-	}
-	if cfg.EngineLogger == nil {
-		cfg.EngineLogger = log
-	}
-	if cfg.InstanceID == "" {
-		cfg.InstanceID = "shoestore-0"
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	cfg.Name, cfg.InstanceID = cmp.Or(cfg.Name, "shoestore"), cmp.Or(cfg.InstanceID, "shoestore-0")
+	cfg.EngineLogger = cmp.Or(cfg.EngineLogger, log)
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -354,22 +355,9 @@ type warehouseConfig struct {
 
 // runWarehouse runs the warehouse until ctx is done.
 func runWarehouse(ctx context.Context, cfg warehouseConfig) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if cfg.Name == "" {
-		cfg.Name = "shoestore"
-	}
-	if cfg.EngineLogger == nil {
-		cfg.EngineLogger = log
-	}
-	if cfg.InstanceID == "" {
-		cfg.InstanceID = "warehouse-0"
-	}
-	if cfg.LeadTime == 0 {
-		cfg.LeadTime = 5 * time.Second
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	cfg.Name, cfg.InstanceID = cmp.Or(cfg.Name, "shoestore"), cmp.Or(cfg.InstanceID, "warehouse-0")
+	cfg.EngineLogger, cfg.LeadTime = cmp.Or(cfg.EngineLogger, log), cmp.Or(cfg.LeadTime, 5*time.Second)
 	if len(cfg.Brokers) == 0 {
 		return errors.New("warehouse: no brokers: the warehouse runs beside a store, on its brokers")
 	}
