@@ -619,6 +619,15 @@ func (a *App) StandbyRecords() int64 { return a.rt.StandbyRecords() }
 func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }
 
 // Tasks lists the tasks the group assigned to this instance, as
+// NodeRecords counts, per node of the topology, the records that have
+// reached the node on this instance since it started: read by a source, or
+// passed to a processor or sink by its parents. Counts go on across
+// rebalances (a record processed again after a crash or an aborted
+// transaction counts again), so the difference of two readings over the
+// time between them is the node's rate. It reads what the instance
+// published at the end of its last round.
+func (a *App) NodeRecords() map[string]int64 { return a.rt.NodeRecords() }
+
 // "<sub-topology>_<partition>" (see Topology.Describe for the numbers).
 func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
 

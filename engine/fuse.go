@@ -36,17 +36,19 @@ type fuseStart interface {
 
 // fuseStep is a step in the middle of a line.
 type fuseStep interface {
-	// link returns the step's emit, given the next step's.
-	link(l *line, next any) any
+	// link returns the step's emit, given the next step's; the emit counts
+	// the records reaching the step's node in seen.
+	link(l *line, next any, seen *int64) any
 	// keepsKey: the step never changes the key.
 	keepsKey() bool
 }
 
 // fuseEnd is the last step: a sink or Foreach.
 type fuseEnd interface {
-	// end returns the step's emit; keyKept says that every record reaching
-	// it has the key its source read.
-	end(l *line, src *topo.Node, keyKept bool) any
+	// end returns the step's emit, which counts the records reaching the
+	// node in seen; keyKept says that every record reaching it has the key
+	// its source read.
+	end(l *line, src *topo.Node, keyKept bool, seen *int64) any
 }
 
 // plain: no interface type, whose nil would mean a null key or tombstone.
@@ -61,7 +63,9 @@ func fuse(g *topo.Graph) {
 			continue
 		}
 		var mid []fuseStep
+		var midNodes []*topo.Node
 		var end fuseEnd
+		var endNode *topo.Node
 		keyKept := true
 		for n := src; end == nil; {
 			if len(n.Children) != 1 {
@@ -73,12 +77,12 @@ func fuse(g *topo.Graph) {
 			}
 			switch s := n.Typed.(type) {
 			case fuseStep:
-				mid = append(mid, s)
+				mid, midNodes = append(mid, s), append(midNodes, n)
 				keyKept = keyKept && s.keepsKey()
 				continue
 			case fuseEnd:
 				if len(n.Children) == 0 {
-					end = s
+					end, endNode = s, n
 				}
 			}
 			break
@@ -88,9 +92,9 @@ func fuse(g *topo.Graph) {
 		}
 		src.Fuse = func(env topo.FuseEnv) topo.Fused {
 			l := &line{env: env}
-			next := end.end(l, src, keyKept)
+			next := end.end(l, src, keyKept, env.Seen(endNode))
 			for i := len(mid) - 1; i >= 0; i-- {
-				next = mid[i].link(l, next)
+				next = mid[i].link(l, next, env.Seen(midNodes[i]))
 			}
 			return start.start(l, next)
 		}
@@ -188,7 +192,7 @@ func (s sinkStep[K, V]) partitions(k K, v V) func(n int) []int {
 	return func(n int) []int { return s.part(k, v, n) }
 }
 
-func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
+func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool, seen *int64) any {
 	topic := l.env.TopicName(s.node.Ref())
 	// The source's key bytes can be written as they are if the key is
 	// still the one they were decoded to and the codecs agree (see
@@ -199,6 +203,7 @@ func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
 		return &serde.Error{Topic: topic, Partition: -1, Offset: -1, Part: part, Encode: true, Err: err}
 	}
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if keyKept && l.in.Key == nil && s.node.DropNullKeys {
 			l.env.Skip(s.node, "null key")
 			return nil
@@ -232,8 +237,9 @@ func (s sinkStep[K, V]) end(l *line, src *topo.Node, keyKept bool) any {
 
 type foreachStep[K, V any] struct{ fn func(K, V) }
 
-func (s foreachStep[K, V]) end(*line, *topo.Node, bool) any {
+func (s foreachStep[K, V]) end(_ *line, _ *topo.Node, _ bool, seen *int64) any {
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if !tomb {
 			s.fn(k, v)
 		}
@@ -248,9 +254,10 @@ type filterStep[K, V any] struct {
 
 func (s filterStep[K, V]) keepsKey() bool { return true }
 
-func (s filterStep[K, V]) link(_ *line, next any) any {
+func (s filterStep[K, V]) link(_ *line, next any, seen *int64) any {
 	n := next.(emit[K, V])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if tomb || s.pred(k, v) == s.want {
 			return n(k, v, tomb)
 		}
@@ -262,9 +269,10 @@ type peekStep[K, V any] struct{ fn func(K, V) }
 
 func (s peekStep[K, V]) keepsKey() bool { return true }
 
-func (s peekStep[K, V]) link(_ *line, next any) any {
+func (s peekStep[K, V]) link(_ *line, next any, seen *int64) any {
 	n := next.(emit[K, V])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if !tomb {
 			s.fn(k, v)
 		}
@@ -276,9 +284,10 @@ type mapValuesStep[K, V, V2 any] struct{ fn func(K, V) V2 }
 
 func (s mapValuesStep[K, V, V2]) keepsKey() bool { return true }
 
-func (s mapValuesStep[K, V, V2]) link(_ *line, next any) any {
+func (s mapValuesStep[K, V, V2]) link(_ *line, next any, seen *int64) any {
 	n := next.(emit[K, V2])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if tomb {
 			var z V2
 			return n(k, z, true)
@@ -291,9 +300,10 @@ type flatMapValuesStep[K, V, V2 any] struct{ fn func(K, V) []V2 }
 
 func (s flatMapValuesStep[K, V, V2]) keepsKey() bool { return true }
 
-func (s flatMapValuesStep[K, V, V2]) link(_ *line, next any) any {
+func (s flatMapValuesStep[K, V, V2]) link(_ *line, next any, seen *int64) any {
 	n := next.(emit[K, V2])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if tomb {
 			var z V2
 			return n(k, z, true)
@@ -318,9 +328,10 @@ type mapStep[K, V, K2, V2 any] struct {
 
 func (s mapStep[K, V, K2, V2]) keepsKey() bool { return false }
 
-func (s mapStep[K, V, K2, V2]) link(l *line, next any) any {
+func (s mapStep[K, V, K2, V2]) link(l *line, next any, seen *int64) any {
 	n := next.(emit[K2, V2])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if tomb {
 			l.env.Skip(s.node, "tombstone in "+s.what)
 			return nil
@@ -337,9 +348,10 @@ type flatMapStep[K, V, K2, V2 any] struct {
 
 func (s flatMapStep[K, V, K2, V2]) keepsKey() bool { return false }
 
-func (s flatMapStep[K, V, K2, V2]) link(l *line, next any) any {
+func (s flatMapStep[K, V, K2, V2]) link(l *line, next any, seen *int64) any {
 	n := next.(emit[K2, V2])
 	return emit[K, V](func(k K, v V, tomb bool) error {
+		*seen++
 		if tomb {
 			l.env.Skip(s.node, "tombstone in FlatMap")
 			return nil

@@ -134,7 +134,17 @@ func (r *Runtime) publish() {
 		skipped = map[string]int64{}
 	}
 	r.publishQueryable()
+	nodes := maps.Clone(r.nodesClosed)
+	if nodes == nil {
+		nodes = map[string]int64{}
+	}
+	if r.global != nil {
+		for _, t := range r.global.tasks {
+			t.NodeRecords(nodes)
+		}
+	}
 	for _, t := range r.tasks {
+		t.t.NodeRecords(nodes)
 		for k, v := range t.t.Skipped() {
 			skipped[k] += v
 		}
@@ -146,6 +156,7 @@ func (r *Runtime) publish() {
 		misses += m
 	}
 	r.skipped.Store(&skipped)
+	r.nodes.Store(&nodes)
 	r.m.lag.Store(&lags)
 	r.m.cacheHits.Store(hits)
 	r.m.cacheMisses.Store(misses)

@@ -300,6 +300,10 @@ func (r *Runtime) closeTasksLocked(ids []topo.TaskID) {
 // stores. A processor's Close that panicked fails the instance (its error
 // a *PanicError); another error is logged.
 func (r *Runtime) closeTask(t *topo.Task) {
+	if r.nodesClosed == nil {
+		r.nodesClosed = map[string]int64{}
+	}
+	t.NodeRecords(r.nodesClosed)
 	err := t.Close()
 	if err == nil {
 		return

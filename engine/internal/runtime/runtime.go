@@ -97,8 +97,12 @@ type Runtime struct {
 	// of their last commit (what a task skipped after it is processed
 	// again by the task that reopens): Skipped survives a task's reopening.
 	skippedClosed map[string]int64
-	queryable     atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
-	times         streamTimes                          // committed stream times (streamtime.go)
+	// nodes counts the records that reached each node, every task's (global
+	// ones too), as of the last round; nodesClosed, the tasks closed so far.
+	nodes       atomic.Pointer[map[string]int64]
+	nodesClosed map[string]int64
+	queryable   atomic.Pointer[map[topo.TaskID]bool] // tasks open and restored, as of the last round
+	times       streamTimes                          // committed stream times (streamtime.go)
 	// unknownTopicSince: since when joining the group fails for a topic
 	// missing from the metadata (loop only; zero: it does not).
 	unknownTopicSince time.Time

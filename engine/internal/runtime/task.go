@@ -204,6 +204,16 @@ func (r *Runtime) Skipped() map[string]int64 {
 	return map[string]int64{}
 }
 
+// NodeRecords counts, per node, the records that reached it in this
+// instance's tasks, those closed since too, as of the end of the loop's
+// last round (see topo.Task.NodeRecords). Safe from any goroutine.
+func (r *Runtime) NodeRecords() map[string]int64 {
+	if p := r.nodes.Load(); p != nil {
+		return maps.Clone(*p)
+	}
+	return map[string]int64{}
+}
+
 // discard drops the task's uncommitted state and what the runtime tracks
 // with it.
 func (t *rtask) discard() {

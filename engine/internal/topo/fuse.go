@@ -21,6 +21,9 @@ type FuseEnv interface {
 	Skip(node *Node, reason string)
 	// TopicName resolves a sink's topic.
 	TopicName(ref TopicRef) string
+	// Seen is the count of records that reached the node in this task
+	// (Task.NodeRecords), for the line's step of the node to add to.
+	Seen(node *Node) *int64
 }
 
 // Fused is a source's fused line in one task: single-threaded, like the
@@ -37,13 +40,18 @@ type Fused interface {
 	Run(in Input, ts int64) error
 }
 
-type fuseEnv struct{ t *Task }
+type fuseEnv struct {
+	t      *Task
+	byNode map[*Node]*nodeInst
+}
 
 func (e fuseEnv) Send(out Output) error { return e.t.cfg.Collector.Send(out) }
 
 func (e fuseEnv) Skip(n *Node, reason string) { e.t.Skip(n.Name + ": " + reason) }
 
 func (e fuseEnv) TopicName(ref TopicRef) string { return e.t.cfg.TopicName(ref) }
+
+func (e fuseEnv) Seen(n *Node) *int64 { return &e.byNode[n].seen }
 
 // processFused is process for a source with a fused line.
 func (t *Task) processFused(src *nodeInst, in Input) error {

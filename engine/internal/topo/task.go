@@ -174,6 +174,8 @@ type nodeInst struct {
 	rawKeysFrom []*nodeInst
 	// sources: the fused line (see Fused), if the source has one.
 	fused Fused
+	// seen counts the records that reached the node (NodeRecords).
+	seen int64
 }
 
 // NewTask instantiates every node of the sub-topology and opens its stores.
@@ -221,9 +223,6 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		}
 		if n.Kind == SourceNode {
 			t.sources[ni.topic] = ni
-			if n.Fuse != nil && !cfg.Topology.Unfused {
-				ni.fused = n.Fuse(fuseEnv{t})
-			}
 		}
 		if n.Kind == ProcessorNode {
 			ni.proc = n.New()
@@ -232,6 +231,9 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		t.insts = append(t.insts, ni)
 	}
 	for _, ni := range t.insts {
+		if n := ni.node; n.Kind == SourceNode && n.Fuse != nil && !cfg.Topology.Unfused {
+			ni.fused = n.Fuse(fuseEnv{t, byNode})
+		}
 		for _, c := range ni.node.Children {
 			ni.children = append(ni.children, byNode[c])
 		}
@@ -280,6 +282,16 @@ func (t *Task) EventTime() int64 { return t.eventTime }
 
 // Store returns one of the task's stores.
 func (t *Task) Store(name string) KVStore { return t.stores[name] }
+
+// NodeRecords adds to into, per node name, how many records have reached
+// the node in this task: read by a source, or passed to a processor or
+// sink by its parents (a record a processor forwards to two children
+// counts at each).
+func (t *Task) NodeRecords(into map[string]int64) {
+	for _, ni := range t.insts {
+		into[ni.node.Name] += ni.seen
+	}
+}
 
 // Skipped counts the records the task dropped, by reason.
 func (t *Task) Skipped() map[string]int64 { return t.skipped }
@@ -334,6 +346,7 @@ func (t *Task) Process(in Input) error {
 func (t *Task) ProcessFrom(src *Source, in Input) error { return t.process(src.ni, in) }
 
 func (t *Task) process(src *nodeInst, in Input) error {
+	src.seen++
 	t.origin = Origin{Topic: in.Topic, Partition: in.Partition, Offset: in.Offset}
 	if src.fused != nil {
 		return t.processFused(src, in)
@@ -514,6 +527,7 @@ func (ni *nodeInst) decode(in Input) (Record, error) {
 }
 
 func (ni *nodeInst) process(r Record) error {
+	ni.seen++
 	switch ni.node.Kind {
 	case SinkNode:
 		return ni.sink(r)
