@@ -619,6 +619,29 @@ func (a *App) StandbyRecords() int64 { return a.rt.StandbyRecords() }
 func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }
 
 // Tasks lists the tasks the group assigned to this instance, as
+// RestoreProgress is how far the restoration of one store of a task has
+// come on this instance.
+type RestoreProgress struct {
+	Task      string    `json:"task"`
+	Store     string    `json:"store"`
+	Restored  int64     `json:"restored"`  // changelog records applied so far
+	Remaining int64     `json:"remaining"` // records up to where the changelog ended when the restore began
+	Started   time.Time `json:"started"`
+}
+
+// Restoring lists the stores of this instance's active tasks that are
+// being restored, by task and store (empty once every one is restored):
+// the figures a progress bar and an estimate of the time left need. It
+// reads what the instance published at the end of its restorer's last
+// step.
+func (a *App) Restoring() []RestoreProgress {
+	var out []RestoreProgress
+	for _, p := range a.rt.Restoring() {
+		out = append(out, RestoreProgress(p))
+	}
+	return out
+}
+
 // NodeRecords counts, per node of the topology, the records that have
 // reached the node on this instance since it started: read by a source, or
 // passed to a processor or sink by its parents. Counts go on across

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,5 +461,66 @@ func TestAppExactlyOnceRevokeBetweenPollAndRecords(t *testing.T) {
 	})
 	if want := wantCounts(n, 10); !maps.Equal(got, want) {
 		t.Fatalf("counts %v, want %v", got, want)
+	}
+}
+
+// Restoring shows each store's restoration while it goes on, by task and
+// store, and nothing once the instance runs.
+func TestAppRestoring(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(2, in, out)
+	top := countByKey(in, out)
+	const n, keys = 60_000, 60_000
+	// No cache: every record writes the changelog, which B restores.
+	a := k.start(top, engine.Config{InstanceID: "a", CacheBytes: -1})
+	k.produce(in, keyed(0, n, keys)...)
+	k.table(out, 2*time.Minute, func(m map[string]int64) bool { return len(m) == keys })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	end := k.changelogEnd(a.App, "counts")
+
+	// Each time B has applied records, what Restoring says then.
+	var mu sync.Mutex
+	var seen []engine.RestoreProgress
+	engine.OnRestored(func(ps []engine.RestoreProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, ps...)
+	})
+	t.Cleanup(func() { engine.OnRestored(nil) })
+	b := k.start(top, engine.Config{InstanceID: "b"})
+	waitRunning(t, k, b)
+	engine.OnRestored(nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if n := b.RestoredRecords(); n != end {
+		t.Fatalf("B restored %d records, want the changelog's %d", n, end)
+	}
+	// Each store's progress moves on from one reading to the next, and the
+	// last reading of each has the changelog's partition restored.
+	last := map[string]engine.RestoreProgress{}
+	var restored int64
+	for _, p := range seen {
+		if (p.Task != "0_0" && p.Task != "0_1") || p.Store != "counts" || p.Started.IsZero() {
+			t.Errorf("progress %+v: want task 0_0 or 0_1, store counts, a start", p)
+		}
+		if prev, ok := last[p.Task]; ok && (p.Restored < prev.Restored || p.Remaining > prev.Remaining) {
+			t.Errorf("task %s went back from %+v to %+v", p.Task, prev, p)
+		}
+		last[p.Task] = p
+	}
+	for task, p := range last {
+		if p.Remaining != 0 {
+			t.Errorf("task %s's last reading: %d records remaining", task, p.Remaining)
+		}
+		restored += p.Restored
+	}
+	if len(last) != 2 || restored != end {
+		t.Errorf("the last readings %v: want both tasks', %d records restored in all", last, end)
+	}
+	if r := b.Restoring(); len(r) != 0 {
+		t.Errorf("B runs, and still restores %+v", r)
 	}
 }

@@ -104,3 +104,15 @@ func SubTopologies(t *Topology) []SubTopologyTopics {
 // RevokeNow makes a's loop act, at its next round, as though the group had
 // revoked every task and assigned the same ones again (RevokeForTest).
 func RevokeNow(a *App) { a.rt.RevokeForTest() }
+
+// OnRestored calls fn in the loop of every instance, each time it has
+// applied records to a restoring task's stores and published Restoring,
+// with what Restoring answers then (nil: no more). A test that sets it
+// runs no other instance meanwhile.
+func OnRestored(fn func([]RestoreProgress)) {
+	if fn == nil {
+		runtime.SetRestoredHook(nil)
+		return
+	}
+	runtime.SetRestoredHook(func(r *runtime.Runtime) { fn((&App{rt: r}).Restoring()) })
+}

@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,19 @@ type restorer struct {
 	warming   map[topo.TaskID]bool
 	last      time.Time // last progress log
 	lastFlush time.Time // last standby checkpoint
+	// restoring is every active task's restoration, as of the last step
+	// (Restoring).
+	list atomic.Pointer[[]RestoreProgress]
+}
+
+// RestoreProgress is how far the restoration of one store of a task has
+// come.
+type RestoreProgress struct {
+	Task      string
+	Store     string
+	Restored  int64 // records applied so far
+	Remaining int64 // records up to the changelog's end as the restore began
+	Started   time.Time
 }
 
 type restoreJob struct {
@@ -68,6 +83,16 @@ func newRestorer(r *Runtime, base []kgo.Opt) *restorer {
 // Restored is the number of changelog records restored since the instance
 // started.
 func (r *Runtime) Restored() int64 { return r.restorer.total.Load() }
+
+// Restoring lists the stores of active tasks being restored, by task and
+// store, as of the end of the restorer's last step. Safe from any
+// goroutine.
+func (r *Runtime) Restoring() []RestoreProgress {
+	if p := r.restorer.list.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
 
 // add plans the restoration of a task's logged stores.
 func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
@@ -387,6 +412,12 @@ func (rs *restorer) step(ctx context.Context) error {
 		if apply != nil {
 			return apply
 		}
+		if restoring && !fetches.Empty() {
+			rs.publish()
+			if h := restoredHook.Load(); h != nil {
+				(*h)(rs.r)
+			}
+		}
 		if err := rs.finishDone(); err != nil {
 			return err
 		}
@@ -483,8 +514,42 @@ func (rs *restorer) finishDone() error {
 	return nil
 }
 
-// progress logs, at most once a second, how the restoration goes.
+// restoredHook, when set, runs in the loop of every Runtime after it has
+// applied records to a restoring task's stores and published its progress.
+var restoredHook atomic.Pointer[func(r *Runtime)]
+
+// SetRestoredHook installs fn as the hook every Runtime calls after it has
+// applied a fetch of records to restoring active tasks and published
+// Restoring (nil removes it). For tests only: it holds a restoration in
+// the middle.
+func SetRestoredHook(fn func(r *Runtime)) {
+	if fn == nil {
+		restoredHook.Store(nil)
+		return
+	}
+	restoredHook.Store(&fn)
+}
+
+// publish publishes how the restoration goes (Restoring).
+func (rs *restorer) publish() {
+	var list []RestoreProgress
+	for _, j := range rs.jobs {
+		if !j.standby {
+			list = append(list, RestoreProgress{Task: j.task.String(), Store: j.store, Restored: j.count, Remaining: max(j.end-j.pos, 0), Started: j.started})
+		}
+	}
+	slices.SortFunc(list, func(a, b RestoreProgress) int {
+		return cmp.Or(cmp.Compare(a.Task, b.Task), cmp.Compare(a.Store, b.Store))
+	})
+	if len(list) > 0 || rs.list.Load() != nil {
+		rs.list.Store(&list)
+	}
+}
+
+// progress publishes how the restoration goes, and logs it at most once a
+// second.
 func (rs *restorer) progress() {
+	rs.publish()
 	if !rs.restoring() || time.Since(rs.last) < time.Second {
 		return
 	}
