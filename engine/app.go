@@ -464,6 +464,10 @@ func (a *App) AppID() string { return a.cfg.AppID }
 // Version is the application's version (Config.Version), "" if none.
 func (a *App) Version() string { return a.cfg.Version }
 
+// DeadLetterTopic is Config.DeadLetterTopic: where the instance writes the
+// records its policies dead-letter (empty: none).
+func (a *App) DeadLetterTopic() string { return a.cfg.DeadLetterTopic }
+
 // StateDir is where the instance keeps its local state.
 func (a *App) StateDir() string { return a.cfg.StateDir }
 

@@ -50,6 +50,7 @@ var classes = map[string]httpapi.Permission{
 	"GET /views/{view}/changes":                  httpapi.ReadFeeds,
 	"POST /aggregates/{aggregate}/{id}/commands": httpapi.SubmitCommands,
 	"GET /status":                                httpapi.Operate,
+	"GET /deadletters":                           httpapi.Operate,
 	"GET /metrics":                               httpapi.Operate,
 }
 

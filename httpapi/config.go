@@ -12,6 +12,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/projection"
+	"github.com/oxbow-dev/oxbow/versions"
 )
 
 // Instance is what the API serves: an application instance (*engine.App).
@@ -108,6 +109,20 @@ type Config struct {
 	// them.
 	Versions map[string]Served
 	Active   func() string
+	// VersionControl, with Versions, is the control topic's client: GET
+	// /versions then gives each version's lag and catch-up progress, and
+	// operators (Operate) promote a version with POST
+	// /versions/{version}/promote (?force=true: whatever its lag) and roll
+	// back with POST /versions/rollback, as the oxbow tool does.
+	VersionControl *versions.Control
+
+	// Console serves the web console under /console/ (off by default): a
+	// page for operators that draws the topology with each node's rate,
+	// shows the group's instances and tasks, lag, versions, views and dead
+	// letters. Its files hold no data and are open to anyone who reaches
+	// the API; everything it shows it asks of the API with the token the
+	// operator gives it, under the routes' own permissions.
+	Console bool
 
 	versioned bool // a version's handler under a Versions dispatcher
 }

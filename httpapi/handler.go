@@ -21,6 +21,9 @@ type Handler struct {
 	http.Handler
 	a    *api
 	subs []*Handler // Config.Versions: one per version
+	// versionRoutes: the routes the Versions dispatcher answers itself,
+	// beyond GET /versions.
+	versionRoutes []string
 }
 
 // Close ends the change feeds (later ones are refused with 503) and
@@ -130,6 +133,12 @@ func New(cfg Config) (*Handler, error) {
 		r.Use(a.timeout)
 		r.Get("/healthz", a.healthz)
 		r.Get("/readyz", a.readyz)
+		if cfg.Console {
+			r.Get("/console", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "console/", http.StatusMovedPermanently)
+			})
+			r.Get("/console/*", consoleHandler().ServeHTTP)
+		}
 	})
 	r.Group(func(r chi.Router) {
 		g := a.guard
@@ -137,6 +146,7 @@ func New(cfg Config) (*Handler, error) {
 		r.Group(func(r chi.Router) {
 			r.Use(a.timeout)
 			g.route(r, Operate, http.MethodGet, "/status", a.status)
+			g.route(r, Operate, http.MethodGet, "/deadletters", a.deadLetters)
 			g.route(r, ReadViews, http.MethodGet, "/topology", a.topology)
 			g.route(r, ReadViews, http.MethodGet, "/openapi.json", a.openAPIHandler)
 			if cfg.Metrics != nil {

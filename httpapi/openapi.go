@@ -56,11 +56,20 @@ func (a *api) openAPI() map[string]any {
 		}
 		return map[string]any{"get": op}
 	}
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
+	}
 	paths := map[string]any{
-		"/healthz":      get("the process answers (503 once its instance failed)", jsonBody("ok", map[string]any{"type": "object"})),
-		"/readyz":       get("ready while the instance runs", jsonBody("ready", map[string]any{"type": "object"})),
-		"/status":       get("the instance's state, tasks, lag and positions", jsonBody("the status", ref("Status"))),
-		"/topology":     get("the topology's description", map[string]any{"description": "as Describe prints it", "content": map[string]any{"text/plain": map[string]any{"schema": str}}}),
+		"/healthz": get("the process answers (503 once its instance failed)", jsonBody("ok", map[string]any{"type": "object"})),
+		"/readyz":  get("ready while the instance runs", jsonBody("ready", map[string]any{"type": "object"})),
+		"/status": get("the instance's state, tasks, lag and positions", jsonBody("the status", ref("Status")),
+			param("instance", "query", "another member of the group, whose status it answers", false, str)),
+		"/deadletters": get("the latest records of the instance's dead-letter topic, newest first", jsonBody("the dead letters", obj(map[string]any{"topic": str,
+			"records": map[string]any{"type": "array", "items": obj(map[string]any{"partition": num, "offset": num, "timestamp": str, "key": str, "value": str,
+				"headers": map[string]any{"type": "object", "additionalProperties": str}})}})), param("limit", "query", "how many", false, limit)),
+		"/topology": get("the topology's description", map[string]any{"description": "as Describe prints it, or as its graph (Accept: application/json, or ?format=json)", "content": map[string]any{
+			"text/plain": map[string]any{"schema": str}, "application/json": map[string]any{"schema": map[string]any{"type": "object"}}}},
+			param("format", "query", "json: the graph", false, map[string]any{"type": "string", "enum": []string{"json"}})),
 		"/openapi.json": get("this document", jsonBody("OpenAPI 3.1", map[string]any{"type": "object"})),
 		"/views":        get("the views", jsonBody("the views", map[string]any{"type": "object", "properties": map[string]any{"views": map[string]any{"type": "array", "items": ref("View")}}})),
 		"/views/{view}": get("a view", jsonBody("the view", ref("View")), view),
@@ -99,13 +108,13 @@ func (a *api) openAPI() map[string]any {
 	if a.cfg.versioned {
 		paths["/versions"] = get("the versions of the application this instance serves, and the active one", jsonBody("the versions", map[string]any{"type": "object",
 			"properties": map[string]any{"active": str, "versions": map[string]any{"type": "array", "items": map[string]any{"type": "object",
-				"properties": map[string]any{"version": str, "state": str, "active": map[string]any{"type": "boolean"}}}}}}))
+				"properties": map[string]any{"version": str, "state": str, "active": map[string]any{"type": "boolean"}, "lagError": str,
+					"lag": obj(map[string]any{"group": str, "total": num, "progress": map[string]any{"type": "number"}, "caughtUp": map[string]any{"type": "boolean"}, "members": num,
+						"partitions": map[string]any{"type": "array", "items": obj(map[string]any{"topic": str, "partition": num, "committed": map[string]any{"type": "integer"},
+							"start": num, "end": num, "lag": num})}})}}}}}))
 	}
 	if a.cfg.Metrics != nil {
 		paths["/metrics"] = get("metrics in Prometheus' format", map[string]any{"description": "the metrics", "content": map[string]any{"text/plain": map[string]any{"schema": str}}})
-	}
-	obj := func(props map[string]any) map[string]any {
-		return map[string]any{"type": "object", "properties": props}
 	}
 	position := obj(map[string]any{"topic": str, "partition": num, "offset": num})
 	doc := map[string]any{
@@ -114,7 +123,7 @@ func (a *api) openAPI() map[string]any {
 		"paths":   paths,
 		"components": map[string]any{"schemas": map[string]any{
 			"Problem": obj(map[string]any{"type": str, "title": str, "status": num, "detail": str, "instance": str}),
-			"View": obj(map[string]any{"name": str, "kind": str, "keyType": str, "valueType": str, "keySchema": map[string]any{"type": "object"},
+			"View": obj(map[string]any{"name": str, "kind": str, "store": str, "keyType": str, "valueType": str, "keySchema": map[string]any{"type": "object"},
 				"valueSchema": map[string]any{"type": "object"}, "prefixScans": map[string]any{"type": "boolean"}}),
 			"Entry":       obj(map[string]any{"key": map[string]any{}, "value": map[string]any{}}),
 			"Window":      obj(map[string]any{"start": str, "end": str, "value": map[string]any{}}),
@@ -122,7 +131,10 @@ func (a *api) openAPI() map[string]any {
 			"Page":        obj(map[string]any{"entries": map[string]any{"type": "array", "items": ref("Entry")}, "next": str}),
 			"Change":      obj(map[string]any{"key": map[string]any{}, "value": map[string]any{}, "deleted": map[string]any{"type": "boolean"}}),
 			"Status": obj(map[string]any{"instance": str, "state": str, "version": str, "tasks": map[string]any{"type": "array", "items": str}, "restoredRecords": num,
-				"workers": num, "tags": map[string]any{"type": "object", "additionalProperties": str},
+				"workers": num, "tags": map[string]any{"type": "object", "additionalProperties": str}, "deadLetterTopic": str,
+				"instances":  map[string]any{"type": "array", "items": obj(map[string]any{"id": str, "addr": str, "tags": map[string]any{"type": "object", "additionalProperties": str}})},
+				"nodes":      map[string]any{"type": "object", "additionalProperties": num},
+				"restoring":  map[string]any{"type": "array", "items": obj(map[string]any{"task": str, "store": str, "restored": num, "remaining": num, "started": str})},
 				"assignment": map[string]any{"type": "array", "items": obj(map[string]any{"task": str, "active": str, "standbys": map[string]any{"type": "array", "items": str}, "why": str})}}),
 			"Command": a.commandSchema(),
 			"Outcome": obj(map[string]any{"commandId": str, "aggregateId": str, "status": map[string]any{"type": "string", "enum": []string{"accepted", "rejected", "conflict"}},
@@ -200,7 +212,7 @@ func (a *api) openAPIHandler(w http.ResponseWriter, _ *http.Request) {
 // Routes lists the API's routes, "<METHOD> <pattern>", sorted.
 func (h *Handler) Routes() []string {
 	if len(h.subs) > 0 {
-		return slices.Sorted(slices.Values(append(h.subs[0].Routes(), "GET /versions")))
+		return slices.Sorted(slices.Values(append(append(h.subs[0].Routes(), "GET /versions"), h.versionRoutes...)))
 	}
 	var out []string
 	_ = chi.Walk(h.Handler.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {

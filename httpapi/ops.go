@@ -51,6 +51,9 @@ type reporter interface {
 	StandbyLag() map[string]int64
 	RestoredRecords() int64
 	Skipped() map[string]int64
+	NodeRecords() map[string]int64
+	Restoring() []engine.RestoreProgress
+	DeadLetterTopic() string
 }
 
 // Status is the answer of GET /status.
@@ -73,6 +76,24 @@ type Status struct {
 	// Assignment is where every task of the group runs, and why each
 	// standby sits where it does.
 	Assignment []TaskStatus `json:"assignment,omitempty"`
+	// Instances are the group's members, as the last rebalance saw them.
+	Instances []InstanceStatus `json:"instances,omitempty"`
+	// Nodes counts, per node of the topology, the records that reached it
+	// on this instance (engine.App.NodeRecords): two readings give each
+	// node's rate.
+	Nodes map[string]int64 `json:"nodes,omitempty"`
+	// Restoring is every store of the instance's tasks being restored.
+	Restoring []engine.RestoreProgress `json:"restoring,omitempty"`
+	// DeadLetterTopic is where the instance dead-letters records, if it
+	// does (GET /deadletters reads it).
+	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+}
+
+// InstanceStatus is one member of the group in Status.
+type InstanceStatus struct {
+	ID   string            `json:"id"`
+	Addr string            `json:"addr,omitempty"` // its HTTP address (engine.Config.AdvertisedAddr)
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // TaskStatus is one task's placement in Status.
@@ -91,14 +112,27 @@ type placer interface {
 	Assignment() []engine.TaskPlacement
 }
 
+// status answers the instance's status, or with ?instance= another
+// member's, asked of it.
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	in := a.cfg.Instance
+	for k := range r.URL.Query() {
+		if k != "instance" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of /status (instance is)", k))
+			return
+		}
+	}
+	if id := r.URL.Query().Get("instance"); id != "" && id != in.ID() {
+		a.statusOf(w, r, id)
+		return
+	}
 	st := Status{Instance: in.ID(), State: in.State().String(), Version: a.cfg.Version, Tasks: []string{}, Position: in.Positions()}
 	if rep, ok := in.(reporter); ok {
 		if ts := rep.Tasks(); ts != nil {
 			st.Tasks = ts
 		}
 		st.Standby, st.Restored, st.Skipped = rep.StandbyLag(), rep.RestoredRecords(), rep.Skipped()
+		st.Nodes, st.Restoring, st.DeadLetterTopic = rep.NodeRecords(), rep.Restoring(), rep.DeadLetterTopic()
 	}
 	if pl, ok := in.(placer); ok {
 		st.Workers = pl.Workers()
@@ -106,6 +140,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 			if m.ID == st.Instance {
 				st.Tags = m.Tags
 			}
+			st.Instances = append(st.Instances, InstanceStatus{ID: m.ID, Addr: m.Addr, Tags: m.Tags})
 		}
 		for _, p := range pl.Assignment() {
 			ts := TaskStatus{Task: p.Task, Active: p.Active.ID, Why: p.Why}
@@ -119,6 +154,20 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		st.Lag = a.lag(r, st.Position)
 	}
 	a.json(w, http.StatusOK, st)
+}
+
+// statusOf answers the status of the group's member id, asked of it.
+func (a *api) statusOf(w http.ResponseWriter, r *http.Request, id string) {
+	pl, ok := a.cfg.Instance.(placer)
+	if ok {
+		for _, m := range pl.Instances() {
+			if m.ID == id {
+				a.forward(w, r, &engine.NotLocalError{Owner: m})
+				return
+			}
+		}
+	}
+	a.problem(w, r, http.StatusNotFound, "no such instance", fmt.Sprintf("%q is not a member of this instance's group as it last saw it", id))
 }
 
 // lag is how far behind each partition's end the positions are (nil if
@@ -164,18 +213,37 @@ func (a *api) admin() (*kadm.Client, error) {
 	return a.adm, nil
 }
 
-// topology answers the topology's description, as Describe prints it,
-// with the instance's real names of its internal topics (its group's
-// prefix for Describe's "${app}-").
+// topology answers the topology's description, as Describe prints it, or
+// as JSON (engine.TopologyGraph) when the request accepts
+// application/json or says ?format=json, with the instance's real names of
+// its internal topics (its group's prefix for "${app}-").
 func (a *api) topology(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Topology == nil {
 		a.problem(w, r, http.StatusNotFound, "no topology", "this API was given no topology (Config.Topology)")
 		return
 	}
-	desc := a.cfg.Topology.Describe()
+	prefix := "${app}-"
 	if g, ok := a.cfg.Instance.(interface{ Group() string }); ok {
-		desc = strings.ReplaceAll(desc, "${app}-", g.Group()+"-")
+		prefix = g.Group() + "-"
 	}
+	if r.URL.Query().Get("format") == "json" || wantsJSON(r) {
+		g := a.cfg.Topology.Graph()
+		named := func(s *string) { *s = strings.Replace(*s, "${app}-", prefix, 1) }
+		for _, sub := range g.SubTopologies {
+			for i := range sub.Nodes {
+				named(&sub.Nodes[i].Topic)
+			}
+		}
+		for i := range g.Stores {
+			named(&g.Stores[i].Changelog)
+		}
+		for i := range g.InternalTopics {
+			named(&g.InternalTopics[i].Name)
+		}
+		a.json(w, http.StatusOK, g)
+		return
+	}
+	desc := strings.ReplaceAll(a.cfg.Topology.Describe(), "${app}-", prefix)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte(desc))
 }
@@ -209,4 +277,9 @@ func (a *api) readFrom(w http.ResponseWriter, r *http.Request) (Instance, bool) 
 		return nil, false
 	}
 	return standby{a.cfg.Instance, n}, true
+}
+
+// wantsJSON: the request accepts JSON.
+func wantsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
 }

@@ -52,8 +52,9 @@ func (placed) Assignment() []engine.TaskPlacement {
 	return []engine.TaskPlacement{{Task: "0_0", Active: engine.Instance{ID: "i1"}, Standbys: []engine.Instance{{ID: "i2"}}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}
 }
 
-// GET /status of an instance of a group tells its workers, its tags and
-// every task's placement with the reason for its standbys.
+// GET /status of an instance of a group tells its workers, its tags, the
+// group's members and every task's placement with the reason for its
+// standbys.
 func TestStatusPlacement(t *testing.T) {
 	in, reg := shop(t)
 	h, err := httpapi.New(httpapi.Config{Instance: placed{in}, Views: reg})
@@ -67,7 +68,8 @@ func TestStatusPlacement(t *testing.T) {
 		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
 	}
 	want := httpapi.Status{Instance: "i1", State: "running", Tasks: []string{}, Position: st.Position, Workers: 3, Tags: map[string]string{"rack": "r1"},
-		Assignment: []httpapi.TaskStatus{{Task: "0_0", Active: "i1", Standbys: []string{"i2"}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}}}
+		Assignment: []httpapi.TaskStatus{{Task: "0_0", Active: "i1", Standbys: []string{"i2"}, Why: "standby on i2 (rack=r2): differs from the active i1 (rack=r1) in rack"}},
+		Instances:  []httpapi.InstanceStatus{{ID: "i1", Tags: map[string]string{"rack": "r1"}}, {ID: "i2", Tags: map[string]string{"rack": "r2"}}}}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("status %+v, want %+v", st, want)
 	}

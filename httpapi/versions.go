@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+
+	"github.com/oxbow-dev/oxbow/versions"
 )
 
 // VersionHeader names the version of the application that serves, or is
@@ -43,27 +47,30 @@ func newVersioned(cfg Config) (*Handler, error) {
 		subs[v] = sub
 		h.subs = append(h.subs, sub)
 	}
-	list := subs[names[0]].a.guard.require(ReadViews, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		active := cfg.Active()
-		type served struct {
-			Version string `json:"version"`
-			State   string `json:"state"`
-			Active  bool   `json:"active"`
-		}
-		out := struct {
-			Active   string   `json:"active"`
-			Versions []served `json:"versions"`
-		}{Active: active, Versions: []served{}}
-		for _, v := range names {
-			out.Versions = append(out.Versions, served{v, cfg.Versions[v].Instance.State().String(), v == active})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
-	}))
+	guard := subs[names[0]].a.guard
+	vc := versionControl{control: cfg.VersionControl, versions: cfg.Versions, names: names, active: cfg.Active}
+	list := guard.require(ReadViews, http.HandlerFunc(vc.list))
+	promote := guard.require(Operate, http.HandlerFunc(vc.promote))
+	rollback := guard.require(Operate, http.HandlerFunc(vc.rollback))
+	if cfg.VersionControl != nil {
+		h.versionRoutes = []string{"POST /versions/rollback", "POST /versions/{version}/promote"}
+	}
 	var dispatch http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/versions" && r.Method == http.MethodGet {
 			list.ServeHTTP(w, r)
 			return
+		}
+		if cfg.VersionControl != nil && r.Method == http.MethodPost {
+			if r.URL.Path == "/versions/rollback" {
+				rollback.ServeHTTP(w, r)
+				return
+			}
+			if v, ok := strings.CutPrefix(r.URL.Path, "/versions/"); ok {
+				if v, ok := strings.CutSuffix(v, "/promote"); ok && v != "" && !strings.Contains(v, "/") {
+					promote.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), versionKey{}, v)))
+					return
+				}
+			}
 		}
 		active := cfg.Active()
 		v := r.Header.Get(VersionHeader)
@@ -104,4 +111,128 @@ func newVersioned(cfg Config) (*Handler, error) {
 	}
 	h.Handler = dispatch
 	return h, nil
+}
+
+// versionKey: the version a promotion names, in the request's context.
+type versionKey struct{}
+
+// versionControl answers /versions, and promotes and rolls back with
+// Config.VersionControl.
+type versionControl struct {
+	control  *versions.Control
+	versions map[string]Served
+	names    []string
+	active   func() string
+}
+
+// VersionStatus is one version in GET /versions.
+type VersionStatus struct {
+	Version string `json:"version"`
+	State   string `json:"state"` // this instance's of it
+	Active  bool   `json:"active"`
+	// Lag, with Config.VersionControl, is how far the version's group is
+	// behind its inputs (nil if it could not be measured: LagError says
+	// why).
+	Lag      *VersionLag `json:"lag,omitempty"`
+	LagError string      `json:"lagError,omitempty"`
+}
+
+// VersionLag is a version's lag in VersionStatus.
+type VersionLag struct {
+	Group string `json:"group"`
+	// Total is the records between the group's committed offsets and its
+	// inputs' ends; Progress the share of the inputs' records consumed,
+	// from 0 to 1; CaughtUp: close enough to promote without force
+	// (versions.DefaultMaxLag).
+	Total      int64                   `json:"total"`
+	Progress   float64                 `json:"progress"`
+	CaughtUp   bool                    `json:"caughtUp"`
+	Members    int                     `json:"members"`
+	Partitions []versions.PartitionLag `json:"partitions"`
+}
+
+// app is the application's name, as its instances know it.
+func (vc versionControl) app() (string, error) {
+	for _, v := range vc.names {
+		if in, ok := vc.versions[v].Instance.(interface{ AppID() string }); ok {
+			return in.AppID(), nil
+		}
+	}
+	return "", errors.New("httpapi: no version's Instance names its application (AppID)")
+}
+
+func (vc versionControl) list(w http.ResponseWriter, r *http.Request) {
+	active := vc.active()
+	out := struct {
+		Active   string          `json:"active"`
+		Versions []VersionStatus `json:"versions"`
+	}{Active: active, Versions: []VersionStatus{}}
+	app, appErr := vc.app()
+	for _, v := range vc.names {
+		vs := VersionStatus{Version: v, State: vc.versions[v].Instance.State().String(), Active: v == active}
+		if vc.control != nil {
+			err := appErr
+			var l versions.Lag
+			if err == nil {
+				l, err = vc.control.Lag(r.Context(), app, v)
+			}
+			if err != nil {
+				vs.LagError = err.Error()
+			} else {
+				vs.Lag = &VersionLag{Group: l.Group, Total: l.Total, Progress: l.Progress(), CaughtUp: l.CaughtUp(versions.DefaultMaxLag), Members: l.Members, Partitions: l.Partitions}
+			}
+		}
+		out.Versions = append(out.Versions, vs)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (vc versionControl) promote(w http.ResponseWriter, r *http.Request) {
+	v := r.Context().Value(versionKey{}).(string)
+	force := false
+	for k, vals := range r.URL.Query() {
+		if k != "force" || len(vals) != 1 || (vals[0] != "true" && vals[0] != "false") {
+			problem(w, r, http.StatusBadRequest, "bad parameter", "a promotion takes one parameter, force=true or force=false")
+			return
+		}
+		force = vals[0] == "true"
+	}
+	if _, ok := vc.versions[v]; !ok {
+		problem(w, r, http.StatusNotFound, "no such version", fmt.Sprintf("this instance serves versions %v, not %q", vc.names, v))
+		return
+	}
+	app, err := vc.app()
+	if err == nil {
+		err = vc.control.Promote(r.Context(), app, v, versions.PromoteOptions{Force: force})
+	}
+	var behind *versions.NotCaughtUpError
+	switch {
+	case errors.As(err, &behind):
+		problem(w, r, http.StatusConflict, "not caught up", err.Error())
+	case err != nil:
+		problem(w, r, http.StatusBadGateway, "promotion failed", err.Error())
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"active": v})
+	}
+}
+
+func (vc versionControl) rollback(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()) > 0 {
+		problem(w, r, http.StatusBadRequest, "bad parameter", "a rollback takes no parameters")
+		return
+	}
+	app, err := vc.app()
+	var v string
+	if err == nil {
+		v, err = vc.control.Rollback(r.Context(), app)
+	}
+	if err != nil {
+		problem(w, r, http.StatusConflict, "rollback refused", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"active": v})
 }

@@ -43,8 +43,8 @@ func TestListAndDescribeViews(t *testing.T) {
 	s := serve(t, in, reg)
 	status, _, body := get(t, s, "/views")
 	// Types in JSON's terms, not Go's.
-	want := `{"views":[{"name":"orders","kind":"key-value","keyType":"integer","valueType":"integer","keySchema":{"type":"integer"},"valueSchema":{"type":"integer"},"prefixScans":false},` +
-		`{"name":"stock","kind":"key-value","keyType":"string","valueType":"integer","keySchema":{"type":"string"},"valueSchema":{"type":"integer"},"prefixScans":true}]}`
+	want := `{"views":[{"name":"orders","kind":"key-value","store":"orders","keyType":"integer","valueType":"integer","keySchema":{"type":"integer"},"valueSchema":{"type":"integer"},"prefixScans":false},` +
+		`{"name":"stock","kind":"key-value","store":"stock","keyType":"string","valueType":"integer","keySchema":{"type":"string"},"valueSchema":{"type":"integer"},"prefixScans":true}]}`
 	if status != 200 || strings.TrimSpace(body) != want {
 		t.Errorf("GET /views: %d %s", status, body)
 	}

@@ -332,6 +332,8 @@ func (v *View) Kind() Kind { return v.kind }
 type Schema struct {
 	Name string `json:"name"`
 	Kind Kind   `json:"kind"`
+	// Store is the engine's store the view reads.
+	Store string `json:"store"`
 	// KeyType and ValueType are the JSON types of keys and values
 	// ("string", "integer", "object", …); KeySchema and ValueSchema
 	// describe them whole, as JSON Schemas (JSONSchema).
@@ -344,7 +346,7 @@ type Schema struct {
 
 // Schema describes the view.
 func (v *View) Schema() Schema {
-	return Schema{Name: v.name, Kind: v.kind, KeyType: jsonType(v.keySchema), ValueType: jsonType(v.valueSchema),
+	return Schema{Name: v.name, Kind: v.kind, Store: v.store, KeyType: jsonType(v.keySchema), ValueType: jsonType(v.valueSchema),
 		KeySchema: v.keySchema, ValueSchema: v.valueSchema, Prefix: v.prefixable}
 }
 
