@@ -113,6 +113,12 @@ func (a *api) openAPI() map[string]any {
 						"partitions": map[string]any{"type": "array", "items": obj(map[string]any{"topic": str, "partition": num, "committed": map[string]any{"type": "integer"},
 							"start": num, "end": num, "lag": num})}})}}}}}))
 	}
+	if a.cfg.Console {
+		paths["/console"] = get("the web console: a redirect to /console/", map[string]any{"description": "unused: the answer is a redirect"})
+		paths["/console/{file}"] = get("the web console's files (its page, script and style)", map[string]any{"description": "the file",
+			"content": map[string]any{"text/html": map[string]any{"schema": str}, "text/javascript": map[string]any{"schema": str}, "text/css": map[string]any{"schema": str}}},
+			param("file", "path", "the file; empty: the page", true, str))
+	}
 	if a.cfg.Metrics != nil {
 		paths["/metrics"] = get("metrics in Prometheus' format", map[string]any{"description": "the metrics", "content": map[string]any{"text/plain": map[string]any{"schema": str}}})
 	}
@@ -148,16 +154,19 @@ func (a *api) openAPI() map[string]any {
 	return doc
 }
 
+// openPaths are the paths that no authenticator guards.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/console": true, "/console/{file}": true}
+
 // secureOpenAPI declares the bearer scheme the API takes, and the 401 and
-// 403 answers of every route but /healthz and /readyz. (Client
-// certificates, where accepted, are the transport's.)
+// 403 answers of every route but the open ones. (Client certificates,
+// where accepted, are the transport's.)
 func (a *api) secureOpenAPI(doc, problem map[string]any) {
 	doc["components"].(map[string]any)["securitySchemes"] = map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}
 	doc["security"] = []any{map[string]any{"bearer": []string{}}}
 	for path, item := range doc["paths"].(map[string]any) {
 		for _, op := range item.(map[string]any) {
 			op := op.(map[string]any)
-			if path == "/healthz" || path == "/readyz" {
+			if openPaths[path] {
 				op["security"] = []any{}
 				continue
 			}
