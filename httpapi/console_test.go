@@ -324,3 +324,29 @@ func TestVersionsPromoteAndRollback(t *testing.T) {
 		}
 	}
 }
+
+// The console's files: the page at /console/, its script and style with
+// their types; anything else under /console/ is a 404 problem.
+func TestConsoleFiles(t *testing.T) {
+	in, reg := shop(t)
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Console: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/console/":             "text/html; charset=utf-8",
+		"/console/console.js":   "text/javascript; charset=utf-8",
+		"/console/console.css":  "text/css; charset=utf-8",
+		"/console/nothing.js":   "application/problem+json",
+		"/console/../go.mod":    "application/problem+json",
+		"/console/console/x.js": "application/problem+json",
+	} {
+		rec := call(h, http.MethodGet, path, "")
+		if ct := rec.Header().Get("Content-Type"); ct != want || (want == "application/problem+json") != (rec.Code == 404) {
+			t.Errorf("GET %s: %d %s, want %s", path, rec.Code, ct, want)
+		}
+	}
+	if rec := call(h, http.MethodGet, "/console", ""); rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "/console/" {
+		t.Errorf("GET /console: %d to %q, want a redirect to /console/", rec.Code, rec.Header().Get("Location"))
+	}
+}
