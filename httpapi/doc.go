@@ -6,8 +6,12 @@
 //	GET /healthz                     the process answers; 503 once its instance failed
 //	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
 //	GET /status                      the instance: state, tasks, standby lag, restored records, positions,
-//	                                 input lag (with Config.Brokers), version
-//	GET /topology                    the topology, as Describe prints it
+//	                                 input lag (with Config.Brokers), version, the group's members and
+//	                                 tasks, each node's record count, restores under way; ?instance= another
+//	                                 member's, asked of it
+//	GET /deadletters                 the latest dead-lettered records, newest first, with their headers
+//	GET /topology                    the topology, as Describe prints it, or its graph as JSON
+//	                                 (Accept: application/json, or ?format=json)
 //	GET /openapi.json                an OpenAPI 3.1 document of these routes (tested to match them)
 //	GET /views                       the views and the types of their keys and values
 //	GET /views/{view}                one view's description
@@ -23,6 +27,22 @@
 //	                                 a command, {"type":…,"data":…}: 200 accepted, 409 conflict, 422 rejected,
 //	                                 each with the outcome and the aggregate's version as ETag;
 //	                                 Idempotency-Key is the command id, If-Match the version expected
+//	GET /console/                    the web console (Config.Console; off by default)
+//
+// With Config.Versions, GET /versions lists the versions and the active
+// one; with Config.VersionControl too, each one's lag, and POST
+// /versions/{version}/promote (?force=true) and POST /versions/rollback.
+//
+// # The console
+//
+// Config.Console serves a page for operators under /console/: the topology
+// drawn with each node's rate, the group's instances and tasks with their
+// lag and restores, lag per input partition over the last minutes,
+// versions (promote and roll back behind a confirmation), views (pages,
+// prefixes, a key, the change feed) and dead letters. Its files are
+// embedded and plain (no build step); it holds no data and reads
+// everything from the routes above, sending the token the operator types
+// into it, so every figure on it is under the routes' permissions.
 //
 // An Idempotency-Key is the aggregate's (the same key on another aggregate
 // names another command) and is remembered for the aggregate's

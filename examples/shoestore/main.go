@@ -263,7 +263,11 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
 	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, StateDir: filepath.Join(cfg.StateDir, "engine"),
-		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters})
+		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters,
+		// A record the store cannot read (an event a faulty producer wrote,
+		// say) is put aside, and the console's dead letters show it, rather
+		// than stopping the store.
+		OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name)})
 	if err != nil {
 		return err
 	}
@@ -279,7 +283,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer client.Close()
 	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
-		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Logger: log, Metrics: metrics, MeterProvider: meters}
+		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Logger: log, Metrics: metrics, MeterProvider: meters, Console: true}
 	if cfg.Token != "" {
 		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "shoestore", Permissions: httpapi.AllPermissions()}})
 	}
@@ -408,11 +412,14 @@ func storeACLs(name string) ([]engine.ACL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(engine.ACLs(top, engine.Config{AppID: name, Guarantee: engine.ExactlyOnce}), engine.ACL{
+	return append(engine.ACLs(top, engine.Config{AppID: name, Guarantee: engine.ExactlyOnce, DeadLetterTopic: deadLetterTopic(name)}), engine.ACL{
 		Resource: "topic", Name: name + ".", Prefixed: true, Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"},
 		Why: "the catalog's capture: its topic and state topic",
 	}), nil
 }
+
+// deadLetterTopic is where the store puts the records it cannot read.
+func deadLetterTopic(name string) string { return name + "-dead-letters" }
 
 // topicRecords counts a topic's records (end minus start offsets).
 func topicRecords(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {

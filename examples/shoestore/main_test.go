@@ -41,30 +41,8 @@ func TestShoeStore(t *testing.T) {
 // the test's own changes to the catalog. Then more, if given, looks at
 // the store before it stops.
 func shoeStoreScenario(t *testing.T, cfg config, adminDSN string, more ...func(*store)) {
-	if cfg.Name == "" {
-		cfg.Name = fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000)
-	}
-	cfg.Addr, cfg.StateDir, cfg.Logger = "127.0.0.1:0", t.TempDir(), slog.New(slog.DiscardHandler)
-	ready := make(chan string, 1)
-	cfg.Ready = func(url string) { ready <- url }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("the store stopped: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the store is not serving after 2 minutes")
-	}
-	s := &store{t: t, url: url, token: cfg.Token}
+	s := startStore(t, cfg)
+	url := s.url
 
 	s.command("red", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3000}}`, 200)
 	s.command("blue", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":2500}}`, 200)
@@ -139,11 +117,44 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string, more ...func(*
 	}
 }
 
+// startStore runs the store in-process on cfg (named afresh if it has no
+// name), with a temporary state dir, until the test ends; it returns the
+// store's API once it serves.
+func startStore(t *testing.T, cfg config) *store {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("shoes%d", time.Now().UnixNano()%1_000_000_000)
+	}
+	cfg.Addr, cfg.StateDir, cfg.Logger = "127.0.0.1:0", t.TempDir(), slog.New(slog.DiscardHandler)
+	ready := make(chan string, 1)
+	cfg.Ready = func(url string) { ready <- url }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	select {
+	case url := <-ready:
+		return &store{t: t, url: url, token: cfg.Token, name: cfg.Name}
+	case err := <-done:
+		done <- err
+		t.Fatalf("the store stopped: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the store is not serving after 2 minutes")
+	}
+	return nil
+}
+
 // store drives the store's API.
 type store struct {
 	t     *testing.T
 	url   string
 	token string // sent as a bearer token, if set
+	name  string // the application's
 }
 
 // do sends a request with the store's token, if it has one.

@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg config) error {
 	appDone := make(chan error, 1)
 	go func() { appDone <- app.Run(runCtx) }()
 	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
-		Logger: cfg.Logger, Metrics: metrics, MeterProvider: meters}
+		Logger: cfg.Logger, Metrics: metrics, MeterProvider: meters, Console: true}
 	if cfg.Token != "" {
 		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "stockavg", Permissions: httpapi.AllPermissions()}})
 	}

@@ -46,6 +46,18 @@ func TestStockAverages(t *testing.T) {
 		t.Fatal("not serving after 2 minutes")
 	}
 
+	// The web console is served (its pages are tried in a browser on the
+	// shoe store).
+	resp, err := http.Get(url + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "console.js") {
+		t.Errorf("GET /console/: %d %s", resp.StatusCode, page)
+	}
+
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	at := func(hms string) time.Time {
 		d, err := time.Parse("15:04:05", hms)

@@ -231,8 +231,12 @@ function layout(sub) {
   return { at, width: layers.length * (nodeW + gapX) - gapX, height: height - gapY, byName };
 }
 
+// clip shortens text to n characters by cutting out its middle, where
+// the names of a group's topics and stores repeat the application's.
 function clip(text, n) {
-  return text.length > n ? text.slice(0, n - 1) + "…" : text;
+  if (text.length <= n) return text;
+  const tail = Math.floor((n - 1) / 2);
+  return text.slice(0, n - 1 - tail) + "…" + text.slice(text.length - tail);
 }
 
 async function topologyPage(el) {
@@ -288,7 +292,8 @@ async function topologyPage(el) {
           s("title", {}, view ? "open the view " + view : "no view reads this store"),
           s("rect", { x, y: yy, width: nodeW, height: nodeH, rx: 12 }),
           s("text", { class: "name", x: x + 10, y: yy + 18 }, clip(it.name, 26)),
-          s("text", { class: "detail", x: x + 10, y: yy + 34 }, clip(store.kind + " store" + (store.changelog ? ", logged" : "") + (view ? " · view " + view : ""), 30)),
+          s("text", { class: "detail", x: x + 10, y: yy + 34 }, clip(store.kind + (view ? " · view " + view : ""), 30)),
+          s("text", { class: "detail", x: x + 10, y: yy + 48 }, clip(store.changelog ? "⇄ " + store.changelog : store.inMemory ? "in memory" : "no changelog", 30)),
         );
         gEl.addEventListener("click", () => {
           if (view) location.hash = "#/views?view=" + encodeURIComponent(view);
@@ -658,11 +663,12 @@ async function viewsPage(el, params) {
       feed.abort();
       feed = null;
       feedButton.textContent = "Watch changes";
+      delete feedList.dataset.open;
       return;
     }
     feed = new AbortController();
     feedButton.textContent = "Stop watching";
-    follow(path + "/changes", feed.signal, (ev) => {
+    follow(path + "/changes", feed.signal, () => (feedList.dataset.open = "true"), (ev) => {
       const line = ev.event === "change"
         ? h("div", { class: "mono", "data-change": "" }, new Date().toLocaleTimeString() + "  ", ev.data)
         : h("div", { class: "banner" }, ev.event + ": " + ev.data);
@@ -692,8 +698,10 @@ async function viewsPage(el, params) {
 }
 
 // follow reads a server-sent event stream with fetch (which, unlike
-// EventSource, sends the token), calling onEvent for each event.
-async function follow(path, signal, onEvent) {
+// EventSource, sends the token), calling onOpen once the first bytes have
+// come (the feed's start, which the server writes once it knows where it
+// starts) and onEvent for each event.
+async function follow(path, signal, onOpen, onEvent) {
   const resp = await fetch(apiURL(path), { headers: headers({ Accept: "text/event-stream" }), signal });
   if (!resp.ok) {
     let problem = {};
@@ -706,10 +714,15 @@ async function follow(path, signal, onEvent) {
   }
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
+  let opened = false;
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
+      if (!opened) {
+        opened = true;
+        onOpen();
+      }
       buf += value;
       let i;
       while ((i = buf.indexOf("\n\n")) >= 0) {

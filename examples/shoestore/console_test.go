@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/browser"
+)
+
+// The store's console in Chromium, as an operator opens it: the topology
+// drawn with every store; a command sent updates the inventory's page and
+// its live change feed; the lag chart moves while commands arrive; an
+// event the store cannot read shows among the dead letters; the store
+// runs one version, and the versions page says so. No JavaScript error on
+// the way; a screenshot of each page under .cache/console/.
+func TestConsole(t *testing.T) {
+	b := browser.New(t)
+	env := kafkaenv.ForTest(t)
+	s := startStore(t, config{Brokers: env.Brokers})
+	b.Run(chromedp.Navigate(s.url + "/console/"))
+
+	// Every store of the topology, drawn.
+	var g engine.TopologyGraph
+	if err := json.Unmarshal([]byte(s.await("/topology?format=json", "")), &g); err != nil {
+		t.Fatal(err)
+	}
+	b.Until("the topology drawn", `!!document.querySelector("#topology g.store")`, 30*time.Second)
+	for _, st := range g.Stores {
+		if !browser.Eval[bool](b, fmt.Sprintf(`!!document.querySelector('#topology g.store[data-store=%q]')`, st.Name)) {
+			t.Errorf("the graph has no store %s", st.Name)
+		}
+	}
+	b.Until("the rates", `[...document.querySelectorAll("#topology .rate")].every(r => r.textContent.endsWith("records/s"))`, 30*time.Second)
+	keep(t, b, "topology")
+
+	// The inventory's view, its change feed open; a shipment arrives.
+	b.Run(chromedp.Navigate(s.url + "/console/#/views?view=inventory"))
+	b.Until("the inventory's page", `!!document.querySelector("#entries")`, 30*time.Second)
+	b.Run(chromedp.Click(chromedp.ID("watch")))
+	b.Until("the change feed open", `document.getElementById("feed").dataset.open === "true"`, 30*time.Second)
+	s.command("blue", `{"type":"ReceiveShipment","data":{"quantity":7,"unitCost":2500}}`, 200)
+	b.Until("blue's row on the page", `(document.querySelector('#entries tr[data-key="blue"]') || {}).textContent?.includes('"inStock":7')`, 30*time.Second)
+	b.Until("blue's change in the feed", `[...document.querySelectorAll("#feed [data-change]")].some(e => e.textContent.includes('"key":"blue"') && e.textContent.includes('"inStock":7'))`, 30*time.Second)
+	keep(t, b, "views")
+
+	// Commands arrive while the lag page is open: its chart moves.
+	b.Run(chromedp.Navigate(s.url + "/console/#/lag"))
+	b.Until("the lag chart", `Number(document.getElementById("lag-chart").dataset.points) >= 2`, 30*time.Second)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			resp, err := s.do(http.MethodPost, "/aggregates/inventory/red/commands", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3000}}`)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	b.Until("the chart to show records read", `Number(document.getElementById("lag-chart").dataset.rate) > 0`, 30*time.Second)
+	keep(t, b, "lag")
+	// The topology under that load: the commands' path has rates.
+	b.Run(chromedp.Navigate(s.url + "/console/#/topology"))
+	b.Until("the commands' rate", `[...document.querySelectorAll('#topology g.node[data-node$="inventory-commands"] .rate')].some(r => parseFloat(r.textContent) > 0)`, 30*time.Second)
+	keep(t, b, "topology-busy")
+	stop()
+	wg.Wait()
+
+	// An event that is no JSON (a faulty producer's): put aside, shown
+	// with why.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: s.name + "-inventory-events", Key: []byte("blue"), Value: []byte("not json")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.Run(chromedp.Navigate(s.url + "/console/#/deadletters"))
+	b.Until("the dead letter", `[...document.querySelectorAll("#deadletters td")].some(td => td.textContent === "not json")`, 60*time.Second)
+	if got := browser.Eval[string](b, `document.querySelector("#deadletters tr:nth-child(2) td:nth-child(2)").textContent`); got != "decode" {
+		t.Errorf("the dead letter's stage: %q, want decode", got)
+	}
+	keep(t, b, "deadletters")
+
+	b.Run(chromedp.Navigate(s.url + "/console/#/instances"))
+	b.Until("every task placed", `document.querySelectorAll("#tasks tr[data-task]").length > 0 && !!document.querySelector('.card[data-instance="shoestore-0"]')`, 30*time.Second)
+	keep(t, b, "instances")
+	b.Run(chromedp.Navigate(s.url + "/console/#/versions"))
+	b.Until("one version", `document.getElementById("page").textContent.includes("serves one version")`, 30*time.Second)
+
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("%d JavaScript errors: %q", len(errs), errs)
+	}
+}
+
+// keep takes a screenshot of the page as shoestore-<name>.png; with
+// OXBOW_README_SCREENSHOT=1, the busy topology's also replaces console.png,
+// the README's.
+func keep(t *testing.T, b *browser.Browser, name string) {
+	t.Helper()
+	path := b.Screenshot("shoestore-" + name)
+	if os.Getenv("OXBOW_README_SCREENSHOT") == "" || name != "topology-busy" {
+		return
+	}
+	png, err := os.ReadFile(path)
+	if err == nil {
+		err = os.WriteFile("console.png", png, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
