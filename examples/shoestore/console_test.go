@@ -45,14 +45,24 @@ func TestConsole(t *testing.T) {
 	b.Until("the rates", `[...document.querySelectorAll("#topology .rate")].every(r => r.textContent.endsWith("records/s"))`, 30*time.Second)
 	keep(t, b, "topology")
 
-	// The inventory's view, its change feed open; a shipment arrives.
-	b.Run(chromedp.Navigate(s.url + "/console/#/views?view=inventory"))
-	b.Until("the inventory's page", `!!document.querySelector("#entries")`, 30*time.Second)
+	// A store with a view opens it: the inventory's, its change feed
+	// open; a shipment arrives.
+	b.Run(chromedp.Click(chromedp.CSS(`#topology g.store[data-store="inventory"]`)))
+	b.Until("the inventory's page", `location.hash === "#/views?view=inventory" && !!document.querySelector("#entries")`, 30*time.Second)
 	b.Run(chromedp.Click(chromedp.ID("watch")))
 	b.Until("the change feed open", `document.getElementById("feed").dataset.open === "true"`, 30*time.Second)
 	s.command("blue", `{"type":"ReceiveShipment","data":{"quantity":7,"unitCost":2500}}`, 200)
 	b.Until("blue's row on the page", `(document.querySelector('#entries tr[data-key="blue"]') || {}).textContent?.includes('"inStock":7')`, 30*time.Second)
 	b.Until("blue's change in the feed", `[...document.querySelectorAll("#feed [data-change]")].some(e => e.textContent.includes('"key":"blue"') && e.textContent.includes('"inStock":7'))`, 30*time.Second)
+	// A key read; a prefix that keeps blue and one that keeps nothing.
+	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":2,"unitCost":3500}}`, 200)
+	b.Until("green's row", `!!document.querySelector('#entries tr[data-key="green"]')`, 30*time.Second)
+	b.Run(chromedp.SetValue(chromedp.CSS(`input[aria-label="key to read"]`), "green"), chromedp.Click(chromedp.ID("read-key")))
+	b.Until("green read", `document.getElementById("key-value").textContent.includes('"inStock": 2')`, 30*time.Second)
+	b.Run(chromedp.SendKeys(chromedp.CSS(`input[aria-label="key prefix"]`), "bl"))
+	b.Until("only blue under bl", `document.querySelectorAll("#entries tr[data-key]").length === 1 && !!document.querySelector('#entries tr[data-key="blue"]')`, 30*time.Second)
+	b.Run(chromedp.SendKeys(chromedp.CSS(`input[aria-label="key prefix"]`), "x"))
+	b.Until("nothing under blx", `document.getElementById("entries").textContent.includes("No entries with this prefix")`, 30*time.Second)
 	keep(t, b, "views")
 
 	// Commands arrive while the lag page is open: its chart moves.

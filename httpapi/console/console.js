@@ -685,7 +685,7 @@ async function viewsPage(el, params) {
     h("form", { class: "inline", onsubmit: (e) => e.preventDefault() }, "Browse ", prefix),
     entries, pageNav,
     h("h3", {}, "Read a key"),
-    h("form", { class: "inline", onsubmit: readKey }, keyIn, h("button", { type: "submit" }, "Read")),
+    h("form", { class: "inline", onsubmit: readKey }, keyIn, h("button", { type: "submit", id: "read-key" }, "Read")),
     keyOut,
     h("h3", {}, "Change feed"),
     feedButton, feedList);
