@@ -475,7 +475,13 @@ func (a *App) StateDir() string { return a.cfg.StateDir }
 // the offset after the last record its committed state reflects (from the
 // instance's first commit of the partition's task on): a record at offset o
 // of topic t, partition p — an aggregate's event, say — is reflected in the
-// instance's queryable state once Positions()[t][p] > o.
+// instance's queryable state once Positions()[t][p] > o. Where the last
+// record is the last of a transaction whose commit marker ends the
+// partition, the position is past the marker, as a Kafka consumer's is: a
+// partition read to its end is at its end offset — exactly once; at least
+// once, which reads uncommitted records as Kafka Streams does, a record
+// may come before its marker, and the position stays one short of the end
+// until more records follow.
 //
 // Positions are the instance's input partitions: a store behind a
 // repartition topic reflects a record of them later. StorePosition tells

@@ -524,3 +524,72 @@ func TestAppRestoring(t *testing.T) {
 		t.Errorf("B runs, and still restores %+v", r)
 	}
 }
+
+// A partition read to its end is at its end offset, also where a
+// transaction's commit marker takes its last offset: written by a
+// transactional producer (read exactly once: read committed, the marker
+// is known to follow; at least once a record may come before its marker,
+// App.Positions says), by a plain one, read at either guarantee.
+func TestPositionsReachTheEnd(t *testing.T) {
+	for _, g := range guarantees {
+		for _, txn := range []bool{true, false} {
+			if txn && g.g == engine.AtLeastOnce {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/transactional-%v", g.name, txn), func(t *testing.T) {
+				k := newKT(t)
+				in, out := k.topic("in"), k.topic("out")
+				k.create(2, in, out)
+				a := k.start(countByKey(in, out), engine.Config{Guarantee: g.g})
+				waitRunning(t, k, a)
+				recs := keyed(0, 30, 7)
+				if txn {
+					p, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.TransactionalID(k.prefix+"-producer"), kgo.DefaultProduceTopic(in))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer p.Close()
+					ctx := context.Background()
+					// Three transactions, the last one's marker ending each
+					// partition.
+					for i := 0; i < len(recs); i += 10 {
+						if err := p.BeginTransaction(); err != nil {
+							t.Fatal(err)
+						}
+						if err := p.ProduceSync(ctx, recs[i:i+10]...).FirstErr(); err != nil {
+							t.Fatal(err)
+						}
+						if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+							t.Fatal(err)
+						}
+					}
+				} else {
+					k.produce(in, recs...)
+				}
+				k.table(out, time.Minute, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(30, 7)) })
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				ends, err := k.adm.ListEndOffsets(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := map[int32]int64{}
+				ends.Each(func(o kadm.ListedOffset) {
+					if o.Offset > 0 {
+						want[o.Partition] = o.Offset
+					}
+				})
+				var got map[int32]int64
+				defer func() {
+					if t.Failed() {
+						t.Logf("positions %v", got)
+					}
+				}()
+				await.Until(t, 30*time.Second, fmt.Sprintf("positions at the ends %v", want), func() bool {
+					got = a.Positions()[in]
+					return maps.Equal(got, want)
+				})
+			})
+		}
+	}
+}

@@ -382,7 +382,7 @@ func (r *Runtime) applyStateLocked() error {
 				if r.positions == nil {
 					r.positions = map[topicPartition]int64{}
 				}
-				r.positions[tp] = q.consumed
+				r.positions[tp] = q.position()
 			}
 			q.consumed = -1
 		}
@@ -395,7 +395,8 @@ func (r *Runtime) applyStateLocked() error {
 
 // Positions returns, for each input partition of this instance's active
 // tasks, the offset after the last record its committed state reflects
-// (known once the task has committed here).
+// (known once the task has committed here), past the commit marker that
+// ends the partition after it (partQueue.position).
 func (r *Runtime) Positions() map[string]map[int32]int64 {
 	r.posMu.Lock()
 	defer r.posMu.Unlock()

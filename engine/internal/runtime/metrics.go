@@ -149,7 +149,11 @@ func (r *Runtime) publish() {
 			skipped[k] += v
 		}
 		for tp, q := range t.queues {
-			lags = append(lags, partitionLag{tp.topic, tp.partition, max(q.hwm-q.next, 0) + int64(q.len())})
+			behind := max(q.hwm-q.next, 0)
+			if q.markerAfter() {
+				behind = 0
+			}
+			lags = append(lags, partitionLag{tp.topic, tp.partition, behind + int64(q.len())})
 		}
 		h, m := t.t.CacheStats()
 		hits += h

@@ -21,7 +21,9 @@ type partQueue struct {
 	hwm      int64 // the high watermark of the last fetch
 	lso      int64 // the last stable offset of the last fetch
 	next     int64 // the offset after the last record enqueued
-	paused   bool  // its fetching is paused (backpressure, restoring)
+	// lastTxn: the last record enqueued was written in a transaction.
+	lastTxn bool
+	paused  bool // its fetching is paused (backpressure, restoring)
 	// gaveUp: records known to be on the broker were waited for in vain
 	// (behind); not again until records arrive.
 	gaveUp bool
@@ -97,7 +99,7 @@ func (t *rtask) enqueue(fp kgo.FetchTopicPartition) {
 	}
 	for _, rec := range fp.Records {
 		q.recs = append(q.recs, rec)
-		q.next = rec.Offset + 1
+		q.next, q.lastTxn = rec.Offset+1, rec.Attrs.IsTransactional()
 		t.buffered++
 	}
 }
@@ -154,4 +156,28 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 	}
 	t.idleSince = time.Time{}
 	return best.pop(), best
+}
+
+// markerAfter reports whether the partition's one offset after the last
+// record enqueued is the commit marker of that record's transaction: when
+// the fetch that brought the record said that every transaction below the
+// partition's end had ended (its last stable offset is its high
+// watermark), the record's marker lies after it and below that end; if
+// the end is one past the offset after the record, the marker is there.
+// Kafka's consumers move their position past markers; a position short of
+// one would count an idle partition one record behind. (Reading
+// uncommitted, at least once, the record may come before its transaction
+// ends, and the marker then goes unseen until more records follow.)
+func (q *partQueue) markerAfter() bool {
+	return q.lastTxn && q.hwm == q.next+1 && q.lso == q.hwm
+}
+
+// position is the offset after the last record processed since the last
+// commit (or -1), past the commit marker that follows it when it is the
+// last record enqueued (markerAfter).
+func (q *partQueue) position() int64 {
+	if q.consumed >= 0 && q.consumed == q.next && q.markerAfter() {
+		return q.hwm
+	}
+	return q.consumed
 }
