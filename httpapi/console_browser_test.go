@@ -1,22 +1,15 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/oxbow-dev/oxbow/engine"
-	"github.com/oxbow-dev/oxbow/engine/enginetest"
-	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/browser"
-	"github.com/oxbow-dev/oxbow/projection"
-	"github.com/oxbow-dev/oxbow/versions"
 )
 
 // The console in Chromium, on a secured, versioned application of two
@@ -27,58 +20,16 @@ import (
 // brings the first version back. No JavaScript error on the way.
 func TestConsoleInBrowser(t *testing.T) {
 	b := browser.New(t)
-	env, topic, top, cl := kvTable(t, "console-browser", 3)
-	produce := func(from, n int) {
-		t.Helper()
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			v, _ := serde.Int64.Encode(int64(i))
-			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i%50), Value: v})
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(0, 200)
-	control, err := versions.New(env.Brokers, versions.Options{Topic: topic + "-control"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(control.Close)
-	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views, err := projection.NewRegistry(view)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := map[string]httpapi.Served{}
-	for _, v := range []string{"v1", "v2"} {
-		a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Version: v, Brokers: env.Brokers, InstanceID: "i-" + v,
-			AdvertisedAddr: ln.Addr().String(), SessionTimeout: 6 * time.Second})
-		if err := control.RegisterApp(context.Background(), a, top); err != nil {
-			t.Fatal(err)
-		}
-		served[v] = httpapi.Served{Instance: a, Views: views, Topology: top}
-	}
-	ctx := context.Background()
-	if err := control.Promote(ctx, topic, "v1", versions.PromoteOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	active := func() string {
-		a, err := control.App(ctx, topic)
-		if err != nil {
-			return ""
-		}
-		return a.Active
-	}
-	h, err := httpapi.New(httpapi.Config{Versions: served, Active: active, VersionControl: control, Brokers: env.Brokers, Console: true,
-		Authenticator: httpapi.Tokens(tokens), PeerSecret: []byte(peerSecret)})
+	vs := newCoVersioned(t, "console-browser", 3, ln.Addr().String())
+	top, active := vs.top, vs.active
+	coProduce(t, vs.cl, 0, 200)
+	cfg := vs.cfg
+	cfg.Console = true
+	h, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +55,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Records arrive: the source's rate shows them.
 	src := nodeNamed(t, top, "source")
 	b.Until("the source's first rate", fmt.Sprintf(`document.querySelector('g.node[data-node=%q] .rate').textContent !== ""`, src), 30*time.Second)
-	produce(200, 300)
+	coProduce(t, vs.cl, 200, 300)
 	b.Until("the source's count to reach every record", fmt.Sprintf(`document.querySelector('g.node[data-node=%q] .rate').dataset.total === "500"`, src), 60*time.Second)
 	b.Screenshot("httpapi-topology")
 

@@ -65,14 +65,7 @@ func coServe(t *testing.T, ln net.Listener, h http.Handler) string {
 func TestConsoleStatusAndDeadLetters(t *testing.T) {
 	env, topic, top, cl := kvTable(t, "console", 4)
 	dlq := topic + "-dlq"
-	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views, err := projection.NewRegistry(view)
-	if err != nil {
-		t.Fatal(err)
-	}
+	views := coViews(t)
 	var urls []string
 	var apps []*engine.App
 	for i := range 2 {
@@ -208,6 +201,82 @@ func nodeNamed(t *testing.T, top *engine.Topology, kind string) string {
 	return ""
 }
 
+// coViews is the registry of the view "kv" of kvTable's store.
+func coViews(t *testing.T) *projection.Registry {
+	t.Helper()
+	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := projection.NewRegistry(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return views
+}
+
+// coProduce writes n records of kvTable's input from key from on, over 50
+// keys, their values their numbers.
+func coProduce(t *testing.T, cl *kgo.Client, from, n int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		v, _ := serde.Int64.Encode(int64(i))
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%03d", i%50), Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// coVersioned is kvTable's application in two versions, v1 and v2, each
+// an instance advertising addr, registered on a control topic of the
+// test's, v1 promoted; cfg serves them, secured with the tests' tokens.
+type coVersioned struct {
+	top     *engine.Topology
+	cl      *kgo.Client
+	app     string
+	control *versions.Control
+	cfg     httpapi.Config
+}
+
+func newCoVersioned(t *testing.T, name string, partitions int32, addr string) *coVersioned {
+	t.Helper()
+	env, topic, top, cl := kvTable(t, name, partitions)
+	control, err := versions.New(env.Brokers, versions.Options{Topic: topic + "-control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(control.Close)
+	views := coViews(t)
+	served := map[string]httpapi.Served{}
+	ctx := context.Background()
+	for _, v := range []string{"v1", "v2"} {
+		a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Version: v, Brokers: env.Brokers, InstanceID: "i-" + v,
+			AdvertisedAddr: addr, SessionTimeout: 6 * time.Second})
+		if err := control.RegisterApp(ctx, a, top); err != nil {
+			t.Fatal(err)
+		}
+		served[v] = httpapi.Served{Instance: a, Views: views, Topology: top}
+	}
+	if err := control.Promote(ctx, topic, "v1", versions.PromoteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	vs := &coVersioned{top: top, cl: cl, app: topic, control: control}
+	vs.cfg = httpapi.Config{Versions: served, Active: vs.active, VersionControl: control, Brokers: env.Brokers,
+		Authenticator: httpapi.Tokens(tokens), PeerSecret: []byte(peerSecret)}
+	return vs
+}
+
+// active is the version the control topic says is active.
+func (vs *coVersioned) active() string {
+	a, err := vs.control.App(context.Background(), vs.app)
+	if err != nil {
+		return ""
+	}
+	return a.Active
+}
+
 // Without Console, no console.
 func TestConsoleOff(t *testing.T) {
 	in, reg := shop(t)
@@ -220,47 +289,10 @@ func TestConsoleOff(t *testing.T) {
 // Versions with a control: each version's lag, and promotion and rollback
 // for operators only.
 func TestVersionsPromoteAndRollback(t *testing.T) {
-	env, topic, top, cl := kvTable(t, "console-versions", 2)
-	for i := range 20 {
-		v, _ := serde.Int64.Encode(int64(i))
-		if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: fmt.Appendf(nil, "k%02d", i), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	control, err := versions.New(env.Brokers, versions.Options{Topic: topic + "-control"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(control.Close)
-	view, err := projection.NewKeyValue("kv", "kv", serde.String, serde.Int64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	views, err := projection.NewRegistry(view)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := map[string]httpapi.Served{}
-	for _, v := range []string{"v1", "v2"} {
-		a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Version: v, Brokers: env.Brokers, SessionTimeout: 6 * time.Second})
-		if err := control.RegisterApp(context.Background(), a, top); err != nil {
-			t.Fatal(err)
-		}
-		served[v] = httpapi.Served{Instance: a, Views: views, Topology: top}
-	}
-	ctx := context.Background()
-	if err := control.Promote(ctx, topic, "v1", versions.PromoteOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	active := func() string {
-		a, err := control.App(ctx, topic)
-		if err != nil {
-			return ""
-		}
-		return a.Active
-	}
-	h, err := httpapi.New(httpapi.Config{Versions: served, Active: active, VersionControl: control, Brokers: env.Brokers,
-		Authenticator: httpapi.Tokens(tokens), PeerSecret: []byte(peerSecret)})
+	vs := newCoVersioned(t, "console-versions", 2, "")
+	coProduce(t, vs.cl, 0, 20)
+	active := vs.active
+	h, err := httpapi.New(vs.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -30,27 +28,7 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 	name := fmt.Sprintf("ryw%d", time.Now().UnixNano()%1_000_000_000)
 	var urls []string
 	for i := range 3 {
-		cfg := config{Name: name, Addr: "127.0.0.1:0", Brokers: env.Brokers, StateDir: t.TempDir(), InstanceID: fmt.Sprintf("shoestore-%d", i),
-			Logger: slog.New(slog.DiscardHandler)}
-		ready := make(chan string, 1)
-		cfg.Ready = func(url string) { ready <- url }
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, cfg) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("instance %d: run: %v", i, err)
-			}
-		})
-		select {
-		case u := <-ready:
-			urls = append(urls, u)
-		case err := <-done:
-			t.Fatalf("instance %d stopped: %v", i, err)
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("instance %d is not serving after 2 minutes", i)
-		}
+		urls = append(urls, startStore(t, config{Name: name, Brokers: env.Brokers, InstanceID: fmt.Sprintf("shoestore-%d", i)}).url)
 	}
 	// Once the group has settled, every instance answers for every key.
 	s := &store{t: t, url: urls[0]}
