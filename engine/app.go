@@ -658,7 +658,8 @@ func (a *App) Restoring() []RestoreProgress {
 // rebalances (a record processed again after a crash or an aborted
 // transaction counts again), so the difference of two readings over the
 // time between them is the node's rate. It reads what the instance
-// published at the end of its last round.
+// published at the end of its last round (what a commit's flush of the
+// record cache forwards shows at the end of the next).
 func (a *App) NodeRecords() map[string]int64 { return a.rt.NodeRecords() }
 
 // "<sub-topology>_<partition>" (see Topology.Describe for the numbers).

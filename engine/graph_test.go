@@ -166,6 +166,10 @@ func TestAppNodeRecords(t *testing.T) {
 					t.Logf("counts %v, want %v", got, want)
 				}
 			}()
+			// The count forwards a change per record, fewer where the cache
+			// holds some back, at least one per word (a commit's flush of
+			// the cache shows at the end of the next round); every change
+			// reaches the sink.
 			await.Until(t, 30*time.Second, "the counts of every node", func() bool {
 				got = a.NodeRecords()
 				for n, c := range want {
@@ -173,13 +177,10 @@ func TestAppNodeRecords(t *testing.T) {
 						return false
 					}
 				}
-				return true
+				return got["changes"] >= int64(len(distinct)) && got["out-sink"] == got["changes"]
 			})
-			// The count forwards a change per record, fewer where the cache
-			// holds some back, at least one per word; every change reaches
-			// the sink.
-			if c := got["changes"]; c < int64(len(distinct)) || c > longWords || got["out-sink"] != c {
-				t.Errorf("changes %d, out-sink %d: want the same, between %d and %d", c, got["out-sink"], len(distinct), longWords)
+			if c := got["changes"]; c > longWords {
+				t.Errorf("changes %d: want at most %d", c, longWords)
 			}
 			for n := range got {
 				if _, ok := nodesOf(top)[n]; !ok {
