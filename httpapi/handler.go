@@ -135,7 +135,9 @@ func New(cfg Config) (*Handler, error) {
 		r.Get("/readyz", a.readyz)
 		if cfg.Console {
 			r.Get("/console", func(w http.ResponseWriter, r *http.Request) {
-				http.Redirect(w, r, "console/", http.StatusMovedPermanently)
+				// No body: the document declares none for the redirect.
+				w.Header().Set("Location", "/console/")
+				w.WriteHeader(http.StatusMovedPermanently)
 			})
 			r.Get("/console/*", consoleHandler().ServeHTTP)
 		}

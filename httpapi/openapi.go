@@ -114,7 +114,8 @@ func (a *api) openAPI() map[string]any {
 							"start": num, "end": num, "lag": num})}})}}}}}))
 	}
 	if a.cfg.Console {
-		paths["/console"] = get("the web console: a redirect to /console/", map[string]any{"description": "unused: the answer is a redirect"})
+		paths["/console"] = map[string]any{"get": map[string]any{"summary": "the web console: a redirect to /console/",
+			"responses": map[string]any{"301": map[string]any{"description": "to /console/", "headers": map[string]any{"Location": map[string]any{"schema": str}}}}}}
 		paths["/console/{file}"] = get("the web console's files (its page, script and style)", map[string]any{"description": "the file",
 			"content": map[string]any{"text/html": map[string]any{"schema": str}, "text/javascript": map[string]any{"schema": str}, "text/css": map[string]any{"schema": str}}},
 			param("file", "path", "the file; empty: the page", true, str))
