@@ -161,10 +161,15 @@ func (a *api) statusOf(w http.ResponseWriter, r *http.Request, id string) {
 	pl, ok := a.cfg.Instance.(placer)
 	if ok {
 		for _, m := range pl.Instances() {
-			if m.ID == id {
-				a.forward(w, r, &engine.NotLocalError{Owner: m})
+			if m.ID != id {
+				continue
+			}
+			if m.Addr == "" {
+				a.problem(w, r, http.StatusServiceUnavailable, "instance unreachable", fmt.Sprintf("instance %s advertises no HTTP address (engine.Config.AdvertisedAddr)", id))
 				return
 			}
+			a.forward(w, r, &engine.NotLocalError{Owner: m})
+			return
 		}
 	}
 	a.problem(w, r, http.StatusNotFound, "no such instance", fmt.Sprintf("%q is not a member of this instance's group as it last saw it", id))

@@ -73,6 +73,12 @@ func TestStatusPlacement(t *testing.T) {
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("status %+v, want %+v", st, want)
 	}
+	// Another member's status needs its address.
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status?instance=i2", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "AdvertisedAddr") {
+		t.Errorf("the status of a member without an address: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // Status, topology, authentication and stale reads.
