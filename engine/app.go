@@ -628,7 +628,6 @@ func (a *App) StandbyRecords() int64 { return a.rt.StandbyRecords() }
 // Skipped counts the records the instance's current tasks dropped, by reason.
 func (a *App) Skipped() map[string]int64 { return a.rt.Skipped() }
 
-// Tasks lists the tasks the group assigned to this instance, as
 // RestoreProgress is how far the restoration of one store of a task has
 // come on this instance.
 type RestoreProgress struct {
@@ -662,6 +661,7 @@ func (a *App) Restoring() []RestoreProgress {
 // record cache forwards shows at the end of the next).
 func (a *App) NodeRecords() map[string]int64 { return a.rt.NodeRecords() }
 
+// Tasks lists the tasks the group assigned to this instance, as
 // "<sub-topology>_<partition>" (see Topology.Describe for the numbers).
 func (a *App) Tasks() []string { return a.rt.ActiveTasks() }
 

@@ -106,8 +106,8 @@ func (a *api) readTail(ctx context.Context, topic string, n int) ([]DeadLetter, 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%d partitions not read to their end: %w", len(until), err)
 		}
-		for _, fe := range fs.Errors() {
-			return nil, fe.Err
+		if err := fs.Err(); err != nil {
+			return nil, err
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
 			end, ok := until[rec.Partition]

@@ -167,18 +167,28 @@ func (vc versionControl) list(w http.ResponseWriter, r *http.Request) {
 		Active   string          `json:"active"`
 		Versions []VersionStatus `json:"versions"`
 	}{Active: active, Versions: []VersionStatus{}}
-	app, appErr := vc.app()
+	// Every version's lag, the control topic read once.
+	var lags map[string]versions.Lag
+	var lagErrs map[string]error
+	var err error
+	if vc.control != nil {
+		var app string
+		if app, err = vc.app(); err == nil {
+			lags, lagErrs, err = vc.control.Lags(r.Context(), app)
+		}
+	}
 	for _, v := range vc.names {
 		vs := VersionStatus{Version: v, State: vc.versions[v].Instance.State().String(), Active: v == active}
 		if vc.control != nil {
-			err := appErr
-			var l versions.Lag
-			if err == nil {
-				l, err = vc.control.Lag(r.Context(), app, v)
-			}
-			if err != nil {
+			l, ok := lags[v]
+			switch {
+			case err != nil:
 				vs.LagError = err.Error()
-			} else {
+			case lagErrs[v] != nil:
+				vs.LagError = lagErrs[v].Error()
+			case !ok:
+				vs.LagError = fmt.Sprintf("versions: %s is not registered on the control topic", v)
+			default:
 				vs.Lag = &VersionLag{Group: l.Group, Total: l.Total, Progress: l.Progress(), CaughtUp: l.CaughtUp(versions.DefaultMaxLag), Members: l.Members, Partitions: l.Partitions}
 			}
 		}

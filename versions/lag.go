@@ -72,6 +72,25 @@ func (c *Control) Lag(ctx context.Context, app, version string) (Lag, error) {
 	return c.groupLag(ctx, app, version, v.Group, v.Inputs)
 }
 
+// Lags measures every registered version's lag on its inputs, reading the
+// control topic once: by version, each with its error if it could not be
+// measured.
+func (c *Control) Lags(ctx context.Context, app string) (map[string]Lag, map[string]error, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return nil, nil, err
+	}
+	lags, errs := map[string]Lag{}, map[string]error{}
+	for name, v := range a.Versions {
+		if l, err := c.groupLag(ctx, app, name, v.Group, v.Inputs); err != nil {
+			errs[name] = err
+		} else {
+			lags[name] = l
+		}
+	}
+	return lags, errs, nil
+}
+
 func notRegistered(a *App, version string) error {
 	if len(a.Versions) == 0 {
 		return fmt.Errorf("versions: %s has no registered versions (an instance registers its version when it starts)", a.App)

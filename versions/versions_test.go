@@ -439,6 +439,19 @@ func TestPromoteRefusedAndReset(t *testing.T) {
 	if l, err := ctl.Lag(ctx, app, "v2"); err != nil || l.Total != 300 {
 		t.Fatalf("lag after the reset: %+v, %v", l, err)
 	}
+	// Every version's at once, as each alone.
+	lags, errs, err := ctl.Lags(ctx, app)
+	if err != nil || len(errs) != 0 {
+		t.Fatalf("Lags: %v %v", err, errs)
+	}
+	for v, l := range lags {
+		if one, err := ctl.Lag(ctx, app, v); err != nil || one.Total != l.Total || one.Group != l.Group || len(one.Partitions) != len(l.Partitions) {
+			t.Errorf("Lags' %s %+v, Lag's %+v (%v)", v, l, one, err)
+		}
+	}
+	if l := lags["v2"]; l.Total != 300 {
+		t.Errorf("Lags' v2: %+v, want 300 behind", l)
+	}
 	if again := sums(); !equal(again, want) {
 		t.Fatalf("after the reset: %v, want %v (not doubled)", again, want)
 	}

@@ -93,17 +93,21 @@ function headers(extra) {
   return hs;
 }
 
+// refusal is the APIError of an answer that is not 2xx, with its problem
+// document when it has one.
+async function refusal(resp) {
+  let problem;
+  try {
+    problem = await resp.json();
+  } catch {
+    problem = { title: resp.statusText };
+  }
+  return new APIError(resp.status, problem);
+}
+
 async function api(path, opts = {}) {
   const resp = await fetch(apiURL(path), { ...opts, headers: headers(opts.headers) });
-  if (!resp.ok) {
-    let problem = {};
-    try {
-      problem = await resp.json();
-    } catch {
-      problem = { title: resp.statusText };
-    }
-    throw new APIError(resp.status, problem);
-  }
+  if (!resp.ok) throw await refusal(resp);
   return resp.json();
 }
 
@@ -703,15 +707,7 @@ async function viewsPage(el, params) {
 // starts) and onEvent for each event.
 async function follow(path, signal, onOpen, onEvent) {
   const resp = await fetch(apiURL(path), { headers: headers({ Accept: "text/event-stream" }), signal });
-  if (!resp.ok) {
-    let problem = {};
-    try {
-      problem = await resp.json();
-    } catch {
-      problem = { title: resp.statusText };
-    }
-    throw new APIError(resp.status, problem);
-  }
+  if (!resp.ok) throw await refusal(resp);
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   let opened = false;

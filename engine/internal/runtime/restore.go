@@ -44,8 +44,8 @@ type restorer struct {
 	warming   map[topo.TaskID]bool
 	last      time.Time // last progress log
 	lastFlush time.Time // last standby checkpoint
-	// restoring is every active task's restoration, as of the last step
-	// (Restoring).
+	// list is every active task's restoration, as of the last fetch
+	// applied (Restoring).
 	list atomic.Pointer[[]RestoreProgress]
 }
 
