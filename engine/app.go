@@ -47,7 +47,10 @@ const (
 )
 
 // ErrorPolicy says what happens to a record that fails to decode, to
-// process or to be produced.
+// process or to be produced. An error that is not the record's fault, a
+// serde's wrapping [serde.ErrUnavailable] (a schema registry that cannot be
+// reached), is never skipped or dead-lettered: it stops the instance as
+// Fail does.
 type ErrorPolicy int
 
 const (

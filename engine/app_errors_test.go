@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +335,53 @@ func TestAppExactlyOnceSameInstanceIDFenced(t *testing.T) {
 	case err := <-second.done:
 		t.Fatalf("the second instance stopped too: %v", err)
 	default:
+	}
+}
+
+// A serde that cannot reach what it needs (serde.ErrUnavailable) is not the
+// record's fault: whatever the policies, the instance stops with the error,
+// dead-letters nothing, and leaves the record uncommitted, on decode and on
+// encode alike.
+func TestAppUnavailableSerdeStopsWhateverThePolicy(t *testing.T) {
+	k := newKT(t)
+	in, out, dlq := k.topic("in"), k.topic("out"), k.topic("dlq")
+	k.create(1, in, out, dlq)
+	unreachable := fmt.Errorf("schema 7: registry down: %w", serde.ErrUnavailable)
+	flaky := serde.Func(serde.String.Encode, func(b []byte) (string, error) {
+		if string(b) == "needs-registry" {
+			return "", unreachable
+		}
+		return string(b), nil
+	})
+	cantEncode := serde.Func(func(v string) ([]byte, error) {
+		if v == "needs-registry" {
+			return nil, unreachable
+		}
+		return []byte(v), nil
+	}, serde.String.Decode)
+	for _, c := range []struct {
+		name    string
+		in, out serde.Serde[string]
+	}{{"decode", flaky, serde.String}, {"encode", serde.String, cantEncode}} {
+		b := engine.NewBuilder()
+		engine.NewStream(b, in, serde.String, c.in).WithSerdes(serde.String, c.out).To(out)
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		group := k.prefix + "-" + c.name
+		if c.name == "decode" {
+			k.produce(in, &kgo.Record{Key: []byte("a"), Value: []byte("ok")}, &kgo.Record{Key: []byte("b"), Value: []byte("needs-registry")})
+		}
+		err = k.runUntilStopped(top, engine.Config{AppID: group, OnDeserializationError: engine.DeadLetter, OnProcessingError: engine.DeadLetter, DeadLetterTopic: dlq})
+		if !errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), "registry down") {
+			t.Errorf("%s: Run returned %v, want the serde's error", c.name, err)
+		}
+		if at := k.committed(group, in); at > 1 {
+			t.Errorf("%s: committed offset %d is past the record the serde could not handle", c.name, at)
+		}
+		if n := k.end(dlq, 0); n != 0 {
+			t.Errorf("%s: %d dead letters, want none", c.name, n)
+		}
 	}
 }

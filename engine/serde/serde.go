@@ -22,6 +22,7 @@ package serde
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -32,6 +33,15 @@ type Serde[T any] interface {
 	Encode(v T) ([]byte, error)
 	Decode(b []byte) (T, error)
 }
+
+// ErrUnavailable marks an error that is not the record's fault: something
+// the serde needs, such as a schema registry, cannot be reached. The engine
+// never skips or dead-letters a record for it, whatever its error policies:
+// the instance stops with the error, nothing after its last commit is
+// committed, and the record is read again once it restarts. A serde wraps
+// it (fmt.Errorf("...: %w", serde.ErrUnavailable)) only after retrying for a
+// while itself.
+var ErrUnavailable = errors.New("serde: unavailable")
 
 // Func builds a Serde from two functions; either may be nil if the serde is
 // used in one direction only (using the missing direction returns an error).

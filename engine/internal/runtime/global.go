@@ -51,7 +51,7 @@ func newGlobalTask(r *Runtime, subs []*topo.SubTopology, base []kgo.Opt) (*globa
 			Now:    r.cfg.Now,
 			Logger: r.log,
 			OnDecodeError: func(in topo.Input, err error) error {
-				if r.cfg.OnDecodeError == Fail {
+				if r.cfg.OnDecodeError == Fail || !recordsFault(err) {
 					return err
 				}
 				r.log.Warn("skipped a global table record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)

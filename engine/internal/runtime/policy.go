@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
+	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
 // The error policies: what becomes of a record that cannot be decoded,
@@ -20,8 +22,16 @@ type decodeError struct{ err error }
 
 func (e *decodeError) Error() string { return e.err.Error() }
 
+// recordsFault says whether an error may be charged to the record that met
+// it (skipped or dead-lettered by a policy): not when a serde could not
+// reach what it needs (serde.ErrUnavailable).
+func recordsFault(err error) bool { return !errors.Is(err, serde.ErrUnavailable) }
+
 func (t *rtask) onDecodeError(in topo.Input, err error) error {
 	r := t.r
+	if !recordsFault(err) {
+		return &decodeError{err}
+	}
 	switch r.cfg.OnDecodeError {
 	case Skip:
 		r.log.Warn("skipped a record that cannot be decoded", "topic", in.Topic, "partition", in.Partition, "offset", in.Offset, "err", err)
@@ -40,7 +50,11 @@ func (t *rtask) handleProcessError(ctx context.Context, rec *kgo.Record, err err
 	if rec != nil {
 		where = append(where, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 	}
-	switch r.cfg.OnProcessError {
+	policy := r.cfg.OnProcessError
+	if !recordsFault(err) {
+		policy = Fail
+	}
+	switch policy {
 	case Skip:
 		r.log.Warn("skipped a record whose processing failed", where...)
 		r.m.dropped(ctx, "process")
