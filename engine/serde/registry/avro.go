@@ -1,0 +1,200 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+var (
+	avroAPI     = avro.Config{}.Freeze()
+	avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(avroAPI)) }}
+)
+
+// Avro is a serde of T in Avro (github.com/hamba/avro/v2: fields map to
+// struct fields by their `avro` tags), for topic's values or, with [Key],
+// keys. schema is T's schema: the reader's schema, and the writer's unless
+// [UseLatest] says otherwise. Making the serde finds the writer schema's id
+// (see the package doc), so it needs the registry, within ctx.
+//
+// Reading, a record written with another schema under the subject is read
+// as T by Avro's schema resolution (a field the writer did not have takes
+// its default, one the reader does not have is skipped), provided the
+// writer's schema can be read as the reader's; otherwise the record fails
+// with [ErrIncompatible]. References name the schemas of named types that
+// schema uses without defining.
+func Avro[T any](ctx context.Context, r *Registry, topic, schema string, opts ...Option) (serde.Serde[T], error) {
+	o := makeOptions(opts)
+	reader, err := r.parseAvro(ctx, schema, o.references)
+	if err != nil {
+		return nil, fmt.Errorf("registry: the Avro schema: %w", err)
+	}
+	var name string
+	if n, ok := reader.(avro.NamedSchema); ok {
+		name = n.FullName()
+	}
+	subject, err := o.subjectFor(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	id, written, err := r.resolveWriter(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro, References: o.references}, o)
+	if err != nil {
+		return nil, err
+	}
+	writer := reader
+	if o.useLatest {
+		if written.Type != sr.TypeAvro {
+			return nil, fmt.Errorf("registry: subject %q's latest schema (id %d) is %s, not Avro", subject, id, written.Type)
+		}
+		if writer, err = r.parseAvro(ctx, written.Schema, written.References); err != nil {
+			return nil, fmt.Errorf("registry: subject %q's latest schema (id %d): %w", subject, id, err)
+		}
+	}
+	return &avroSerde[T]{r: r, id: id, header: appendHeader(nil, id), writer: writer, reader: reader}, nil
+}
+
+type avroSerde[T any] struct {
+	r      *Registry
+	id     int
+	header []byte
+	writer avro.Schema
+	reader avro.Schema
+
+	// readers holds, by writer schema id, the schema to read its records
+	// with (*avroReader).
+	readers sync.Map
+}
+
+// avroReader is how records of one writer schema are read: the resolved
+// schema, or why they cannot be.
+type avroReader struct {
+	schema avro.Schema
+	err    error
+}
+
+func (s *avroSerde[T]) Encode(v T) ([]byte, error) {
+	b, err := avroAPI.Marshal(s.writer, v)
+	if err != nil {
+		return nil, fmt.Errorf("registry: encoding %T with schema %d: %w", v, s.id, err)
+	}
+	return append(append(make([]byte, 0, headerLen+len(b)), s.header...), b...), nil
+}
+
+func (s *avroSerde[T]) Decode(b []byte) (T, error) {
+	var v T
+	id, payload, err := splitHeader(b)
+	if err != nil {
+		return v, err
+	}
+	rd, err := s.readerFor(id)
+	if err != nil {
+		return v, err
+	}
+	// Not avroAPI.Unmarshal: it takes a payload cut short for a whole one.
+	// Bytes after the value are ignored, as Avro's Java reader does.
+	r := avroReaders.Get().(*avro.Reader)
+	r.Reset(payload)
+	r.Error = nil // Reset keeps it
+	r.ReadVal(rd, &v)
+	err = r.Error
+	r.Reset(nil)
+	avroReaders.Put(r)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%d bytes end before the value does", len(payload))
+	}
+	if err != nil {
+		return v, fmt.Errorf("%w %d: %w", ErrMalformed, id, err)
+	}
+	return v, nil
+}
+
+// readerFor is the schema that reads what writer schema id wrote as T.
+func (s *avroSerde[T]) readerFor(id int) (avro.Schema, error) {
+	if rd, ok := s.readers.Load(id); ok {
+		rd := rd.(*avroReader)
+		return rd.schema, rd.err
+	}
+	rd := &avroReader{}
+	if id == s.id && s.writer == s.reader {
+		rd.schema = s.reader
+	} else {
+		ws, err := s.r.schemaByID(id)
+		if err != nil {
+			if errors.Is(err, serde.ErrUnavailable) {
+				return nil, err // not the record's fault, nor for good
+			}
+			rd.err = err
+		} else {
+			rd.schema, rd.err = s.r.resolveAvro(ws, id, s.reader)
+		}
+	}
+	s.readers.Store(id, rd)
+	return rd.schema, rd.err
+}
+
+// resolveAvro is the schema reading records of writer schema ws (id) as
+// the reader schema.
+func (r *Registry) resolveAvro(ws sr.Schema, id int, reader avro.Schema) (avro.Schema, error) {
+	if ws.Type != sr.TypeAvro {
+		return nil, fmt.Errorf("%w: schema %d is %s, not Avro", ErrIncompatible, id, ws.Type)
+	}
+	writer, err := r.parseAvro(r.ctx, ws.Schema, ws.References)
+	if errors.Is(err, serde.ErrUnavailable) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: schema %d does not parse: %w", ErrIncompatible, id, err)
+	}
+	if writer.Fingerprint() == reader.Fingerprint() {
+		return reader, nil
+	}
+	resolved, err := avro.NewSchemaCompatibility().Resolve(reader, writer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: schema %d: %w", ErrIncompatible, id, err)
+	}
+	return resolved, nil
+}
+
+// parseAvro parses an Avro schema after the schemas it refers to, each
+// fetched from the registry, all in a cache of its own: two versions of a
+// named type never meet.
+func (r *Registry) parseAvro(ctx context.Context, schema string, refs []sr.SchemaReference) (avro.Schema, error) {
+	cache := &avro.SchemaCache{}
+	if err := r.loadAvroRefs(ctx, cache, refs, map[subjectVersion]bool{}); err != nil {
+		return nil, err
+	}
+	return avro.ParseWithCache(schema, "", cache)
+}
+
+func (r *Registry) loadAvroRefs(ctx context.Context, cache *avro.SchemaCache, refs []sr.SchemaReference, seen map[subjectVersion]bool) error {
+	for _, ref := range refs {
+		k := subjectVersion{ref.Subject, ref.Version}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		ss, err := r.schemaByVersion(ctx, ref.Subject, ref.Version)
+		if err != nil {
+			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
+		}
+		if err := r.loadAvroRefs(ctx, cache, ss.References, seen); err != nil {
+			return err
+		}
+		if _, err := avro.ParseWithCache(ss.Schema.Schema, "", cache); err != nil {
+			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
+		}
+	}
+	return nil
+}
+
+func appendHeader(b []byte, id int) []byte {
+	b, _ = wire.AppendEncode(b, id, nil) // never fails
+	return b
+}

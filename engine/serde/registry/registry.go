@@ -1,0 +1,270 @@
+// Package registry reads and writes records in Confluent's wire format —
+// a zero magic byte, the 4-byte big-endian id of the writer's schema in a
+// schema registry, then the payload — with schemas kept in a registry that
+// speaks Confluent's REST API (Confluent Schema Registry, Apicurio Registry's
+// ccompat API, Redpanda, Karapace). The serdes here are the
+// [serde.Serde] values a topology's sources, sinks and stores take; they
+// talk to the registry through franz-go's [sr.Client].
+//
+// A serde is made for one topic, as a key or a value serde, with the Go
+// type it reads and writes and, for Avro, that type's schema. Making it
+// finds the schema's id under its subject ([TopicName] by default): by
+// lookup (the schema must already be registered; Confluent's serializers
+// register by default, these do not unless told with [AutoRegister]), or by
+// registering it, or, with [UseLatest], the subject's latest version is the
+// one written. Reading, a record carries its writer's schema id: the serde
+// fetches that schema once, caches it, and reads the payload as its own
+// type, resolving an evolved schema as Avro's rules say.
+//
+// Errors say what is wrong. A record without the magic byte
+// ([ErrNotWireFormat]), with an id the registry does not know
+// ([ErrUnknownSchema]), whose writer schema cannot be read as the reader's
+// ([ErrIncompatible]) or whose payload does not match its schema
+// ([ErrMalformed]) is the record's fault, and goes where the engine's
+// decode error policy sends it (a dead letter names the reason). A registry
+// that cannot be reached is not: after retrying for [Config.RetryFor] the
+// serde returns an error wrapping [serde.ErrUnavailable], which stops the
+// instance whatever its policies, so that no record is lost for it.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// Errors of records that cannot be read, each wrapped with the detail.
+var (
+	// ErrNotWireFormat: the record does not start with the magic byte 0 and
+	// a schema id.
+	ErrNotWireFormat = errors.New("registry: not in Confluent's wire format")
+	// ErrUnknownSchema: the registry has no schema with the record's id.
+	ErrUnknownSchema = errors.New("registry: unknown schema id")
+	// ErrIncompatible: the writer's schema cannot be read as the reader's.
+	ErrIncompatible = errors.New("registry: writer schema incompatible with the reader's")
+	// ErrMalformed: the payload does not match the schema it names.
+	ErrMalformed = errors.New("registry: payload does not match its schema")
+)
+
+// ErrNotRegistered is returned when making a serde whose schema is not
+// registered under its subject (and AutoRegister is off).
+var ErrNotRegistered = errors.New("registry: schema not registered")
+
+// Config connects to a registry.
+type Config struct {
+	// URLs of the registry's Confluent-compatible API, e.g.
+	// http://127.0.0.1:8081 (Confluent) or
+	// http://127.0.0.1:8080/apis/ccompat/v7 (Apicurio).
+	URLs []string
+	// Options for the client beyond the URLs (authentication, TLS, an
+	// HTTP client).
+	Options []sr.ClientOpt
+	// RequestTimeout bounds each request to the registry (default 10s).
+	RequestTimeout time.Duration
+	// RetryFor is how long a serde retries a registry it cannot reach
+	// (a transport error, a timeout, a 5xx answer) before it gives up with
+	// serde.ErrUnavailable (default 30s, Kafka's request timeout).
+	RetryFor time.Duration
+}
+
+// Registry is a client of a schema registry with the caches every serde
+// made from it shares: schemas by id and by subject and version. It is safe
+// for concurrent use. Close cancels the fetches serdes make while reading
+// and writing records (those calls have no context of their own).
+type Registry struct {
+	cl      *sr.Client
+	ctx     context.Context
+	cancel  context.CancelFunc
+	timeout time.Duration
+	retry   time.Duration
+
+	mu        sync.Mutex
+	byID      map[int]sr.Schema
+	byVersion map[subjectVersion]sr.SubjectSchema
+}
+
+type subjectVersion struct {
+	subject string
+	version int
+}
+
+// New makes a Registry. It does not connect: the first serde made does.
+func New(cfg Config) (*Registry, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("registry: Config.URLs is empty")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.RetryFor <= 0 {
+		cfg.RetryFor = 30 * time.Second
+	}
+	opts := append([]sr.ClientOpt{sr.URLs(cfg.URLs...), sr.HTTPClient(&http.Client{Timeout: cfg.RequestTimeout})}, cfg.Options...)
+	cl, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{
+		cl: cl, ctx: ctx, cancel: cancel, timeout: cfg.RequestTimeout, retry: cfg.RetryFor,
+		byID:      map[int]sr.Schema{},
+		byVersion: map[subjectVersion]sr.SubjectSchema{},
+	}, nil
+}
+
+// Client is the registry's client, for what the serdes do not do
+// (compatibility settings, deletions).
+func (r *Registry) Client() *sr.Client { return r.cl }
+
+// Close cancels fetches under way; serdes made from r fail afterwards
+// when they need the registry.
+func (r *Registry) Close() { r.cancel() }
+
+// transient says whether a registry error may pass if retried: no answer,
+// or a server error. A 4xx answer is final.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode >= 500 || re.StatusCode == http.StatusTooManyRequests
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// notFound says whether the registry answered that what was asked for
+// does not exist.
+func notFound(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+}
+
+// call runs fn against the registry, retrying a transient failure with
+// backoff for at most the registry's RetryFor (or until ctx ends); a
+// failure that outlasts it wraps serde.ErrUnavailable.
+func (r *Registry) call(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	deadline := time.Now().Add(r.retry)
+	wait := 50 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if !transient(err) {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// schemaByID is the schema with the given id, from the cache or the
+// registry, fetched under the registry's own context.
+func (r *Registry) schemaByID(id int) (sr.Schema, error) {
+	r.mu.Lock()
+	s, ok := r.byID[id]
+	r.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	err := r.call(r.ctx, fmt.Sprintf("fetching schema %d", id), func(ctx context.Context) (err error) {
+		s, err = r.cl.SchemaByID(ctx, id)
+		return err
+	})
+	if notFound(err) {
+		return sr.Schema{}, fmt.Errorf("%w %d", ErrUnknownSchema, id)
+	}
+	if err != nil {
+		return sr.Schema{}, err
+	}
+	r.mu.Lock()
+	r.byID[id] = s
+	r.mu.Unlock()
+	return s, nil
+}
+
+// schemaByVersion is a subject's schema at a version (-1: the latest, never
+// cached).
+func (r *Registry) schemaByVersion(ctx context.Context, subject string, version int) (sr.SubjectSchema, error) {
+	k := subjectVersion{subject, version}
+	if version > 0 {
+		r.mu.Lock()
+		s, ok := r.byVersion[k]
+		r.mu.Unlock()
+		if ok {
+			return s, nil
+		}
+	}
+	var s sr.SubjectSchema
+	err := r.call(ctx, fmt.Sprintf("fetching subject %q version %d", subject, version), func(ctx context.Context) (err error) {
+		s, err = r.cl.SchemaByVersion(ctx, subject, version)
+		return err
+	})
+	if err != nil {
+		return s, err
+	}
+	r.mu.Lock()
+	r.byVersion[subjectVersion{subject, s.Version}] = s
+	r.byID[s.ID] = s.Schema
+	r.mu.Unlock()
+	return s, nil
+}
+
+// resolveWriter finds the id and the schema a serde writes with: the
+// subject's latest version, the schema registered now, or the schema
+// looked up.
+func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schema, o options) (int, sr.Schema, error) {
+	switch {
+	case o.useLatest:
+		ss, err := r.schemaByVersion(ctx, subject, -1)
+		if notFound(err) {
+			return 0, s, fmt.Errorf("%w: subject %q has no version", ErrNotRegistered, subject)
+		}
+		return ss.ID, ss.Schema, err
+	case o.autoRegister:
+		var id int
+		err := r.call(ctx, fmt.Sprintf("registering under %q", subject), func(ctx context.Context) (err error) {
+			id, err = r.cl.RegisterSchema(ctx, subject, s, -1, -1)
+			return err
+		})
+		if err != nil {
+			if !errors.Is(err, serde.ErrUnavailable) {
+				err = fmt.Errorf("registry: registering the schema under %q: %w", subject, err)
+			}
+			return 0, s, err
+		}
+		r.mu.Lock()
+		r.byID[id] = s
+		r.mu.Unlock()
+		return id, s, nil
+	}
+	var ss sr.SubjectSchema
+	err := r.call(ctx, fmt.Sprintf("looking up under %q", subject), func(ctx context.Context) (err error) {
+		ss, err = r.cl.LookupSchema(ctx, subject, s)
+		return err
+	})
+	if notFound(err) {
+		return 0, s, fmt.Errorf("%w under subject %q (register it, or make the serde with AutoRegister): %w", ErrNotRegistered, subject, err)
+	}
+	if err != nil {
+		return 0, s, err
+	}
+	r.mu.Lock()
+	r.byID[ss.ID] = s
+	r.mu.Unlock()
+	return ss.ID, s, nil
+}
