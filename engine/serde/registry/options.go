@@ -36,6 +36,7 @@ type options struct {
 	subject      SubjectStrategy
 	autoRegister bool
 	useLatest    bool
+	validate     bool
 	references   []sr.SchemaReference
 }
 
