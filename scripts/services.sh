@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Starts and stops the real components Oxbow's integration tests use, on this
 # machine, without Docker: a single-node Apache Kafka broker (KRaft, combined
-# broker+controller, jars fetched from Maven Central with Maven) and a
-# PostgreSQL server (Debian's packages) with logical replication enabled.
+# broker+controller, jars fetched from Maven Central with Maven), a
+# PostgreSQL server (Debian's packages) with logical replication enabled, and
+# a schema registry (Apicurio Registry 2.4.2, built once from Maven Central,
+# serving Confluent's API at /apis/ccompat/v7, in memory, compatibility
+# BACKWARD).
 #
-#   scripts/services.sh start  [kafka|postgres|all]   # default: all
-#   scripts/services.sh stop   [kafka|postgres|all]
+#   scripts/services.sh start  [kafka|postgres|registry|all]   # default: all
+#   scripts/services.sh stop   [kafka|postgres|registry|all]
 #   scripts/services.sh restart postgres               # restart, keeping the data
-#   scripts/services.sh status [kafka|postgres|all]   # exit 1 if one is not running
+#   scripts/services.sh status [kafka|postgres|registry|all]   # exit 1 if one is not running
 #   scripts/services.sh env                            # export lines, for eval
 #   scripts/services.sh kafka-class CLASS [ARGS...]    # run a Kafka tool class
 #   scripts/services.sh fetch kafka                    # only fetch Kafka's jars (images.sh)
@@ -59,6 +62,13 @@ PG_START_TIMEOUT="${OXBOW_PG_START_TIMEOUT:-60}"
 # cache is not (a clone under /root, say) it falls back to a dir under /tmp,
 # and this file remembers where it went.
 PG_RUN_POINTER="${RUN_DIR}/postgres.path"
+
+REGISTRY_VERSION=2.4.2.Final
+REGISTRY_PORT="${OXBOW_REGISTRY_PORT:-8081}"
+REGISTRY_HEAP="${OXBOW_REGISTRY_HEAP:--Xms64m -Xmx384m}"
+REGISTRY_START_TIMEOUT="${OXBOW_REGISTRY_START_TIMEOUT:-120}"
+REGISTRY_HOME="${CACHE_DIR}/registry/${REGISTRY_VERSION}"
+REGISTRY_RUN="${RUN_DIR}/registry"
 
 STOP_TIMEOUT="${OXBOW_STOP_TIMEOUT:-30}"
 
@@ -1248,6 +1258,135 @@ pg_status() {
 }
 
 # ---------------------------------------------------------------------------
+# The schema registry: Apicurio Registry 2.4.2.Final, a Quarkus application
+# built here once from Maven Central (scripts/registry/pom.xml), serving
+# Confluent's Schema Registry API at /apis/ccompat/v7, in memory (H2): every
+# start is empty. Where it differs from Confluent's (the default
+# compatibility, NONE there, is set to BACKWARD at start) see
+# engine/serde/registry's package doc.
+
+registry_build() {
+	local app="${REGISTRY_HOME}/target/quarkus-app/quarkus-run.jar"
+	if [ -f "${REGISTRY_HOME}/.complete" ] && [ -f "$app" ]; then
+		return 0
+	fi
+	command -v mvn >/dev/null 2>&1 || die "mvn not found: Maven is needed to build the schema registry from Maven Central"
+	info "registry: building Apicurio Registry ${REGISTRY_VERSION} from Maven Central (once; a few minutes)"
+	rm -rf "$REGISTRY_HOME"
+	mkdir -p "${REGISTRY_HOME}/src/main/resources"
+	cp "${REPO_DIR}/scripts/registry/pom.xml" "${REGISTRY_HOME}/pom.xml"
+	local mlog="${REGISTRY_HOME}/mvn.log" m2="${CACHE_DIR}/m2" attempt ok=0
+	local jar="${m2}/io/apicurio/apicurio-registry-app/${REGISTRY_VERSION}/apicurio-registry-app-${REGISTRY_VERSION}.jar"
+	for attempt in 1 2 3; do
+		# First the app's jar, whose application.properties the build needs.
+		if (cd "$REGISTRY_HOME" && mvn -B -q -Dmaven.repo.local="$m2" -Dstyle.color=never \
+			-Dmaven.wagon.http.retryHandler.count=3 dependency:resolve) >"$mlog" 2>&1 &&
+			[ -f "$jar" ] &&
+			{ unzip -p "$jar" application.properties && echo && cat "${REPO_DIR}/scripts/registry/application.properties"; } \
+				>"${REGISTRY_HOME}/src/main/resources/application.properties" &&
+			(cd "$REGISTRY_HOME" && mvn -B -q -Dmaven.repo.local="$m2" -Dstyle.color=never \
+				-Dmaven.wagon.http.retryHandler.count=3 -DskipTests package) >>"$mlog" 2>&1 &&
+			[ -f "$app" ]; then
+			ok=1
+			break
+		fi
+		warn "registry: the build failed (attempt ${attempt}/3); last lines of ${mlog}:"
+		tail -n 20 "$mlog" >&2 || true
+		sleep $((attempt * 3))
+	done
+	[ "$ok" = 1 ] || die "registry: could not build Apicurio Registry ${REGISTRY_VERSION} (see ${mlog})"
+	touch "${REGISTRY_HOME}/.complete"
+	info "registry: built ${app}"
+}
+
+registry_pid() {
+	local pid
+	pid="$(cat "${REGISTRY_RUN}/registry.pid" 2>/dev/null)" || return 1
+	proc_matches "$pid" quarkus-run.jar "-Dquarkus.http.port=${REGISTRY_PORT}" || return 1
+	echo "$pid"
+}
+
+registry_url() { echo "http://127.0.0.1:${REGISTRY_PORT}/apis/ccompat/v7"; }
+
+registry_fail() {
+	echo "services: error: registry: $*" >&2
+	echo "---- last 50 lines of ${REGISTRY_RUN}/registry.out ----" >&2
+	tail -n 50 "${REGISTRY_RUN}/registry.out" >&2 2>/dev/null || true
+	registry_stop >/dev/null 2>&1 || true
+	exit 1
+}
+
+registry_start() {
+	local pid
+	if pid="$(registry_pid)"; then
+		info "registry: already running (pid ${pid}) at $(registry_url)"
+		return 0
+	fi
+	find_java
+	command -v curl >/dev/null 2>&1 || die "curl not found: the registry's start checks its API with it"
+	registry_build
+	if port_open "$REGISTRY_PORT"; then
+		die "registry: port 127.0.0.1:${REGISTRY_PORT} is already in use by another process (set OXBOW_REGISTRY_PORT)"
+	fi
+	local started=$SECONDS
+	rm -rf "$REGISTRY_RUN"
+	mkdir -p "$REGISTRY_RUN"
+	info "registry: starting Apicurio Registry ${REGISTRY_VERSION} on 127.0.0.1:${REGISTRY_PORT}"
+	local -a jvm_opts
+	read -r -a jvm_opts <<<"$REGISTRY_HEAP"
+	jvm_opts+=(-XX:+UseSerialGC -Djava.awt.headless=true "-Dquarkus.http.port=${REGISTRY_PORT}" -Dquarkus.http.host=127.0.0.1)
+	(
+		cd "$REGISTRY_RUN"
+		# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+		setsid bash -c 'echo $$ >"$0/registry.pid"; exec "$@"' "$REGISTRY_RUN" \
+			"$JAVA" "${jvm_opts[@]}" -jar "${REGISTRY_HOME}/target/quarkus-app/quarkus-run.jar" \
+			</dev/null >"${REGISTRY_RUN}/registry.out" 2>&1 9>&- &
+	)
+	local deadline=$((SECONDS + REGISTRY_START_TIMEOUT)) url
+	url="$(registry_url)"
+	while ! curl -fsS -o /dev/null "${url}/subjects" 2>/dev/null; do
+		if [ -s "${REGISTRY_RUN}/registry.pid" ] && ! launched_alive "${REGISTRY_RUN}/registry.pid"; then
+			registry_fail "it exited during startup"
+		fi
+		[ "$SECONDS" -lt "$deadline" ] || registry_fail "no answer at ${url}/subjects after ${REGISTRY_START_TIMEOUT}s"
+		sleep 0.5
+	done
+	# Confluent's default compatibility, which users port from.
+	curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' \
+		--data '{"compatibility":"BACKWARD"}' "${url}/config" ||
+		registry_fail "setting the global compatibility to BACKWARD failed"
+	info "registry: ready in $((SECONDS - started))s at ${url} (pid $(registry_pid))"
+}
+
+registry_stop() {
+	local pid
+	if ! pid="$(registry_pid)"; then
+		info "registry: not running"
+		rm -f "${REGISTRY_RUN}/registry.pid"
+		return 0
+	fi
+	info "registry: stopping (pid ${pid})"
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+		warn "registry: still running after ${STOP_TIMEOUT}s; killing it"
+		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 10 || die "registry: pid ${pid} survived SIGKILL"
+	fi
+	rm -f "${REGISTRY_RUN}/registry.pid"
+	info "registry: stopped"
+}
+
+registry_status() {
+	local pid
+	if pid="$(registry_pid)"; then
+		info "registry: running (pid ${pid}) at $(registry_url)"
+	else
+		info "registry: not running"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------------------
 
 usage() {
 	# The header comment, up to the first line of code.
@@ -1260,8 +1399,8 @@ targets() {
 	[ $# -gt 0 ] || set -- all
 	for t in "$@"; do
 		case "$t" in
-		all) echo "kafka postgres" ;;
-		kafka | postgres | kafka-cluster | kafka-solo) echo "$t" ;;
+		all) echo "kafka postgres registry" ;;
+		kafka | postgres | registry | kafka-cluster | kafka-solo) echo "$t" ;;
 		*) usage ;;
 		esac
 	done
@@ -1278,6 +1417,7 @@ main() {
 			case "$t" in
 			kafka) kafka_start ;;
 			postgres) pg_start ;;
+			registry) registry_start ;;
 			kafka-cluster | kafka-solo) kc_start "${t#kafka-}" ;;
 			esac
 		done
@@ -1293,6 +1433,7 @@ main() {
 			case "$t" in
 			kafka) kafka_stop || rc=1 ;;
 			postgres) pg_stop || rc=1 ;;
+			registry) registry_stop || rc=1 ;;
 			kafka-cluster | kafka-solo) kc_stop "${t#kafka-}" || rc=1 ;;
 			esac
 		done
@@ -1308,6 +1449,7 @@ main() {
 			case "$t" in
 			kafka) kafka_status || rc=1 ;;
 			postgres) pg_status || rc=1 ;;
+			registry) registry_status || rc=1 ;;
 			kafka-cluster | kafka-solo) kc_status "${t#kafka-}" || rc=1 ;;
 			esac
 		done
@@ -1328,6 +1470,9 @@ main() {
 		fi
 		if [ "$secure" = 1 ]; then
 			echo "export OXBOW_SECURE_DIR=${SECURE_DIR}"
+		fi
+		if registry_pid >/dev/null; then
+			echo "export OXBOW_REGISTRY_URL=$(registry_url)"
 		fi
 		if kc_pid cluster 1 >/dev/null; then
 			echo "export OXBOW_KAFKA_CLUSTER=$(kc_address cluster)"

@@ -5,17 +5,17 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net/http"
+	"slices"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
 const shoeV1 = `{"type":"record","name":"Shoe","namespace":"shoes","fields":[
@@ -49,25 +49,57 @@ func newRegistry(t *testing.T, url string) *registry.Registry {
 	return r
 }
 
-func fake(t *testing.T) *srfake.Registry {
-	t.Helper()
-	f := srfake.New()
-	t.Cleanup(f.Close)
-	return f
+// env is a test's registry, real or fake (srtest), with what the tests
+// ask of it directly.
+type env struct {
+	*srtest.Registry
+	t *testing.T
 }
+
+func newEnv(t *testing.T) *env { return &env{srtest.New(t), t} }
+
+// topic is a topic name of the test's own.
+func (e *env) topic(name string) string { return e.Prefix + "-" + name }
+
+func (e *env) register(subject string, s sr.Schema) int {
+	e.t.Helper()
+	id, err := e.Client.RegisterSchema(context.Background(), subject, s, -1, -1)
+	if err != nil {
+		e.t.Fatalf("registering under %q: %v", subject, err)
+	}
+	return id
+}
+
+func (e *env) schemaAt(subject string, version int) sr.SubjectSchema {
+	e.t.Helper()
+	ss, err := e.Client.SchemaByVersion(context.Background(), subject, version)
+	if err != nil {
+		e.t.Fatalf("subject %q version %d: %v", subject, version, err)
+	}
+	return ss
+}
+
+func (e *env) exists(subject string) bool {
+	e.t.Helper()
+	subjects, err := e.Client.Subjects(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return slices.Contains(subjects, subject)
+}
+
+// unknownID is a schema id no registry in these tests has.
+const unknownID = 2_000_000_000
 
 func TestAvroRoundTripInWireFormat(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	s, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.AutoRegister())
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	s, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, ok := f.GetSchema("shoes-value", 1)
-	if !ok {
-		t.Fatal("AutoRegister did not register shoes-value")
-	}
+	ss := e.schemaAt(e.topic("shoes")+"-value", 1)
 	in := shoeV1T{SKU: "oxford-42", Price: 12900}
 	b, err := s.Encode(in)
 	if err != nil {
@@ -90,13 +122,13 @@ func TestAvroRoundTripInWireFormat(t *testing.T) {
 
 	// A key serde registers under "-key"; another serde of the same schema
 	// and subject finds the same id by lookup.
-	if _, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.Key(), registry.AutoRegister()); err != nil {
+	if _, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.Key(), registry.AutoRegister()); err != nil {
 		t.Fatal(err)
 	}
-	if !f.SubjectExists("shoes-key") {
+	if !e.exists(e.topic("shoes") + "-key") {
 		t.Error("a key serde did not register shoes-key")
 	}
-	again, err := registry.Avro[shoeV1T](ctx, newRegistry(t, f.URL()), "shoes", shoeV1)
+	again, err := registry.Avro[shoeV1T](ctx, newRegistry(t, e.URL), e.topic("shoes"), shoeV1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +139,13 @@ func TestAvroRoundTripInWireFormat(t *testing.T) {
 
 // Without AutoRegister a schema must be registered already.
 func TestAvroNotRegistered(t *testing.T) {
-	r := newRegistry(t, fake(t).URL())
-	_, err := registry.Avro[shoeV1T](context.Background(), r, "shoes", shoeV1)
-	if !errors.Is(err, registry.ErrNotRegistered) || !strings.Contains(err.Error(), `"shoes-value"`) || !strings.Contains(err.Error(), "AutoRegister") {
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	_, err := registry.Avro[shoeV1T](context.Background(), r, e.topic("shoes"), shoeV1)
+	if !errors.Is(err, registry.ErrNotRegistered) || !strings.Contains(err.Error(), `"`+e.topic("shoes")+`-value"`) || !strings.Contains(err.Error(), "AutoRegister") {
 		t.Fatalf("err %v, want ErrNotRegistered naming the subject and the way out", err)
 	}
-	if _, err := registry.Avro[shoeV1T](context.Background(), r, "shoes", `{"type":"record"`); err == nil || !strings.Contains(err.Error(), "Avro schema") {
+	if _, err := registry.Avro[shoeV1T](context.Background(), r, e.topic("shoes"), `{"type":"record"`); err == nil || !strings.Contains(err.Error(), "Avro schema") {
 		t.Errorf("a schema that does not parse: %v", err)
 	}
 }
@@ -122,13 +155,13 @@ func TestAvroNotRegistered(t *testing.T) {
 // is skipped.
 func TestAvroReadsEvolvedSchemas(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	v1, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.AutoRegister())
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	v1, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2, err := registry.Avro[shoeV2T](ctx, r, "shoes", shoeV2, registry.AutoRegister())
+	v2, err := registry.Avro[shoeV2T](ctx, r, e.topic("shoes"), shoeV2, registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +177,7 @@ func TestAvroReadsEvolvedSchemas(t *testing.T) {
 
 	// UseLatest writes with the subject's latest version whatever its own
 	// schema: v1's type, v2's schema (the colour takes its default).
-	pinned, err := registry.Avro[shoeV2T](ctx, newRegistry(t, f.URL()), "shoes", shoeV1, registry.UseLatest())
+	pinned, err := registry.Avro[shoeV2T](ctx, newRegistry(t, e.URL), e.topic("shoes"), shoeV1, registry.UseLatest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +185,7 @@ func TestAvroReadsEvolvedSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	latest, _ := f.GetSchema("shoes-value", 2)
+	latest := e.schemaAt(e.topic("shoes")+"-value", 2)
 	if id := int(binary.BigEndian.Uint32(b[1:5])); id != latest.ID {
 		t.Errorf("UseLatest wrote with schema %d, want %d (version 2)", id, latest.ID)
 	}
@@ -164,23 +197,17 @@ func TestAvroReadsEvolvedSchemas(t *testing.T) {
 // Records that cannot be read fail with an error that names the reason.
 func TestAvroBadRecords(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	s, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.AutoRegister())
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	s, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
 	good, _ := s.Encode(shoeV1T{SKU: "derby", Price: 100})
 	id := int(binary.BigEndian.Uint32(good[1:5]))
 	// A schema the reader cannot resolve: price is a string.
-	otherID, _, err := f.RegisterSchema("other-value", sr.Schema{Type: sr.TypeAvro, Schema: strings.Replace(shoeV1, `"long"`, `"string"`, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	protoID, _, err := f.RegisterSchema("proto-value", sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3"; message M { string a = 1; }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	otherID := e.register(e.topic("other")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: strings.Replace(shoeV1, `"long"`, `"string"`, 1)})
+	protoID := e.register(e.topic("proto")+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3"; message M { string a = 1; }`})
 	header := func(id int) []byte { return binary.BigEndian.AppendUint32([]byte{0}, uint32(id)) }
 	for _, c := range []struct {
 		name string
@@ -190,7 +217,7 @@ func TestAvroBadRecords(t *testing.T) {
 	}{
 		{"json", []byte(`{"sku":"x"}`), registry.ErrNotWireFormat, "magic byte"},
 		{"short", []byte{0, 0, 1}, registry.ErrNotWireFormat, "shorter"},
-		{"unknown id", append(header(4242), good[5:]...), registry.ErrUnknownSchema, "4242"},
+		{"unknown id", append(header(unknownID), good[5:]...), registry.ErrUnknownSchema, strconv.Itoa(unknownID)},
 		{"truncated", good[:len(good)-1], registry.ErrMalformed, "end before the value"},
 		{"incompatible", append(header(otherID), good[5:]...), registry.ErrIncompatible, "not compatible"},
 		{"not avro", append(header(protoID), good[5:]...), registry.ErrIncompatible, "PROTOBUF"},
@@ -210,33 +237,20 @@ func TestAvroBadRecords(t *testing.T) {
 // registry gives up with serde.ErrUnavailable (not the record's fault).
 func TestAvroWaitsForTheRegistry(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	writer := newRegistry(t, f.URL())
-	w, err := registry.Avro[shoeV2T](ctx, writer, "shoes", shoeV2, registry.AutoRegister())
+	e := newEnv(t)
+	writer := newRegistry(t, e.URL)
+	w, err := registry.Avro[shoeV2T](ctx, writer, e.topic("shoes"), shoeV2, registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := w.Encode(shoeV2T{SKU: "clog", Price: 3000, Colour: "green"})
-	if _, _, err := f.RegisterSchema("shoes-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1}); err != nil {
-		t.Fatal(err)
-	}
-
-	var down atomic.Bool
-	var refused atomic.Int64
-	f.Intercept(func(w http.ResponseWriter, _ *http.Request) bool {
-		if !down.Load() {
-			return false
-		}
-		refused.Add(1)
-		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-		return true
-	})
-	r := newRegistry(t, f.URL())
-	s, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1) // looked up while up
+	e.register(e.topic("shoes")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1})
+	r := newRegistry(t, e.URL)
+	s, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1) // looked up while up
 	if err != nil {
 		t.Fatal(err)
 	}
-	down.Store(true)
+	e.Down(true)
 	type result struct {
 		v   shoeV1T
 		err error
@@ -246,30 +260,27 @@ func TestAvroWaitsForTheRegistry(t *testing.T) {
 		v, err := s.Decode(rec) // v2's id: a fetch
 		done <- result{v, err}
 	}()
-	for refused.Load() < 2 { // retried at least once
+	for e.Refused() < 2 { // retried at least once
 		select {
 		case res := <-done:
 			t.Fatalf("Decode returned %+v, %v while the registry was down", res.v, res.err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	down.Store(false)
+	e.Down(false)
 	res := <-done
 	if res.err != nil || res.v != (shoeV1T{SKU: "clog", Price: 3000}) {
 		t.Fatalf("after the registry came back: %+v, %v", res.v, res.err)
 	}
 
 	// Another unseen id while down, and the registry closed meanwhile.
-	other, _, err := f.RegisterSchema("shoes2-value", sr.Schema{Type: sr.TypeAvro, Schema: strings.Replace(shoeV2, "black", "white", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	down.Store(true)
+	other := e.register(e.topic("shoes2")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: strings.Replace(shoeV2, "black", "white", 1)})
+	e.Down(true)
 	go func() {
 		_, err := s.Decode(append(binary.BigEndian.AppendUint32([]byte{0}, uint32(other)), rec[5:]...))
 		done <- result{err: err}
 	}()
-	for n := refused.Load(); refused.Load() == n; {
+	for n := e.Refused(); e.Refused() == n; {
 		select {
 		case res := <-done:
 			t.Fatalf("Decode returned %v before asking the registry", res.err)
@@ -277,7 +288,7 @@ func TestAvroWaitsForTheRegistry(t *testing.T) {
 		}
 	}
 	r.Close()
-	if res := <-done; !errors.Is(res.err, serde.ErrUnavailable) || !strings.Contains(res.err.Error(), "down for maintenance") && !strings.Contains(res.err.Error(), "canceled") {
+	if res := <-done; !errors.Is(res.err, serde.ErrUnavailable) || !strings.Contains(res.err.Error(), "the registry is down") && !strings.Contains(res.err.Error(), "canceled") {
 		t.Fatalf("closed while down: %v, want serde.ErrUnavailable", res.err)
 	}
 }
@@ -285,20 +296,20 @@ func TestAvroWaitsForTheRegistry(t *testing.T) {
 // Subject name strategies, and a named type defined in another subject.
 func TestAvroSubjectsAndReferences(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	if _, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.Subject(registry.RecordName), registry.AutoRegister()); err != nil {
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	if _, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.Subject(registry.RecordName), registry.AutoRegister()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := registry.Avro[shoeV1T](ctx, r, "shoes", shoeV1, registry.Subject(registry.TopicRecordName), registry.AutoRegister()); err != nil {
+	if _, err := registry.Avro[shoeV1T](ctx, r, e.topic("shoes"), shoeV1, registry.Subject(registry.TopicRecordName), registry.AutoRegister()); err != nil {
 		t.Fatal(err)
 	}
-	for _, subject := range []string{"shoes.Shoe", "shoes-shoes.Shoe"} {
-		if !f.SubjectExists(subject) {
+	for _, subject := range []string{"shoes.Shoe", e.topic("shoes") + "-shoes.Shoe"} {
+		if !e.exists(subject) {
 			t.Errorf("no subject %q", subject)
 		}
 	}
-	if _, err := registry.Avro[string](ctx, r, "names", `"string"`, registry.Subject(registry.RecordName), registry.AutoRegister()); err == nil || !strings.Contains(err.Error(), "named schema") {
+	if _, err := registry.Avro[string](ctx, r, e.topic("names"), `"string"`, registry.Subject(registry.RecordName), registry.AutoRegister()); err == nil || !strings.Contains(err.Error(), "named schema") {
 		t.Errorf("RecordName with an unnamed schema: %v", err)
 	}
 
@@ -310,7 +321,7 @@ func TestAvroSubjectsAndReferences(t *testing.T) {
 		Shoe shoeV1T `avro:"shoe"`
 	}
 	ref := sr.SchemaReference{Name: "shoes.Shoe", Subject: "shoes.Shoe", Version: 1}
-	s, err := registry.Avro[orderT](ctx, r, "orders", order, registry.References(ref), registry.AutoRegister())
+	s, err := registry.Avro[orderT](ctx, r, e.topic("orders"), order, registry.References(ref), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +339,7 @@ func TestAvroSubjectsAndReferences(t *testing.T) {
 		Shoe shoeV1T `avro:"shoe"`
 		Qty  int     `avro:"qty"`
 	}
-	fresh, err := registry.Avro[orderV2T](ctx, newRegistry(t, f.URL()), "orders", orderV2, registry.References(ref), registry.AutoRegister())
+	fresh, err := registry.Avro[orderV2T](ctx, newRegistry(t, e.URL), e.topic("orders"), orderV2, registry.References(ref), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 
 const shoeJSONSchema = `{
 	"$schema": "http://json-schema.org/draft-07/schema#",
-	"title": "shoes.Shoe",
+	"title": "shoes.ShoeJSON",
 	"type": "object",
 	"properties": {
 		"sku": {"type": "string", "minLength": 1},
@@ -31,18 +32,18 @@ type shoeJSON struct {
 
 func TestJSONSchemaRoundTripAndValidation(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	if _, err := registry.JSONSchema[shoeJSON](ctx, r, "shoes", shoeJSONSchema); !errors.Is(err, registry.ErrNotRegistered) {
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	if _, err := registry.JSONSchema[shoeJSON](ctx, r, e.topic("shoes"), shoeJSONSchema); !errors.Is(err, registry.ErrNotRegistered) {
 		t.Fatalf("without AutoRegister: %v", err)
 	}
-	plain, err := registry.JSONSchema[shoeJSON](ctx, r, "shoes", shoeJSONSchema, registry.AutoRegister(), registry.Subject(registry.RecordName))
+	plain, err := registry.JSONSchema[shoeJSON](ctx, r, e.topic("shoes"), shoeJSONSchema, registry.AutoRegister(), registry.Subject(registry.RecordName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, ok := f.GetSchema("shoes.Shoe", 1) // the title is the record name
-	if !ok || ss.Schema.Type != sr.TypeJSON {
-		t.Fatalf("shoes.Shoe: %+v %v", ss, ok)
+	ss := e.schemaAt("shoes.ShoeJSON", 1) // the title is the record name
+	if ss.Schema.Type != sr.TypeJSON {
+		t.Fatalf("shoes.ShoeJSON: %+v", ss)
 	}
 	b, err := plain.Encode(shoeJSON{SKU: "derby", Price: 8000})
 	if err != nil {
@@ -61,7 +62,7 @@ func TestJSONSchemaRoundTripAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not validating, a value that does not conform: %v", err)
 	}
-	strict, err := registry.JSONSchema[shoeJSON](ctx, r, "shoes", shoeJSONSchema, registry.Subject(registry.RecordName), registry.Validate())
+	strict, err := registry.JSONSchema[shoeJSON](ctx, r, e.topic("shoes"), shoeJSONSchema, registry.Subject(registry.RecordName), registry.Validate())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestJSONSchemaRoundTripAndValidation(t *testing.T) {
 		t.Errorf("validating, a good record: %+v, %v", v, err)
 	}
 
-	avroID, _, _ := f.RegisterSchema("avro-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1})
+	avroID := e.register(e.topic("avro")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1})
 	header := func(id int) []byte { return binary.BigEndian.AppendUint32([]byte{0}, uint32(id)) }
 	for _, c := range []struct {
 		name string
@@ -85,14 +86,14 @@ func TestJSONSchemaRoundTripAndValidation(t *testing.T) {
 	}{
 		{"not json", append(header(ss.ID), "derby"...), registry.ErrMalformed, "invalid character"},
 		{"avro id", append(header(avroID), b[5:]...), registry.ErrIncompatible, "AVRO, not JSON"},
-		{"unknown id", append(header(777), b[5:]...), registry.ErrUnknownSchema, "777"},
+		{"unknown id", append(header(unknownID), b[5:]...), registry.ErrUnknownSchema, strconv.Itoa(unknownID)},
 		{"plain json", b[5:], registry.ErrNotWireFormat, "magic byte"},
 	} {
 		if _, err := plain.Decode(c.b); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.says)
 		}
 	}
-	if _, err := registry.JSONSchema[shoeJSON](ctx, r, "shoes", `{"type": 12}`, registry.Validate(), registry.AutoRegister()); err == nil {
+	if _, err := registry.JSONSchema[shoeJSON](ctx, r, e.topic("shoes"), `{"type": 12}`, registry.Validate(), registry.AutoRegister()); err == nil {
 		t.Error("a JSON Schema that does not compile was accepted")
 	}
 }

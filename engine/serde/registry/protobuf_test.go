@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,19 +20,22 @@ import (
 
 func TestProtobufRoundTripWithReferences(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	if _, err := registry.Protobuf[*testpb.Order](ctx, r, "orders"); !errors.Is(err, registry.ErrNotRegistered) || !strings.Contains(err.Error(), `"shoe.proto"`) {
-		t.Fatalf("without AutoRegister: %v, want ErrNotRegistered naming the import", err)
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	// Without AutoRegister, the first thing missing is named: the import,
+	// unless an earlier test on a shared registry registered it.
+	missing := `"shoe.proto"`
+	if e.exists("shoe.proto") {
+		missing = `"` + e.topic("orders") + `-value"`
 	}
-	s, err := registry.Protobuf[*testpb.Order](ctx, r, "orders", registry.AutoRegister())
+	if _, err := registry.Protobuf[*testpb.Order](ctx, r, e.topic("orders")); !errors.Is(err, registry.ErrNotRegistered) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("without AutoRegister: %v, want ErrNotRegistered naming %s", err, missing)
+	}
+	s, err := registry.Protobuf[*testpb.Order](ctx, r, e.topic("orders"), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, ok := f.GetSchema("orders-value", 1)
-	if !ok {
-		t.Fatal("orders-value not registered")
-	}
+	ss := e.schemaAt(e.topic("orders")+"-value", 1)
 	if len(ss.References) != 1 || ss.References[0] != (sr.SchemaReference{Name: "shoe.proto", Subject: "shoe.proto", Version: 1}) {
 		t.Errorf("references %+v, want shoe.proto only (the well-known import needs none)", ss.References)
 	}
@@ -54,7 +58,7 @@ func TestProtobufRoundTripWithReferences(t *testing.T) {
 		t.Fatalf("decoded %v, %v", out, err)
 	}
 	// Another instance finds the same ids by lookup alone.
-	again, err := registry.Protobuf[*testpb.Order](ctx, newRegistry(t, f.URL()), "orders")
+	again, err := registry.Protobuf[*testpb.Order](ctx, newRegistry(t, e.URL), e.topic("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +71,17 @@ func TestProtobufRoundTripWithReferences(t *testing.T) {
 // index (zigzag varints).
 func TestProtobufMessageIndexes(t *testing.T) {
 	ctx := context.Background()
-	r := newRegistry(t, fake(t).URL())
-	shoe, err := registry.Protobuf[*testpb.Shoe](ctx, r, "shoes", registry.AutoRegister())
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	shoe, err := registry.Protobuf[*testpb.Shoe](ctx, r, e.topic("shoes"), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	colour, err := registry.Protobuf[*testpb.Shoe_Colour](ctx, r, "colours", registry.AutoRegister())
+	colour, err := registry.Protobuf[*testpb.Shoe_Colour](ctx, r, e.topic("colours"), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := registry.Protobuf[*testpb.Size](ctx, r, "sizes", registry.AutoRegister())
+	size, err := registry.Protobuf[*testpb.Size](ctx, r, e.topic("sizes"), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,17 +115,17 @@ func must(b []byte, err error) []byte {
 // records that cannot be read say why.
 func TestProtobufEvolvedAndBadRecords(t *testing.T) {
 	ctx := context.Background()
-	f := fake(t)
-	r := newRegistry(t, f.URL())
-	s, err := registry.Protobuf[*testpb.Shoe](ctx, r, "shoes", registry.AutoRegister())
+	e := newEnv(t)
+	r := newRegistry(t, e.URL)
+	s, err := registry.Protobuf[*testpb.Shoe](ctx, r, e.topic("shoes"), registry.AutoRegister())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, _ := f.GetSchema("shoes-value", 1)
+	ss := e.schemaAt(e.topic("shoes")+"-value", 1)
 	evolved := strings.Replace(ss.Schema.Schema, "message Shoe {", "message Shoe {\n  string brand = 5;", 1)
-	evolvedID, _, err := f.RegisterSchema("shoes-value", sr.Schema{Type: sr.TypeProtobuf, Schema: evolved})
-	if err != nil || evolvedID == ss.ID {
-		t.Fatalf("registering the evolved schema: id %d, %v", evolvedID, err)
+	evolvedID := e.register(e.topic("shoes")+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: evolved})
+	if evolvedID == ss.ID {
+		t.Fatalf("the evolved schema has the first one's id %d", evolvedID)
 	}
 	in := &testpb.Shoe{Sku: "brogue", Price: 9900}
 	good := must(s.Encode(in))
@@ -135,7 +140,7 @@ func TestProtobufEvolvedAndBadRecords(t *testing.T) {
 	if !bytes.Contains(out.ProtoReflect().GetUnknown(), []byte("ace")) {
 		t.Error("the field the reader does not know was dropped, not kept as unknown")
 	}
-	avroID, _, _ := f.RegisterSchema("avro-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1})
+	avroID := e.register(e.topic("avro")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV1})
 	for _, c := range []struct {
 		name string
 		b    []byte
@@ -147,7 +152,7 @@ func TestProtobufEvolvedAndBadRecords(t *testing.T) {
 		{"no such message", withID(ss.ID, []byte{2, 20}), registry.ErrMalformed, "no message at index [10]"},
 		{"garbage", withID(ss.ID, []byte{2, 2, 0xff, 0xff}), registry.ErrMalformed, "does not match"},
 		{"avro schema", withID(avroID, good[5:]), registry.ErrIncompatible, "AVRO, not Protobuf"},
-		{"unknown id", withID(9999, good[5:]), registry.ErrUnknownSchema, "9999"},
+		{"unknown id", withID(unknownID, good[5:]), registry.ErrUnknownSchema, strconv.Itoa(unknownID)},
 	} {
 		if _, err := s.Decode(c.b); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.says)

@@ -25,6 +25,19 @@
 // that cannot be reached is not: after retrying for [Config.RetryFor] the
 // serde returns an error wrapping [serde.ErrUnavailable], which stops the
 // instance whatever its policies, so that no record is lost for it.
+//
+// # Registries
+//
+// The tests run on Apicurio Registry 2.4.2's Confluent-compatible API (as
+// scripts/services.sh starts it) and on franz-go's fake. Apicurio differs
+// from Confluent's registry in ways a user may meet: its default
+// compatibility is NONE (Confluent's is BACKWARD: set it, PUT /config); an
+// incompatible schema is refused with 409 but without Confluent's error code
+// 409 in the body (the serde's error carries the registry's message, which
+// names the incompatible fields); it has no /mode; and the ids it gives on
+// that API are its content ids, so its own Java serdes must be set to
+// Confluent's id handling (apicurio.registry.as-confluent=true,
+// apicurio.registry.use-id=contentId) to share topics with these.
 package registry
 
 import (

@@ -1,0 +1,76 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry/internal/testpb"
+	"github.com/oxbow-dev/oxbow/internal/srtest"
+)
+
+// Evolution under the subject's compatibility rule, BACKWARD (as
+// scripts/services.sh sets the registry, Confluent's default), on the real
+// registry: the fake takes every schema as compatible.
+func TestEvolutionUnderBackwardCompatibility(t *testing.T) {
+	ctx := context.Background()
+	e := &env{srtest.Real(t), t}
+	for _, res := range e.Client.Compatibility(ctx) {
+		if res.Err != nil || res.Level != sr.CompatBackward {
+			t.Fatalf("the registry's global compatibility: %v, %v; want BACKWARD", res.Level, res.Err)
+		}
+	}
+	r := newRegistry(t, e.URL)
+	topic := e.topic("shoes")
+	if _, err := registry.Avro[shoeV1T](ctx, r, topic, shoeV1, registry.AutoRegister()); err != nil {
+		t.Fatal(err)
+	}
+	// A new field with a default: readers of v2 read v1's records.
+	if _, err := registry.Avro[shoeV2T](ctx, r, topic, shoeV2, registry.AutoRegister()); err != nil {
+		t.Fatalf("v2 (a field with a default) refused: %v", err)
+	}
+	// A new field without one: v3's readers could not read v2's records.
+	v3 := strings.Replace(shoeV2, `{"name":"colour","type":"string","default":"black"}`, `{"name":"colour","type":"string","default":"black"},{"name":"width","type":"int"}`, 1)
+	type shoeV3T struct {
+		shoeV2T
+		Width int `avro:"width"`
+	}
+	_, err := registry.Avro[shoeV3T](ctx, r, topic, v3, registry.AutoRegister())
+	if err == nil || errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), "registering the schema under") {
+		t.Fatalf("v3 (a field without a default): %v, want the registry's refusal", err)
+	}
+	t.Logf("v3 refused: %v", err)
+	versions, err := e.Client.SubjectVersions(ctx, topic+"-value")
+	if err != nil || len(versions) != 2 {
+		t.Errorf("versions %v, %v; want v1 and v2 only", versions, err)
+	}
+
+	// Protobuf: a field whose type changes is refused.
+	orders := e.topic("pb-shoes")
+	shoe, err := registry.Protobuf[*testpb.Shoe](ctx, r, orders, registry.AutoRegister())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.schemaAt(orders+"-value", 1)
+	changed := strings.Replace(first.Schema.Schema, "int64 price = 2;", "string price = 2;", 1)
+	if changed == first.Schema.Schema {
+		t.Fatalf("the registered schema has no price field to change:\n%s", first.Schema.Schema)
+	}
+	if _, err := e.Client.RegisterSchema(ctx, orders+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: changed}, -1, -1); err == nil {
+		t.Error("the registry took a Protobuf field whose type changed")
+	}
+	added := strings.Replace(first.Schema.Schema, "int64 price = 2;", "int64 price = 2;\n  string brand = 9;", 1)
+	if _, err := e.Client.RegisterSchema(ctx, orders+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: added}, -1, -1); err != nil {
+		t.Errorf("the registry refused a Protobuf field added: %v", err)
+	}
+	if b, err := shoe.Encode(&testpb.Shoe{Sku: "x"}); err != nil {
+		t.Error(err)
+	} else if _, err := shoe.Decode(b); err != nil {
+		t.Error(err)
+	}
+}

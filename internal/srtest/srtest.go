@@ -1,0 +1,111 @@
+// Package srtest gives tests a schema registry: the real one that
+// scripts/services.sh starts (Apicurio Registry, Confluent's API) when
+// OXBOW_REGISTRY_URL names it, else franz-go's in-memory fake. The fake
+// accepts every schema as compatible, so a test of a compatibility rule
+// asks for the real one with [Real]: without it the test is skipped, or
+// fails under CI (CI=true), whose .ci/run starts it.
+//
+// Either way the test talks to the registry through a proxy of its own,
+// which can play a registry that is down ([Registry.Down]).
+package srtest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+)
+
+// Registry is a test's registry.
+type Registry struct {
+	// URL is the proxy's: what the code under test is given.
+	URL string
+	// Client talks to the registry directly, past the proxy.
+	Client *sr.Client
+	// IsReal says whether it is the real registry rather than the fake.
+	IsReal bool
+	// Prefix is unique to the test: names of topics (hence subjects) that
+	// start with it meet no other test's on a shared registry.
+	Prefix string
+
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+// New is a registry for the test: the real one if OXBOW_REGISTRY_URL is
+// set, else a fake of the test's own.
+func New(tb testing.TB) *Registry {
+	tb.Helper()
+	target := os.Getenv("OXBOW_REGISTRY_URL")
+	real := target != ""
+	if !real {
+		f := srfake.New()
+		tb.Cleanup(f.Close)
+		target = f.URL()
+	}
+	return start(tb, target, real)
+}
+
+// Real is the real registry, for tests of what the fake does not do
+// (compatibility rules): without OXBOW_REGISTRY_URL the test is skipped, or
+// fails under CI.
+func Real(tb testing.TB) *Registry {
+	tb.Helper()
+	target := os.Getenv("OXBOW_REGISTRY_URL")
+	if target == "" {
+		msg := "needs the real schema registry: run scripts/services.sh start registry and eval \"$(scripts/services.sh env)\" (OXBOW_REGISTRY_URL)"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return start(tb, target, true)
+}
+
+func start(tb testing.TB, target string, real bool) *Registry {
+	tb.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		tb.Fatalf("srtest: registry URL %q: %v", target, err)
+	}
+	r := &Registry{IsReal: real, Prefix: "t" + randomHex(4)}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.down.Load() {
+			r.refused.Add(1)
+			http.Error(w, "srtest: the registry is down", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	tb.Cleanup(srv.Close)
+	// The proxy keeps the target's path: requests to srv.URL/x go to
+	// target/x.
+	r.URL = srv.URL
+	r.Client, err = sr.NewClient(sr.URLs(target))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// Down makes the proxy answer every request with 503 (true) or pass them
+// on again (false).
+func (r *Registry) Down(down bool) { r.down.Store(down) }
+
+// Refused is how many requests the proxy has answered with 503.
+func (r *Registry) Refused() int64 { return r.refused.Load() }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
