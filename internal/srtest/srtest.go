@@ -17,6 +17,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -35,6 +36,10 @@ type Registry struct {
 	// Prefix is unique to the test: names of topics (hence subjects) that
 	// start with it meet no other test's on a shared registry.
 	Prefix string
+	// Base is the real registry's root URL, without the path of its
+	// Confluent-compatible API: Apicurio's own API and serdes start there.
+	// Empty for the fake.
+	Base string
 
 	down    atomic.Bool
 	refused atomic.Int64
@@ -77,6 +82,9 @@ func start(tb testing.TB, target string, real bool) *Registry {
 		tb.Fatalf("srtest: registry URL %q: %v", target, err)
 	}
 	r := &Registry{IsReal: real, Prefix: "t" + randomHex(4)}
+	if real {
+		r.Base = strings.TrimSuffix(strings.TrimSuffix(target, "/"), "/apis/ccompat/v7")
+	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.down.Load() {
