@@ -31,7 +31,10 @@ var (
 // with [ErrIncompatible]. References name the schemas of named types that
 // schema uses without defining.
 func Avro[T any](ctx context.Context, r *Registry, topic, schema string, opts ...Option) (serde.Serde[T], error) {
-	o := makeOptions(opts)
+	return newAvro[T](ctx, r, topic, schema, makeOptions(opts))
+}
+
+func newAvro[T any](ctx context.Context, r *Registry, topic, schema string, o options) (*avroSerde[T], error) {
 	reader, err := r.parseAvro(ctx, schema, o.references)
 	if err != nil {
 		return nil, fmt.Errorf("registry: the Avro schema: %w", err)
@@ -57,12 +60,13 @@ func Avro[T any](ctx context.Context, r *Registry, topic, schema string, opts ..
 			return nil, fmt.Errorf("registry: subject %q's latest schema (id %d): %w", subject, id, err)
 		}
 	}
-	return &avroSerde[T]{r: r, id: id, header: appendHeader(nil, id), writer: writer, reader: reader}, nil
+	return &avroSerde[T]{r: r, id: id, name: name, header: appendHeader(nil, id), writer: writer, reader: reader}, nil
 }
 
 type avroSerde[T any] struct {
 	r      *Registry
 	id     int
+	name   string // the schema's full name, if it has one
 	header []byte
 	writer avro.Schema
 	reader avro.Schema
@@ -88,11 +92,17 @@ func (s *avroSerde[T]) Encode(v T) ([]byte, error) {
 }
 
 func (s *avroSerde[T]) Decode(b []byte) (T, error) {
-	var v T
 	id, payload, err := splitHeader(b)
 	if err != nil {
+		var v T
 		return v, err
 	}
+	return s.decodePayload(id, payload)
+}
+
+// decodePayload reads the payload of a record of writer schema id.
+func (s *avroSerde[T]) decodePayload(id int, payload []byte) (T, error) {
+	var v T
 	rd, err := s.readerFor(id)
 	if err != nil {
 		return v, err
