@@ -264,6 +264,9 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 		return p.record(ctx, o, rec.Timestamp, replyHeaders)
 	}
 	cmd, err := p.a.cfg.Commands.Decode(rec.Value)
+	if errors.Is(err, serde.ErrUnavailable) {
+		return err // not the command's fault: the instance stops, the command stays
+	}
 	if err != nil {
 		o.Status, o.Rejection = Rejected, &Rejection{Code: CodeMalformedCommand, Message: err.Error()}
 		return p.record(ctx, o, rec.Timestamp, replyHeaders)
@@ -296,6 +299,9 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 	for i, e := range events {
 		if names[i], err = p.a.cfg.Events.NameOf(e); err == nil {
 			encoded[i], err = p.a.cfg.Events.Encode(e)
+		}
+		if errors.Is(err, serde.ErrUnavailable) {
+			return err
 		}
 		if err != nil {
 			o.Status, o.Rejection = Rejected, &Rejection{Code: CodeEncode, Message: err.Error()}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
 // A counter: add n; "panic" panics in Decide; n = 13 panics in Evolve; n
@@ -184,5 +186,68 @@ func TestOutcomeRetention(t *testing.T) {
 	r.pipe("c", add(1), 70_000, id("y")) // stream time passes 61 s: x goes
 	if o, events := r.pipe("c", add(1), 70_001, id("x")); o.Duplicate || len(events) != 1 || o.Version != 3 {
 		t.Errorf("after the retention: %+v, %d events", o, len(events))
+	}
+}
+
+// With a serde of registered schemas (Types.Use): a command the serde
+// cannot read is rejected as malformed, but one it cannot read because its
+// registry is unreachable stops the processing (the engine then stops the
+// instance) and records no outcome, so that it is decided once the
+// registry is back.
+func TestCommandsInAnotherFormat(t *testing.T) {
+	cmds := aggregate.NewTypes[counterCmd]()
+	aggregate.Register[counterCmd](cmds, "Add")
+	cmds.Use(serde.Func(func(c counterCmd) ([]byte, error) { return []byte(strconv.Itoa(c.N)), nil }, func(b []byte) (counterCmd, error) {
+		switch string(b) {
+		case "down":
+			return counterCmd{}, fmt.Errorf("registry: fetching schema 3: %w", serde.ErrUnavailable)
+		case "junk":
+			return counterCmd{}, errors.New("registry: payload does not match its schema 3")
+		}
+		n, err := strconv.Atoi(string(b))
+		return counterCmd{N: n}, err
+	}))
+	events := aggregate.NewTypes[event]()
+	aggregate.Register[added](events, "Added")
+	a, err := aggregate.New(aggregate.Config[int, counterCmd, event]{
+		Name: "counter", Initial: func() int { return 0 },
+		Decide:   func(s int, c counterCmd) ([]event, error) { return []event{added{N: c.N}}, nil },
+		Evolve:   func(s int, e event) int { return s + e.(added).N },
+		Commands: cmds, Events: events,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startCounter(t, a)
+	if o, _ := r.pipe("c", "2", 1, id("a")); o.Status != aggregate.Accepted || o.Version != 1 {
+		t.Fatalf("a command in the format: %+v", o)
+	}
+	if o, _ := r.pipe("c", "junk", 2, id("b")); o.Status != aggregate.Rejected || o.Rejection.Code != aggregate.CodeMalformedCommand {
+		t.Fatalf("a command the serde cannot read: %+v", o)
+	}
+	err = r.d.PipeBytes("counter-commands", []byte("c"), []byte("down"), enginetest.At(3), id("c"))
+	if !errors.Is(err, serde.ErrUnavailable) {
+		t.Fatalf("a command read while the registry is down: %v, want serde.ErrUnavailable", err)
+	}
+	if n := len(r.d.Messages("counter-outcomes")); n != r.replies {
+		t.Errorf("%d outcomes after it, want none", n-r.replies)
+	}
+	// Not a registered type either way.
+	if _, err := cmds.Encode(counterCmd{N: 1}); err != nil {
+		t.Error(err)
+	}
+	bad := aggregate.NewTypes[event]()
+	aggregate.Register[added](bad, "Added")
+	bad.Use(serde.Func(nil, func([]byte) (event, error) { return unregistered{}, nil }))
+	if _, err := bad.Decode([]byte("x")); err == nil || !strings.Contains(err.Error(), "not a registered type") {
+		t.Errorf("a decoded value of a type not registered: %v", err)
+	}
+	none := aggregate.NewTypes[event]()
+	aggregate.Register[added](none, "Added")
+	none.Use(nil)
+	if _, err := aggregate.New(aggregate.Config[int, counterCmd, event]{Name: "x", Initial: func() int { return 0 },
+		Decide: func(int, counterCmd) ([]event, error) { return nil, nil }, Evolve: func(s int, _ event) int { return s },
+		Commands: aggregate.NewTypes[counterCmd](), Events: none}); err == nil || !strings.Contains(err.Error(), "serde is nil") {
+		t.Errorf("Use(nil): %v", err)
 	}
 }

@@ -286,7 +286,7 @@ var ErrMalformedCommand = errors.New("aggregate: malformed command")
 // SubmitJSON is Submit of a command in its envelope,
 // {"type":"<registered name>","data":{…}} (as an HTTP request carries it).
 func (c *Client[C]) SubmitJSON(ctx context.Context, aggregateID string, envelope []byte, opts ...SubmitOption) (Outcome, error) {
-	cmd, err := c.types.Decode(envelope)
+	cmd, err := c.types.DecodeJSON(envelope)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
 	}

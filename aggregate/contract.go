@@ -64,7 +64,7 @@ func defaultTopics(name, commands, events, replies string) (string, string, stri
 }
 
 // EventSerde reads and writes the aggregate's events (self-describing
-// JSON, upcast on read).
+// JSON, upcast on read, or the serde given to [Types.Use]).
 func (c Contract[C, E]) EventSerde() serde.Serde[E] {
 	return serde.Func(c.Events.Encode, c.Events.Decode)
 }

@@ -7,7 +7,10 @@
 // Commands and events are Go types registered by name ([Types],
 // [Register]); they travel as self-describing JSON envelopes with their
 // type in a header, and events of older schema versions are upcast when
-// read ([Types.Upcast]).
+// read ([Types.Upcast]). Or they travel with schemas kept in a schema
+// registry, in Confluent's wire format ([Types.Use] with a serde of
+// package engine/serde/registry), and evolve under the registry's
+// compatibility rule.
 //
 // # How a command runs
 //

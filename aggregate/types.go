@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
 // Types is a registry of the concrete types of a sum type T (the commands,
@@ -29,6 +31,26 @@ type Types[T any] struct {
 	upcast   map[string]map[int]Upcaster // by type name, then from version
 	problems []error
 	strict   bool // RejectUnknownFields
+	format   serde.Serde[T]
+}
+
+// Use makes the values travel in s instead of the self-describing JSON
+// envelope: a serde of registered schemas, such as
+// registry.AvroUnion with one member per registered type, so that the
+// commands or events are in Confluent's wire format with their schemas in a
+// schema registry, readable by any service that reads the format. Their
+// schemas then evolve under the registry's compatibility rule for the
+// subjects (BACKWARD by default: a field added with a default, say), and
+// Avro's resolution reads an older or newer version of a type; upcasters
+// and schema versions apply to the JSON envelope only. The registered
+// names still name the types (the oxbow-type header, outcomes), and a
+// value of a type not registered is refused both ways.
+func (ts *Types[T]) Use(s serde.Serde[T]) {
+	if s == nil {
+		ts.problems = append(ts.problems, errors.New("Use: the serde is nil"))
+		return
+	}
+	ts.format = s
 }
 
 // RejectUnknownFields makes Decode refuse a value whose data has a field
@@ -215,11 +237,18 @@ func (ts *Types[T]) NameOf(v T) (string, error) {
 	return "", fmt.Errorf("aggregate: %T is not a registered type (registered: %s)", v, strings.Join(ts.Names(), ", "))
 }
 
-// Encode writes v in its envelope.
+// Encode writes v in its envelope, or in the serde given to [Types.Use].
 func (ts *Types[T]) Encode(v T) ([]byte, error) {
 	e := ts.byType[reflect.TypeOf(v)]
 	if e == nil {
 		return nil, fmt.Errorf("aggregate: %T is not a registered type (registered: %s)", v, strings.Join(ts.Names(), ", "))
+	}
+	if ts.format != nil {
+		b, err := ts.format.Encode(v)
+		if err != nil {
+			return nil, fmt.Errorf("aggregate: encode %s: %w", e.name, err)
+		}
+		return b, nil
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -229,8 +258,26 @@ func (ts *Types[T]) Encode(v T) ([]byte, error) {
 }
 
 // Decode reads a value from its envelope, upcasting it to the registered
-// schema version.
+// schema version, or with the serde given to [Types.Use].
 func (ts *Types[T]) Decode(b []byte) (T, error) {
+	var zero T
+	if ts.format != nil {
+		v, err := ts.format.Decode(b)
+		if err != nil {
+			return zero, fmt.Errorf("aggregate: %w", err)
+		}
+		if ts.byType[reflect.TypeOf(v)] == nil {
+			return zero, fmt.Errorf("aggregate: read a %T, not a registered type (registered: %s)", v, strings.Join(ts.Names(), ", "))
+		}
+		return v, nil
+	}
+	return ts.DecodeJSON(b)
+}
+
+// DecodeJSON reads a value from its JSON envelope, upcasting it to the
+// registered schema version, whatever the serde given to [Types.Use]: the
+// envelope is also how a value comes in over HTTP.
+func (ts *Types[T]) DecodeJSON(b []byte) (T, error) {
 	var zero T
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
