@@ -101,6 +101,10 @@ type Registry struct {
 	mu        sync.Mutex
 	byID      map[int]sr.Schema
 	byVersion map[subjectVersion]sr.SubjectSchema
+
+	// parsed holds, by id, writer schemas parsed for AvroToJSON
+	// (avro.Schema), or why they cannot be (error).
+	parsed sync.Map
 }
 
 type subjectVersion struct {

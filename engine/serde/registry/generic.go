@@ -1,0 +1,195 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+)
+
+// AvroToJSON reads a record in the wire format whatever its Avro schema,
+// and writes it as JSON text the way Kafka Connect's JsonConverter writes
+// the same value without its schema (as Debezium's change events are read
+// from a JSON topic): records as objects with their fields in order, a
+// union as its branch's value (null for null), bytes and fixed as base64
+// strings, enums as their symbols, and logical types as their underlying
+// Avro types (a decimal as the base64 of its unscaled bytes, dates and
+// timestamps as numbers), non-finite doubles as "NaN", "Infinity" and
+// "-Infinity". The writer's schema is fetched once per id.
+func (r *Registry) AvroToJSON(b []byte) ([]byte, error) {
+	id, payload, err := splitHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.parsedAvro(id)
+	if err != nil {
+		return nil, err
+	}
+	rd := avroReaders.Get().(*avro.Reader)
+	rd.Reset(payload)
+	rd.Error = nil
+	var out bytes.Buffer
+	writeJSON(&out, rd, s)
+	err = rd.Error
+	rd.Reset(nil)
+	avroReaders.Put(rd)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%d bytes end before the value does", len(payload))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %d: %w", ErrMalformed, id, err)
+	}
+	return out.Bytes(), nil
+}
+
+// parsedAvro is writer schema id, parsed, cached on the registry.
+func (r *Registry) parsedAvro(id int) (avro.Schema, error) {
+	if s, ok := r.parsed.Load(id); ok {
+		if err, ok := s.(error); ok {
+			return nil, err
+		}
+		return s.(avro.Schema), nil
+	}
+	ws, err := r.schemaByID(id)
+	if errors.Is(err, serde.ErrUnavailable) {
+		return nil, err
+	}
+	var v any = err
+	if err == nil {
+		if ws.Type != sr.TypeAvro {
+			v = fmt.Errorf("%w: schema %d is %s, not Avro", ErrIncompatible, id, ws.Type)
+		} else if s, err := r.parseAvro(r.ctx, ws.Schema, ws.References); errors.Is(err, serde.ErrUnavailable) {
+			return nil, err
+		} else if err != nil {
+			v = fmt.Errorf("%w: schema %d does not parse: %w", ErrIncompatible, id, err)
+		} else {
+			v = s
+		}
+	}
+	v, _ = r.parsed.LoadOrStore(id, v)
+	if err, ok := v.(error); ok {
+		return nil, err
+	}
+	return v.(avro.Schema), nil
+}
+
+// writeJSON writes the next value of schema s, read from rd, to out.
+func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
+	if rd.Error != nil {
+		return
+	}
+	switch s.Type() {
+	case avro.Null:
+		out.WriteString("null")
+	case avro.Boolean:
+		out.WriteString(strconv.FormatBool(rd.ReadBool()))
+	case avro.Int:
+		out.WriteString(strconv.FormatInt(int64(rd.ReadInt()), 10))
+	case avro.Long:
+		out.WriteString(strconv.FormatInt(rd.ReadLong(), 10))
+	case avro.Float:
+		writeFloat(out, float64(rd.ReadFloat()), 32)
+	case avro.Double:
+		writeFloat(out, rd.ReadDouble(), 64)
+	case avro.String:
+		writeString(out, rd.ReadString())
+	case avro.Bytes:
+		writeBase64(out, rd.ReadBytes())
+	case avro.Fixed:
+		b := make([]byte, s.(*avro.FixedSchema).Size())
+		rd.Read(b)
+		writeBase64(out, b)
+	case avro.Enum:
+		symbols := s.(*avro.EnumSchema).Symbols()
+		i := int(rd.ReadInt())
+		if i < 0 || i >= len(symbols) {
+			rd.ReportError("enum", fmt.Sprintf("symbol %d of %d", i, len(symbols)))
+			return
+		}
+		writeString(out, symbols[i])
+	case avro.Record:
+		out.WriteByte('{')
+		for i, f := range s.(*avro.RecordSchema).Fields() {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			writeString(out, f.Name())
+			out.WriteByte(':')
+			writeJSON(out, rd, f.Type())
+		}
+		out.WriteByte('}')
+	case avro.Ref:
+		writeJSON(out, rd, s.(*avro.RefSchema).Schema())
+	case avro.Array:
+		items := s.(*avro.ArraySchema).Items()
+		out.WriteByte('[')
+		n := 0
+		rd.ReadArrayCB(func(rd *avro.Reader) bool {
+			if n > 0 {
+				out.WriteByte(',')
+			}
+			n++
+			writeJSON(out, rd, items)
+			return rd.Error == nil
+		})
+		out.WriteByte(']')
+	case avro.Map:
+		values := s.(*avro.MapSchema).Values()
+		out.WriteByte('{')
+		n := 0
+		rd.ReadMapCB(func(rd *avro.Reader, key string) bool {
+			if n > 0 {
+				out.WriteByte(',')
+			}
+			n++
+			writeString(out, key)
+			out.WriteByte(':')
+			writeJSON(out, rd, values)
+			return rd.Error == nil
+		})
+		out.WriteByte('}')
+	case avro.Union:
+		types := s.(*avro.UnionSchema).Types()
+		i := int(rd.ReadLong())
+		if i < 0 || i >= len(types) {
+			rd.ReportError("union", fmt.Sprintf("branch %d of %d", i, len(types)))
+			return
+		}
+		writeJSON(out, rd, types[i])
+	default:
+		rd.ReportError("value", fmt.Sprintf("unexpected schema type %s", s.Type()))
+	}
+}
+
+func writeFloat(out *bytes.Buffer, f float64, bits int) {
+	switch {
+	case math.IsNaN(f):
+		out.WriteString(`"NaN"`)
+	case math.IsInf(f, 1):
+		out.WriteString(`"Infinity"`)
+	case math.IsInf(f, -1):
+		out.WriteString(`"-Infinity"`)
+	default:
+		out.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
+	}
+}
+
+func writeString(out *bytes.Buffer, s string) {
+	b, _ := json.Marshal(s) // a string always marshals
+	out.Write(b)
+}
+
+func writeBase64(out *bytes.Buffer, b []byte) {
+	out.WriteByte('"')
+	out.WriteString(base64.StdEncoding.EncodeToString(b))
+	out.WriteByte('"')
+}
