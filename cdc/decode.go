@@ -2,10 +2,14 @@ package cdc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 )
 
 // Op is what a change event did to its row.
@@ -161,10 +165,72 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // JSON with or without the embedded schema ({"schema":…,"payload":…}),
 // the full envelope (before, after, source, op) or the unwrapped row of
 // ExtractNewRecordState (with its "__deleted" and "__op" fields when the
-// transform adds them). A nil value is the tombstone after a delete.
-func Decode(key, value []byte) (Event, error) {
+// transform adds them). A nil value is the tombstone after a delete. With
+// [Avro], keys and values in Avro read as well.
+func Decode(key, value []byte, opts ...Option) (Event, error) {
+	o := makeOptions(opts)
+	key, value, err := o.toJSON(key, value)
+	if err != nil {
+		return Event{}, err
+	}
 	ev, _, err := decode(key, value, true)
 	return ev, err
+}
+
+// An Option changes how change events are read.
+type Option func(*options)
+
+type options struct {
+	avro func([]byte) ([]byte, error)
+}
+
+func makeOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Avro reads keys and values in Avro with their schemas in reg, as
+// Debezium writes them with the Avro converter in Confluent's wire format
+// (Confluent's AvroConverter, or Apicurio's set to Confluent's id
+// handling), besides JSON: each is read as the JSON that Kafka Connect's
+// JsonConverter writes for the same value ([registry.Registry.AvroToJSON]),
+// so that an event decodes to what its JSON twin gives. A registry that
+// cannot be reached stops the application rather than a record being
+// skipped (serde.ErrUnavailable).
+func Avro(reg *registry.Registry) Option {
+	return func(o *options) { o.avro = reg.AvroToJSON }
+}
+
+// toJSON turns a key and a value in Avro into JSON; JSON passes through.
+func (o options) toJSON(key, value []byte) ([]byte, []byte, error) {
+	var err error
+	if key, err = o.convert("key", key); err != nil {
+		return nil, nil, err
+	}
+	if value, err = o.convert("value", value); err != nil {
+		return nil, nil, err
+	}
+	return key, value, nil
+}
+
+func (o options) convert(part string, b []byte) ([]byte, error) {
+	if len(b) < 5 || b[0] != 0 { // JSON never starts with a zero byte
+		return b, nil
+	}
+	if o.avro == nil {
+		return nil, &DecodeError{part, fmt.Errorf("in Confluent's wire format (schema id %d), not JSON: read Avro with cdc.Avro", binary.BigEndian.Uint32(b[1:5]))}
+	}
+	j, err := o.avro(b)
+	if errors.Is(err, serde.ErrUnavailable) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, &DecodeError{part, err}
+	}
+	return j, nil
 }
 
 // envelope is the top level of a change event, or of its schema wrapper.

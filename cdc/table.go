@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/oxbow-dev/oxbow/engine"
@@ -114,7 +115,8 @@ func readPosition(b []byte) Position {
 // key and position there), the last truncate's position in
 // "<name>-truncated", and the table in "<name>" (queryable under that
 // name); name also names the nodes and internal topics.
-func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K, error), keys serde.Serde[K], values serde.Serde[V]) *engine.Table[K, V] {
+func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K, error), keys serde.Serde[K], values serde.Serde[V], opts ...Option) *engine.Table[K, V] {
+	o := makeOptions(opts)
 	raw := engine.NewStream(b, topic, serde.Bytes, serde.Bytes, engine.Named(name+"-events"))
 	decoded := engine.Process(raw, func() engine.Processor[[]byte, []byte, K, change] {
 		return engine.ProcessorFunc[[]byte, []byte, K, change](func(ctx *engine.ProcessorContext[K, change], rec engine.Record[[]byte, []byte]) error {
@@ -122,7 +124,15 @@ func NewTable[K, V any](b *engine.Builder, name, topic string, key func(Row) (K,
 			if !rec.Tombstone {
 				value = rec.Value
 			}
-			ev, after, err := decode(rec.Key, value, false)
+			rawKey, value, err := o.toJSON(rec.Key, value)
+			if errors.Is(err, serde.ErrUnavailable) {
+				return err // not the event's fault: the instance stops
+			}
+			var ev Event
+			var after json.RawMessage
+			if err == nil {
+				ev, after, err = decode(rawKey, value, false)
+			}
 			if err != nil {
 				ctx.Skip("cdc: " + err.Error())
 				return nil
