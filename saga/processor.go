@@ -31,10 +31,30 @@ type stored struct {
 }
 
 type pending struct {
-	Target      string          `json:"target"`
-	AggregateID string          `json:"aggregateId"`
-	Command     json.RawMessage `json:"command"`
-	Request     string          `json:"request"`
+	Target      string `json:"target"`
+	AggregateID string `json:"aggregateId"`
+	// Command is the command as sent: JSON in place, anything else (a
+	// command in Avro, say) in CommandBytes.
+	Command      json.RawMessage `json:"command,omitempty"`
+	CommandBytes []byte          `json:"commandBytes,omitempty"`
+	Request      string          `json:"request"`
+}
+
+// sentAs keeps a command as sent in p.
+func (p *pending) sentAs(value []byte) {
+	if json.Valid(value) {
+		p.Command = value
+	} else {
+		p.CommandBytes = value
+	}
+}
+
+// sent is the command as sent.
+func (p pending) sent() []byte {
+	if p.CommandBytes != nil {
+		return p.CommandBytes
+	}
+	return p.Command
 }
 
 // Instance is an instance of a process manager as its state store keeps
@@ -58,8 +78,10 @@ type Instance[S any] struct {
 type PendingCommand struct {
 	Target      string `json:"target"`
 	AggregateID string `json:"aggregateId"`
-	// Command is the command's envelope, as sent.
-	Command json.RawMessage `json:"command"`
+	// Command is the command's envelope, as sent; a command in another
+	// format than JSON (aggregate.Types.Use) is in CommandBytes instead.
+	Command      json.RawMessage `json:"command,omitempty"`
+	CommandBytes []byte          `json:"commandBytes,omitempty"`
 	// Request is its fingerprint (aggregate.Fingerprint), which the
 	// target's outcome repeats.
 	Request string `json:"request"`
@@ -197,7 +219,7 @@ func (p *processor[S]) Process(ctx *engine.ProcessorContext[string, []byte], rec
 			return nil
 		}
 		delete(st.Pending, cmdID)
-		cmd, err := t.decode(sent.Command)
+		cmd, err := t.decode(sent.sent())
 		if err != nil {
 			return fmt.Errorf("saga %s: instance %q: the command %s as sent: %w", p.m.cfg.Name, inst, cmdID, err)
 		}
@@ -352,7 +374,9 @@ func (p *processor[S]) react(inst string, st *stored, found bool, ev Event, fire
 				hs = append(hs, engine.Header{Key: aggregate.HeaderExpectedVersion, Value: []byte(expected)})
 			}
 			sends = append(sends, send{cfg.Name + "-to-" + t.name, engine.Record[string, []byte]{Key: a.aggregateID, Value: value, Timestamp: ev.Time, Headers: hs}})
-			st.Pending[id] = pending{Target: t.name, AggregateID: a.aggregateID, Command: value, Request: aggregate.Fingerprint(a.aggregateID, value, expected)}
+			pc := pending{Target: t.name, AggregateID: a.aggregateID, Request: aggregate.Fingerprint(a.aggregateID, value, expected)}
+			pc.sentAs(value)
+			st.Pending[id] = pc
 		case actSetTimeout, actCancelTimeout:
 			if a.kind == actSetTimeout && (a.name == "" || a.at.UnixMilli() < 0) {
 				return fail("action %d sets a timeout without a name, or before 1970 (%q at %v)", i, a.name, a.at)

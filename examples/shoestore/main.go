@@ -50,6 +50,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 )
@@ -80,6 +81,19 @@ type config struct {
 	EngineLogger *slog.Logger
 	// Ready, if set, is called with the API's URL once the store serves.
 	Ready func(url string)
+	// Registry, if set, is a schema registry: the inventory's commands and
+	// events travel in Avro with their schemas there (inventory.AvroTypes);
+	// none: in JSON envelopes.
+	Registry *registry.Registry
+}
+
+// inventoryTypes are the inventory's types: in Avro with their schemas in
+// reg, or in JSON envelopes without one.
+func inventoryTypes(ctx context.Context, reg *registry.Registry, name string) (*aggregate.Types[inventory.Command], *aggregate.Types[inventory.Event], error) {
+	if reg == nil {
+		return inventory.Commands(), inventory.Events(), nil
+	}
+	return inventory.AvroTypes(ctx, reg, name)
 }
 
 func main() {
@@ -98,6 +112,7 @@ func main() {
 	warehouseAddr := fs.String("warehouse-addr", "127.0.0.1:8081", "the warehouse's HTTP API's listen address")
 	warehouseInstance := fs.String("warehouse-instance", "warehouse-0", "this warehouse instance's id, unique among the warehouse's instances")
 	leadTime := fs.Duration("lead-time", 5*time.Second, "how long the warehouse's supplier takes to deliver a shipment")
+	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	sec, err := security()
@@ -141,6 +156,15 @@ func main() {
 			cfg.Brokers = append(cfg.Brokers, b)
 		}
 	}
+	if *registryURL != "" {
+		reg, err := registry.New(registry.Config{URLs: []string{*registryURL}})
+		if err != nil {
+			log.Error("shoestore: -registry: " + err.Error())
+			os.Exit(2)
+		}
+		defer reg.Close()
+		cfg.Registry = reg
+	}
 	runStore, runWh := false, false
 	for _, s := range strings.Split(*services, ",") {
 		switch strings.TrimSpace(s) {
@@ -164,7 +188,7 @@ func main() {
 		cfg.Brokers = env.Brokers
 		log.Info("shoestore: on an embedded Kafka broker (give -brokers for a real one)", "brokers", env.Brokers)
 	}
-	wcfg := warehouseConfig{Addr: *warehouseAddr, Brokers: cfg.Brokers, Kafka: sec, InstanceID: *warehouseInstance, Token: *token,
+	wcfg := warehouseConfig{Addr: *warehouseAddr, Brokers: cfg.Brokers, Kafka: sec, InstanceID: *warehouseInstance, Token: *token, Registry: cfg.Registry,
 		LeadTime: *leadTime, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 			fmt.Printf("The warehouse serves %s; it restocks a shoe below its reorder point:\n  curl -H 'Content-Type: application/json' %s/aggregates/supply/blue/commands -d '{\"type\":\"SetReorderPoint\",\"data\":{\"below\":2,\"order\":10,\"unitCost\":2500}}'\n", url, url)
 		}}
@@ -232,7 +256,11 @@ func run(ctx context.Context, cfg config) error {
 		cfg.StateDir = dir
 	}
 
-	inv, err := inventory.New(cfg.Name + "-inventory")
+	cmdTypes, eventTypes, err := inventoryTypes(ctx, cfg.Registry, cfg.Name+"-inventory")
+	if err != nil {
+		return err
+	}
+	inv, err := inventory.NewWith(cfg.Name+"-inventory", cmdTypes, eventTypes)
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
 // The store, in-process, driven through its HTTP API with the classic
@@ -218,4 +222,46 @@ func (s *store) await(path, want string) string {
 		return fmt.Errorf("%d %s", resp.StatusCode, body)
 	})
 	return body
+}
+
+// The scenario with the inventory's commands and events in Avro, their
+// schemas in a registry (-registry): the real one when
+// OXBOW_REGISTRY_URL names it. The views come out the same, and the
+// topics hold Confluent's wire format.
+func TestShoeStoreInAvro(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	sreg := srtest.New(t)
+	reg, err := registry.New(registry.Config{URLs: []string{sreg.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	cfg := config{Name: sreg.Prefix + "-shoes", Brokers: env.Brokers, Registry: reg}
+	shoeStoreScenario(t, cfg, "")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.ConsumeTopics(cfg.Name+"-inventory-events", cfg.Name+"-inventory-commands"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[string]int{}
+	for seen[cfg.Name+"-inventory-events"] < 7 || seen[cfg.Name+"-inventory-commands"] < 7 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("records read: %v", seen)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) < 5 || r.Value[0] != 0 {
+				t.Fatalf("%s: not in the wire format: %q", r.Topic, r.Value)
+			}
+			seen[r.Topic]++
+		})
+	}
+	for _, subject := range []string{cfg.Name + "-inventory-events-inventory.PairSold", cfg.Name + "-inventory-commands-inventory.SellPair"} {
+		if _, err := sreg.Client.SchemaByVersion(ctx, subject, 1); err != nil {
+			t.Errorf("subject %s: %v", subject, err)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 	"github.com/oxbow-dev/oxbow/projection"
@@ -299,12 +300,12 @@ func newRestock(inv aggregate.Contract[inventory.Command, inventory.Event], supp
 
 // warehouseTopology is the warehouse: its supply aggregate and the restock
 // process manager, with views of both.
-func warehouseTopology(name string, leadTime time.Duration) (*engine.Topology, *projection.Registry, *aggregate.Aggregate[Supply, SupplyCommand, SupplyEvent], error) {
+func warehouseTopology(name string, inv aggregate.Contract[inventory.Command, inventory.Event], leadTime time.Duration) (*engine.Topology, *projection.Registry, *aggregate.Aggregate[Supply, SupplyCommand, SupplyEvent], error) {
 	supply, err := newSupply(name + "-warehouse")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	restock, err := newRestock(inventory.Contract(name+"-inventory"), supply.Contract(), leadTime)
+	restock, err := newRestock(inv, supply.Contract(), leadTime)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -351,6 +352,9 @@ type warehouseConfig struct {
 	Logger       *slog.Logger
 	EngineLogger *slog.Logger
 	Ready        func(url string)
+	// Registry is the store's: where the inventory's schemas are, if its
+	// commands and events travel in Avro.
+	Registry *registry.Registry
 }
 
 // runWarehouse runs the warehouse until ctx is done.
@@ -369,11 +373,15 @@ func runWarehouse(ctx context.Context, cfg warehouseConfig) error {
 		defer os.RemoveAll(dir)
 		cfg.StateDir = dir
 	}
-	top, views, supply, err := warehouseTopology(cfg.Name, cfg.LeadTime)
+	cmdTypes, eventTypes, err := inventoryTypes(ctx, cfg.Registry, cfg.Name+"-inventory")
 	if err != nil {
 		return err
 	}
-	inv := inventory.Contract(cfg.Name + "-inventory")
+	inv := inventory.ContractWith(cfg.Name+"-inventory", cmdTypes, eventTypes)
+	top, views, supply, err := warehouseTopology(cfg.Name, inv, cfg.LeadTime)
+	if err != nil {
+		return err
+	}
 	inv, _ = inv.Check()
 	sc, se, sr := supply.Topics()
 	if err := createTopics(ctx, config{Brokers: cfg.Brokers, Kafka: cfg.Kafka}, sc, se, sr, inv.CommandTopic, inv.EventTopic, inv.ReplyTopic); err != nil {

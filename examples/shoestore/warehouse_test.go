@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
 // The store and the warehouse, each an application of its own on the same
@@ -15,15 +17,30 @@ import (
 // reorder point is restocked when its sales take it below, after the
 // supplier's lead time (the default); a shipment of a shoe discontinued
 // while it was under way is refused by the store and goes back to the
-// supplier. On a real broker when KAFKA_BROKERS is set.
+// supplier. On a real broker when KAFKA_BROKERS is set. With the
+// inventory's commands and events in JSON envelopes, and in Avro with
+// their schemas in a registry (the restock process manager reads the
+// events and sends the commands in Avro).
 func TestWarehouseRestocks(t *testing.T) {
+	t.Run("json", func(t *testing.T) { warehouseRestocks(t, nil) })
+	t.Run("avro", func(t *testing.T) {
+		reg, err := registry.New(registry.Config{URLs: []string{srtest.New(t).URL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Close()
+		warehouseRestocks(t, reg)
+	})
+}
+
+func warehouseRestocks(t *testing.T, reg *registry.Registry) {
 	env := kafkaenv.ForTest(t)
 	name := fmt.Sprintf("wh%d", time.Now().UnixNano()%1_000_000_000)
 	storeURL, whURL := make(chan string, 1), make(chan string, 1)
 	cfg := config{Name: name, Addr: "127.0.0.1:0", Brokers: env.Brokers, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		Ready: func(url string) { storeURL <- url }}
+		Ready: func(url string) { storeURL <- url }, Registry: reg}
 	wcfg := warehouseConfig{Name: name, Addr: "127.0.0.1:0", Brokers: env.Brokers, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		Ready: func(url string) { whURL <- url }}
+		Ready: func(url string) { whURL <- url }, Registry: reg}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runServices(ctx, true, true, cfg, wcfg) }()
