@@ -13,8 +13,13 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
+// maxAvroSize bounds a string, bytes or array in a record (hamba/avro's
+// default is 1 MiB, which a Kafka record may exceed; Java's Avro has no
+// bound): a corrupt length allocates at most this before it fails.
+const maxAvroSize = 16 << 20
+
 var (
-	avroAPI     = avro.Config{}.Freeze()
+	avroAPI     = avro.Config{MaxByteSliceSize: maxAvroSize, MaxSliceAllocSize: maxAvroSize}.Freeze()
 	avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(avroAPI)) }}
 )
 
@@ -145,7 +150,9 @@ func (s *avroSerde[T]) readerFor(id int) (avro.Schema, error) {
 			rd.schema, rd.err = s.r.resolveAvro(ws, id, s.reader)
 		}
 	}
-	s.readers.Store(id, rd)
+	if rd.err == nil || s.r.cacheFailure() {
+		s.readers.Store(id, rd)
+	}
 	return rd.schema, rd.err
 }
 

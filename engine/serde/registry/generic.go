@@ -75,7 +75,9 @@ func (r *Registry) parsedAvro(id int) (avro.Schema, error) {
 			v = s
 		}
 	}
-	v, _ = r.parsed.LoadOrStore(id, v)
+	if _, failed := v.(error); !failed || r.cacheFailure() {
+		v, _ = r.parsed.LoadOrStore(id, v)
+	}
 	if err, ok := v.(error); ok {
 		return nil, err
 	}

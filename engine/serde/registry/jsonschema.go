@@ -141,7 +141,10 @@ func (s *jsonSerde[T]) check(id int, payload []byte) error {
 				jc.err = fmt.Errorf("%w: schema %d does not compile: %w", ErrIncompatible, id, jc.err)
 			}
 		}
-		c, _ = s.checks.LoadOrStore(id, jc)
+		c = jc
+		if jc.err == nil || s.r.cacheFailure() {
+			c, _ = s.checks.LoadOrStore(id, jc)
+		}
 	}
 	jc := c.(*jsonCheck)
 	if jc.err != nil || jc.schema == nil {

@@ -132,7 +132,10 @@ func (s *protoSerde[T]) check(id int, index []int, ws sr.Schema) error {
 		} else if f.fd, f.err = parseProto(ws.Schema); f.err != nil {
 			f.err = fmt.Errorf("%w: schema %d does not parse: %w", ErrIncompatible, id, f.err)
 		}
-		pf, _ = s.files.LoadOrStore(id, f)
+		pf = f
+		if f.err == nil || s.r.cacheFailure() {
+			pf, _ = s.files.LoadOrStore(id, f)
+		}
 	}
 	f := pf.(*protoFile)
 	if f.err != nil {

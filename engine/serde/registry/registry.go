@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -105,7 +106,18 @@ type Registry struct {
 	// parsed holds, by id, writer schemas parsed for AvroToJSON
 	// (avro.Schema), or why they cannot be (error).
 	parsed sync.Map
+
+	// failures counts the ids whose failure (unknown, incompatible) the
+	// serdes cache, up to maxCachedFailures: records with made-up ids must
+	// not grow the caches without bound.
+	failures atomic.Int64
 }
+
+const maxCachedFailures = 1024
+
+// cacheFailure says whether one more failing id may be cached; past the
+// bound each record of an uncached id asks the registry again.
+func (r *Registry) cacheFailure() bool { return r.failures.Add(1) <= maxCachedFailures }
 
 type subjectVersion struct {
 	subject string

@@ -166,7 +166,10 @@ func (u *union[T]) nameOf(id int) (string, error) {
 			}
 		}
 	}
-	n, _ := u.names.LoadOrStore(id, name)
+	n := name
+	if _, failed := name.(error); !failed || u.r.cacheFailure() {
+		n, _ = u.names.LoadOrStore(id, name)
+	}
 	if err, ok := n.(error); ok {
 		return "", err
 	}
