@@ -74,3 +74,43 @@ func TestEvolutionUnderBackwardCompatibility(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Instances starting at once register the same schemas at once: each gets
+// the id (Apicurio answers the loser of the race 409; the serde then finds
+// the schema by lookup).
+func TestConcurrentRegistration(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic("race")
+	const n = 8
+	ids := make(chan int, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			s, err := registry.Avro[shoeV1T](context.Background(), newRegistry(t, e.URL), topic, shoeV1, registry.AutoRegister())
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := s.Encode(shoeV1T{SKU: "x"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids <- int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4])
+		}()
+	}
+	var first int
+	for i := range n {
+		select {
+		case err := <-errs:
+			t.Errorf("a registration failed: %v", err)
+		case id := <-ids:
+			if i > 0 && id != first && first != 0 {
+				t.Errorf("ids %d and %d for one schema", first, id)
+			}
+			if first == 0 {
+				first = id
+			}
+		}
+	}
+}

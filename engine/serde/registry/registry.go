@@ -169,6 +169,12 @@ func transient(err error) bool {
 	return !errors.Is(err, context.Canceled)
 }
 
+// conflict says whether the registry answered 409 Conflict.
+func conflict(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
+}
+
 // notFound says whether the registry answered that what was asked for
 // does not exist.
 func notFound(err error) bool {
@@ -268,6 +274,15 @@ func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schem
 		var id int
 		err := r.call(ctx, fmt.Sprintf("registering under %q", subject), func(ctx context.Context) (err error) {
 			id, err = r.cl.RegisterSchema(ctx, subject, s, -1, -1)
+			if conflict(err) {
+				// Apicurio answers 409 to the second of two registrations
+				// of a new subject at once (two instances starting): the
+				// schema may be there now. A schema the compatibility rule
+				// refuses is not, and the 409 stands.
+				if ss, lerr := r.cl.LookupSchema(ctx, subject, s); lerr == nil {
+					id, err = ss.ID, nil
+				}
+			}
 			return err
 		})
 		if err != nil {
