@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oxbow-dev/oxbow/cdc"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 )
 
 // The values of a change are converted from PostgreSQL's text form to the
@@ -252,7 +253,7 @@ func (c *converter) placeholder(oid uint32, cv *conv) []byte {
 		if c.o.hstore == "map" {
 			return []byte(`{"` + cdc.Unavailable + `":"` + cdc.Unavailable + `"}`)
 		}
-		return appendString(nil, []byte(`{"`+cdc.Unavailable+`":"`+cdc.Unavailable+`"}`))
+		return javajson.AppendString(nil, []byte(`{"`+cdc.Unavailable+`":"`+cdc.Unavailable+`"}`))
 	}
 	switch name {
 	case "_text", "_varchar", "_bpchar", "_json", "_jsonb":
@@ -271,7 +272,7 @@ func (c *converter) placeholder(oid uint32, cv *conv) []byte {
 	case "_uuid":
 		return []byte(`["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`) // UUID.nameUUIDFromBytes of the placeholder
 	}
-	return appendString(nil, p)
+	return javajson.AppendString(nil, p)
 }
 
 // appendValue appends a value's JSON; text is its PostgreSQL text form. A
@@ -280,7 +281,7 @@ func (c *converter) appendValue(b []byte, cv *conv, text []byte) []byte {
 	if out, ok := c.appendTyped(b, cv, string(text)); ok {
 		return out
 	}
-	return appendString(b, text)
+	return javajson.AppendString(b, text)
 }
 
 func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
@@ -298,11 +299,11 @@ func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
 		}
 	case kFloat4:
 		if f, err := strconv.ParseFloat(s, 32); err == nil {
-			return appendJavaFloat(b, f, 32), true
+			return javajson.AppendFloat(b, f, 32), true
 		}
 	case kFloat8:
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			return appendJavaFloat(b, f, 64), true
+			return javajson.AppendFloat(b, f, 64), true
 		}
 	case kNumeric:
 		return c.appendNumeric(b, s, cv.typmod)
@@ -354,7 +355,7 @@ func (c *converter) appendTyped(b []byte, cv *conv, s string) ([]byte, bool) {
 	case kPostGIS:
 		return appendPostGIS(b, s)
 	case kString:
-		return appendString(b, []byte(s)), true
+		return javajson.AppendString(b, []byte(s)), true
 	}
 	return b, false
 }
@@ -381,42 +382,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// appendJavaFloat appends a float as Java's Float.toString or
-// Double.toString writes it, which is how the JSON converter writes
-// floating-point numbers: the shortest digits that read back as the value,
-// at least one after the point, in scientific notation ("1.0E10") below
-// 10^-3 and from 10^7 on. NaN and the infinities are strings.
-func appendJavaFloat(b []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(b, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(b, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(b, `"-Infinity"`...)
-	}
-	abs := math.Abs(f)
-	if abs == 0 || (abs >= 1e-3 && abs < 1e7) {
-		s := strconv.FormatFloat(f, 'f', -1, bits)
-		b = append(b, s...)
-		if !strings.Contains(s, ".") {
-			b = append(b, ".0"...)
-		}
-		return b
-	}
-	s := strconv.FormatFloat(f, 'e', -1, bits)
-	mant, exp, _ := strings.Cut(s, "e")
-	if !strings.Contains(mant, ".") {
-		// Java writes at least two digits: the nearest of two.
-		s = strconv.FormatFloat(f, 'e', 1, bits)
-		mant, exp, _ = strings.Cut(s, "e")
-	}
-	b = append(b, mant...)
-	b = append(b, 'E')
-	e, _ := strconv.Atoi(exp)
-	return strconv.AppendInt(b, int64(e), 10)
-}
-
 // appendNumeric writes a numeric by decimal.handling.mode; typmod holds
 // the precision and scale (-1: neither, a variable scale).
 func (c *converter) appendNumeric(b []byte, s string, typmod int32) ([]byte, bool) {
@@ -431,13 +396,13 @@ func (c *converter) appendNumeric(b []byte, s string, typmod int32) ([]byte, boo
 		case "-Infinity":
 			s = "NEGATIVE_INFINITY"
 		}
-		return appendString(b, []byte(s)), true
+		return javajson.AppendString(b, []byte(s)), true
 	case "double":
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return b, false
 		}
-		return appendJavaFloat(b, f, 64), true
+		return javajson.AppendFloat(b, f, 64), true
 	}
 	if special {
 		return append(b, "null"...), true // precise has no NaN
@@ -490,10 +455,10 @@ func (c *converter) appendMoney(b []byte, s string) ([]byte, bool) {
 	unscaled = rescale(unscaled, scale, 2)
 	switch c.o.decimal {
 	case "string":
-		return appendString(b, []byte(formatDecimal(unscaled, 2))), true
+		return javajson.AppendString(b, []byte(formatDecimal(unscaled, 2))), true
 	case "double":
 		f, _ := strconv.ParseFloat(formatDecimal(unscaled, 2), 64)
-		return appendJavaFloat(b, f, 64), true
+		return javajson.AppendFloat(b, f, 64), true
 	}
 	return appendBigInt(b, unscaled), true
 }
@@ -774,7 +739,7 @@ func parseTimestamp(s string, jdbc bool) (int64, bool) {
 // column's precision (6 without one; none for 0).
 func appendTimestamptz(b []byte, s string, typmod int32, jdbc bool) ([]byte, bool) {
 	if s == "infinity" || s == "-infinity" {
-		return appendString(b, []byte(s)), true
+		return javajson.AppendString(b, []byte(s)), true
 	}
 	s, bc := strings.CutSuffix(s, " BC")
 	t, off, ok := splitOffset(s)
@@ -883,7 +848,7 @@ func (c *converter) appendInterval(b []byte, s string) ([]byte, bool) {
 		if sec == "-0" {
 			sec = "0"
 		}
-		return appendString(b, fmt.Appendf(nil, "P%dY%dM%dDT%dH%dM%sS", int64(f[0]), int64(f[1]), int64(f[2]), int64(f[3]), int64(f[4]), sec)), true
+		return javajson.AppendString(b, fmt.Appendf(nil, "P%dY%dM%dDT%dH%dM%sS", int64(f[0]), int64(f[1]), int64(f[2]), int64(f[3]), int64(f[4]), sec)), true
 	}
 	months := float64(int32(int32(f[0])*12 + int32(f[1]))) // Java's int arithmetic
 	days := months*30.4375 + f[2]
@@ -920,7 +885,7 @@ func javaNumbers(s string) []byte {
 			continue
 		}
 		if f, err := strconv.ParseFloat(s[i:j], 64); err == nil {
-			out = appendJavaFloat(out, f, 64)
+			out = javajson.AppendFloat(out, f, 64)
 		} else {
 			out = append(out, s[i:j]...)
 		}
@@ -1010,9 +975,9 @@ func appendPoint(b []byte, s string) ([]byte, bool) {
 	wkb = binary.LittleEndian.AppendUint64(wkb, math.Float64bits(x))
 	wkb = binary.LittleEndian.AppendUint64(wkb, math.Float64bits(y))
 	b = append(b, `{"x":`...)
-	b = appendJavaFloat(b, x, 64)
+	b = javajson.AppendFloat(b, x, 64)
 	b = append(b, `,"y":`...)
-	b = appendJavaFloat(b, y, 64)
+	b = javajson.AppendFloat(b, y, 64)
 	b = append(b, `,"wkb":"`...)
 	b = base64.StdEncoding.AppendEncode(b, wkb)
 	return append(b, `","srid":null}`...), true
@@ -1032,19 +997,19 @@ func (c *converter) appendHstore(b []byte, s string) ([]byte, bool) {
 		if i > 0 {
 			obj = append(obj, ',')
 		}
-		obj = appendString(obj, []byte(p.key))
+		obj = javajson.AppendString(obj, []byte(p.key))
 		obj = append(obj, ':')
 		if p.null {
 			obj = append(obj, "null"...)
 		} else {
-			obj = appendString(obj, []byte(p.value))
+			obj = javajson.AppendString(obj, []byte(p.value))
 		}
 	}
 	obj = append(obj, '}')
 	if c.o.hstore == "map" {
 		return append(b, obj...), true
 	}
-	return appendString(b, obj), true
+	return javajson.AppendString(b, obj), true
 }
 
 // scanQuoted reads the double-quoted string at s[i] (backslash escapes
@@ -1241,37 +1206,6 @@ func parseArray(s string, delim byte) ([]arrayElem, bool) {
 	}
 }
 
-// appendString appends s as a JSON string, escaped as Jackson (Kafka
-// Connect's JSON converter) escapes it: quote, backslash and the control
-// characters, as \b \t \n \f \r or \u00XX in upper case; everything else,
-// '/' and U+2028 too, as it is.
-func appendString(b []byte, s []byte) []byte {
-	const hexDigits = "0123456789ABCDEF"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			b = append(b, c) // UTF-8 passes through: PostgreSQL's text is valid UTF-8 in a UTF8 database
-		}
-	}
-	return append(b, '"')
-}
-
 // rowCells are a row's cells from the text values of a query (nil is
 // NULL); the values are copied, as the connection reuses its buffer.
 func rowCells(values [][]byte) []cell {
@@ -1319,7 +1253,7 @@ func appendRow(b []byte, cols []column, cells []cell, keyOnly bool, c *converter
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, []byte(col.name))
+		b = javajson.AppendString(b, []byte(col.name))
 		b = append(b, ':')
 		var v cell
 		if i < len(cells) {

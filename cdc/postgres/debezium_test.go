@@ -28,7 +28,9 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
 // The differential test: Debezium's PostgreSQL connector (embedded, the
@@ -76,23 +78,82 @@ func TestDebeziumDifferential(t *testing.T) {
 	}
 }
 
-func differential(t *testing.T, opts map[string]string, configure func(*postgres.Config)) {
+// Debezium with the Avro converter (Apicurio's, in Confluent's wire format,
+// its schemas registered in the real registry) beside the Go source writing
+// JSON: each of Debezium's keys and values, read with the registry
+// (registry.AvroToJSON, what cdc.Avro reads through), must be the JSON the
+// source wrote for the same change, as in the JSON variants.
+func TestDebeziumDifferentialAvro(t *testing.T) {
+	sreg := srtest.Real(t)
+	reg, err := registry.New(registry.Config{URLs: []string{sreg.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	opts := map[string]string{}
+	for _, side := range []string{"key", "value"} {
+		for k, v := range map[string]string{
+			"class":                             "io.apicurio.registry.utils.converter.AvroConverter",
+			"apicurio.registry.url":             sreg.Base + "/apis/registry/v2",
+			"apicurio.registry.auto-register":   "true",
+			"apicurio.registry.as-confluent":    "true",
+			"apicurio.registry.use-id":          "contentId",
+			"apicurio.registry.headers.enabled": "false",
+		} {
+			opts[side+".converter."+k] = v
+		}
+	}
+	differential(t, opts, func(*postgres.Config) {}, func(v *variant) {
+		v.dbz.toJSON = reg.AvroToJSON
+		// Apicurio 2.4.2's Connect-to-Avro conversion (its copy of
+		// Confluent's AvroData) fails on a schema that uses one optional
+		// struct twice — Confluent's schema-registry#1673, fixed there
+		// since — so Debezium cannot write these tables in Avro with it.
+		for _, tbl := range avroUnconvertible {
+			v.skip[tbl] = true
+		}
+	})
+}
+
+// avroUnconvertible are the workload's tables whose events Apicurio's
+// AvroConverter cannot write (see TestDebeziumDifferentialAvro).
+var avroUnconvertible = []string{"gis"}
+
+// variant is what a variant of the differential changes besides options.
+type variant struct {
+	dbz  *debezium
+	skip map[string]bool // tables neither side captures
+}
+
+// differential runs the workload through Debezium and the source and
+// compares their events; with, if given, sets the variant up further.
+func differential(t *testing.T, opts map[string]string, configure func(*postgres.Config), with ...func(*variant)) {
 	dsn := pgtest.Database(t)
 	dbz := startDebezium(t) // before anything that may fail, so its build's error comes first
+	v := variant{dbz: dbz, skip: map[string]bool{}}
+	for _, f := range with {
+		f(&v)
+	}
+	var captured []string
+	for _, tbl := range workloadTables {
+		if !v.skip[tbl] {
+			captured = append(captured, tbl)
+		}
+	}
 	env := kafkaenv.ForTest(t)
 	pgtest.Exec(t, dsn, workloadSchema...)
 	pgtest.Exec(t, dsn, workloadSnapshot...)
 	var snapshotRows int
 	conn := connect(t, dsn)
-	for _, tbl := range workloadTables {
+	for _, tbl := range captured {
 		var n int
 		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+tbl).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		snapshotRows += n
 	}
-	tables := make([]string, len(workloadTables))
-	for i, tbl := range workloadTables {
+	tables := make([]string, len(captured))
+	for i, tbl := range captured {
 		tables[i] = "public." + tbl
 	}
 
@@ -541,6 +602,10 @@ type debezium struct {
 	done      chan struct{} // closed when the program has exited, with its error in exit
 	exit      error
 
+	// toJSON, if set, turns the converter's keys and values into JSON as
+	// they arrive (the Avro variant), so that every check reads JSON.
+	toJSON func([]byte) ([]byte, error)
+
 	mu     sync.Mutex
 	events []dbzEvent
 	ready  bool
@@ -655,6 +720,9 @@ func (d *debezium) read(r io.Reader) {
 	for sc.Scan() {
 		var e dbzEvent
 		err := json.Unmarshal(sc.Bytes(), &e)
+		if err == nil && d.toJSON != nil && !e.Ready && e.Acked == nil {
+			err = d.convert(&e)
+		}
 		d.mu.Lock()
 		if err != nil && d.err == nil {
 			d.err = fmt.Errorf("a line from Debezium's side that is not an event: %v: %.200s", err, sc.Bytes())
@@ -677,6 +745,21 @@ func (d *debezium) read(r io.Reader) {
 	d.exit = d.cmd.Wait()
 	close(d.done)
 	close(d.more)
+}
+
+// convert turns an event's key and value into JSON with toJSON.
+func (d *debezium) convert(e *dbzEvent) error {
+	for _, b := range []*[]byte{&e.Key, &e.Value} {
+		if *b == nil {
+			continue // a tombstone, a key-less event
+		}
+		j, err := d.toJSON(*b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Topic, err)
+		}
+		*b = j
+	}
+	return nil
 }
 
 // waitFor waits until the events so far satisfy cond.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -287,7 +288,7 @@ func (st *streamState) txRecord(status, id string) *kgo.Record {
 				b = append(b, ',')
 			}
 			b = append(b, `{"data_collection":`...)
-			b = appendString(b, []byte(p.key))
+			b = javajson.AppendString(b, []byte(p.key))
 			b = append(b, `,"event_count":`...)
 			b = strconv.AppendInt(b, st.txByTable[p.key], 10)
 			b = append(b, '}')

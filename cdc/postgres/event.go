@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -74,18 +75,18 @@ func (ev event) record(prefix string, run *runInfo) *kgo.Record {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"source":{"version":"oxbow","connector":"postgresql","name":`...)
-	b = appendString(b, []byte(prefix))
+	b = javajson.AppendString(b, []byte(prefix))
 	us := ev.ts.UnixMicro()
 	b = append(b, `,"ts_ms":`...)
 	b = strconv.AppendInt(b, us/1000, 10)
 	b = append(b, `,"snapshot":`...)
 	if ev.snapshot {
-		b = appendString(b, []byte(ev.marker))
+		b = javajson.AppendString(b, []byte(ev.marker))
 	} else {
 		b = append(b, `"false"`...)
 	}
 	b = append(b, `,"db":`...)
-	b = appendString(b, []byte(ev.db))
+	b = javajson.AppendString(b, []byte(ev.db))
 	b = append(b, `,"sequence":"[`...)
 	if ev.prevEnd == 0 {
 		b = append(b, "null"...)
@@ -101,9 +102,9 @@ func (ev event) record(prefix string, run *runInfo) *kgo.Record {
 	b = append(b, `,"ts_ns":`...)
 	b = strconv.AppendInt(b, us*1000, 10)
 	b = append(b, `,"schema":`...)
-	b = appendString(b, []byte(ev.t.name.schema))
+	b = javajson.AppendString(b, []byte(ev.t.name.schema))
 	b = append(b, `,"table":`...)
-	b = appendString(b, []byte(ev.t.name.name))
+	b = javajson.AppendString(b, []byte(ev.t.name.name))
 	if ev.incremental {
 		// Debezium writes neither for an incremental snapshot's rows.
 		b = append(b, `,"txId":null,"lsn":null`...)

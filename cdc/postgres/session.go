@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -393,7 +394,7 @@ func (s *Source) heartbeat(ctx context.Context, conn *pgx.Conn, a *acks) error {
 			return fmt.Errorf("the heartbeat's action query: %w", err)
 		}
 	}
-	key := appendString([]byte(`{"serverName":`), []byte(s.cfg.TopicPrefix))
+	key := javajson.AppendString([]byte(`{"serverName":`), []byte(s.cfg.TopicPrefix))
 	key = append(key, '}')
 	now := time.Now()
 	value := strconv.AppendInt([]byte(`{"ts_ms":`), now.UnixMilli(), 10)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 )
 
 // Config says what a Source captures and where it writes it.
@@ -456,7 +457,7 @@ func newRunInfo(prefix string, o options) *runInfo {
 	id[8] = id[8]&0x3f | 0x80
 	h := hex.EncodeToString(id[:])
 	uuid := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-	str := func(v string) []byte { return appendString(nil, []byte(v)) }
+	str := func(v string) []byte { return javajson.AppendString(nil, []byte(v)) }
 	return &runInfo{
 		headers: []kgo.RecordHeader{
 			{Key: "__debezium.context.connectorLogicalName", Value: str(prefix)},

@@ -3,17 +3,16 @@ package registry
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/oxbow-dev/oxbow/engine/serde"
+	"github.com/oxbow-dev/oxbow/internal/javajson"
 )
 
 // AvroToJSON reads a record in the wire format whatever its Avro schema,
@@ -24,7 +23,9 @@ import (
 // strings, enums as their symbols, and logical types as their underlying
 // Avro types (a decimal as the base64 of its unscaled bytes, dates and
 // timestamps as numbers), non-finite doubles as "NaN", "Infinity" and
-// "-Infinity". The writer's schema is fetched once per id.
+// "-Infinity", and numbers and strings byte for byte as the JsonConverter
+// writes them (Java's Double.toString, Jackson's escapes). The writer's
+// schema is fetched once per id.
 func (r *Registry) AvroToJSON(b []byte) ([]byte, error) {
 	id, payload, err := splitHeader(b)
 	if err != nil {
@@ -172,22 +173,15 @@ func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
 	}
 }
 
+// writeFloat writes f as Java's Double.toString (Float.toString for 32
+// bits) does, as the JsonConverter does.
 func writeFloat(out *bytes.Buffer, f float64, bits int) {
-	switch {
-	case math.IsNaN(f):
-		out.WriteString(`"NaN"`)
-	case math.IsInf(f, 1):
-		out.WriteString(`"Infinity"`)
-	case math.IsInf(f, -1):
-		out.WriteString(`"-Infinity"`)
-	default:
-		out.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
-	}
+	out.Write(javajson.AppendFloat(out.AvailableBuffer(), f, bits))
 }
 
+// writeString writes s escaped as Jackson escapes it.
 func writeString(out *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s) // a string always marshals
-	out.Write(b)
+	out.Write(javajson.AppendString(out.AvailableBuffer(), []byte(s)))
 }
 
 func writeBase64(out *bytes.Buffer, b []byte) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/big"
-	"reflect"
 	"testing"
 	"time"
 
@@ -59,16 +58,11 @@ func TestAvroToJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"n":null,"ok":true,"i":-3,"l":1099511627776,"f":1.1,"d":2.5e-07,"nan":"NaN",` +
+	const want = `{"n":null,"ok":true,"i":-3,"l":1099511627776,"f":1.1,"d":2.5E-7,"nan":"NaN",` +
 		`"s":"a \"quoted\" <tag> é","b":"AAH+","fx":"b3hidw==","e":"TAN","a":[1,2,3],"m":{"k":"v"},"opt":"here","none":null,` +
 		`"nested":{"x":1.5,"srid":4326},"dec":"MDk=","day":20791,"ts":1700000000123456,"self":null}`
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("not JSON: %s: %v", got, err)
-	}
-	json.Unmarshal([]byte(want), &w)
-	if !reflect.DeepEqual(g, w) {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+	if !json.Valid(got) || string(got) != want {
+		t.Errorf("got\n%s\nwant, byte for byte as the JsonConverter writes it,\n%s", got, want)
 	}
 	if _, err := r.AvroToJSON(append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, payload[:10]...)); !errors.Is(err, registry.ErrMalformed) {
 		t.Errorf("cut short: %v", err)
