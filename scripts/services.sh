@@ -636,6 +636,21 @@ kafka_wait_secure() {
 	fi
 }
 
+# stop_jvm NAME PIDFILE PID: SIGTERM, then after STOP_TIMEOUT SIGKILL to its
+# process group (a JVM started with setsid leads its own), then the pid file.
+stop_jvm() {
+	local name="$1" pidfile="$2" pid="$3"
+	info "${name}: stopping (pid ${pid})"
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
+		warn "${name}: still running after ${STOP_TIMEOUT}s; killing it"
+		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 10 || die "${name}: pid ${pid} survived SIGKILL"
+	fi
+	rm -f "$pidfile"
+	info "${name}: stopped"
+}
+
 kafka_stop() {
 	local pid
 	if ! pid="$(kafka_pid)"; then
@@ -643,16 +658,7 @@ kafka_stop() {
 		rm -f "${KAFKA_RUN}/kafka.pid"
 		return 0
 	fi
-	info "kafka: stopping (pid ${pid})"
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
-		warn "kafka: still running after ${STOP_TIMEOUT}s; killing it"
-		# The JVM leads its own process group (setsid): kill the group.
-		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" 10 || die "kafka: pid ${pid} survived SIGKILL"
-	fi
-	rm -f "${KAFKA_RUN}/kafka.pid"
-	info "kafka: stopped"
+	stop_jvm kafka "${KAFKA_RUN}/kafka.pid" "$pid"
 }
 
 kafka_status() {
@@ -1365,15 +1371,7 @@ registry_stop() {
 		rm -f "${REGISTRY_RUN}/registry.pid"
 		return 0
 	fi
-	info "registry: stopping (pid ${pid})"
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
-		warn "registry: still running after ${STOP_TIMEOUT}s; killing it"
-		kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" 10 || die "registry: pid ${pid} survived SIGKILL"
-	fi
-	rm -f "${REGISTRY_RUN}/registry.pid"
-	info "registry: stopped"
+	stop_jvm registry "${REGISTRY_RUN}/registry.pid" "$pid"
 }
 
 registry_status() {

@@ -184,31 +184,14 @@ func (r *Registry) resolveAvro(ws sr.Schema, id int, reader avro.Schema) (avro.S
 // named type never meet.
 func (r *Registry) parseAvro(ctx context.Context, schema string, refs []sr.SchemaReference) (avro.Schema, error) {
 	cache := &avro.SchemaCache{}
-	if err := r.loadAvroRefs(ctx, cache, refs, map[subjectVersion]bool{}); err != nil {
+	err := r.eachReference(ctx, refs, func(_ sr.SchemaReference, ss sr.SubjectSchema) error {
+		_, err := avro.ParseWithCache(ss.Schema.Schema, "", cache)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return avro.ParseWithCache(schema, "", cache)
-}
-
-func (r *Registry) loadAvroRefs(ctx context.Context, cache *avro.SchemaCache, refs []sr.SchemaReference, seen map[subjectVersion]bool) error {
-	for _, ref := range refs {
-		k := subjectVersion{ref.Subject, ref.Version}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		ss, err := r.schemaByVersion(ctx, ref.Subject, ref.Version)
-		if err != nil {
-			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
-		}
-		if err := r.loadAvroRefs(ctx, cache, ss.References, seen); err != nil {
-			return err
-		}
-		if _, err := avro.ParseWithCache(ss.Schema.Schema, "", cache); err != nil {
-			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
-		}
-	}
-	return nil
 }
 
 func appendHeader(b []byte, id int) []byte {

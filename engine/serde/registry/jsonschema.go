@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -161,43 +162,43 @@ func (s *jsonSerde[T]) check(id int, payload []byte) error {
 }
 
 // compileJSON compiles a JSON Schema with the schemas its references name.
+// A reference's name is what the schema's $ref says, resolved against the
+// schema's $id or, without one, against a base of no network
+// (jsonschemaBase): nothing is ever fetched but from the registry.
 func (r *Registry) compileJSON(ctx context.Context, s sr.Schema) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	if err := r.addJSONRefs(ctx, c, s.References, map[subjectVersion]bool{}); err != nil {
-		return nil, err
-	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(s.Schema)))
 	if err != nil {
 		return nil, err
 	}
-	const self = "urn:oxbow:schema"
-	if err := c.AddResource(self, doc); err != nil {
-		return nil, err
+	base, _ := url.Parse(jsonschemaBase)
+	if m, ok := doc.(map[string]any); ok {
+		if id, ok := m["$id"].(string); ok {
+			if u, err := url.Parse(id); err == nil && u.IsAbs() {
+				base = u
+			}
+		}
 	}
-	return c.Compile(self)
-}
-
-func (r *Registry) addJSONRefs(ctx context.Context, c *jsonschema.Compiler, refs []sr.SchemaReference, seen map[subjectVersion]bool) error {
-	for _, ref := range refs {
-		k := subjectVersion{ref.Subject, ref.Version}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		ss, err := r.schemaByVersion(ctx, ref.Subject, ref.Version)
+	c := jsonschema.NewCompiler()
+	err = r.eachReference(ctx, s.References, func(ref sr.SchemaReference, ss sr.SubjectSchema) error {
+		at, err := base.Parse(ref.Name)
 		if err != nil {
-			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
-		}
-		if err := r.addJSONRefs(ctx, c, ss.References, seen); err != nil {
 			return err
 		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(ss.Schema.Schema)))
+		rdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(ss.Schema.Schema)))
 		if err == nil {
-			err = c.AddResource(ref.Name, doc)
+			err = c.AddResource(at.String(), rdoc)
 		}
-		if err != nil {
-			return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if err := c.AddResource(base.String(), doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(base.String())
 }
+
+// jsonschemaBase is the base of a JSON Schema without an $id: a host that
+// does not exist, so that a $ref the references do not name fails.
+const jsonschemaBase = "https://schemas.oxbow.invalid/schema.json"

@@ -97,3 +97,25 @@ func TestJSONSchemaRoundTripAndValidation(t *testing.T) {
 		t.Error("a JSON Schema that does not compile was accepted")
 	}
 }
+
+// A JSON Schema whose $ref names a schema of another subject (a
+// reference): validating, its rules hold too.
+func TestJSONSchemaReferences(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	money := e.topic("money") + "-value"
+	// "$schema" too: Apicurio tells a JSON Schema by it.
+	e.register(money, sr.Schema{Type: sr.TypeJSON, Schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"integer","minimum":0}`})
+	const priced = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"sku":{"type":"string"},"price":{"$ref":"money.json"}},"required":["sku","price"]}`
+	s, err := registry.JSONSchema[shoeJSON](ctx, newRegistry(t, e.URL), e.topic("priced"), priced, registry.AutoRegister(), registry.Validate(),
+		registry.References(sr.SchemaReference{Name: "money.json", Subject: money, Version: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Encode(shoeJSON{SKU: "a", Price: 5}); err != nil {
+		t.Errorf("a value that conforms: %v", err)
+	}
+	if _, err := s.Encode(shoeJSON{SKU: "a", Price: -5}); err == nil || !strings.Contains(err.Error(), "minimum") {
+		t.Errorf("a price below the referenced schema's minimum: %v", err)
+	}
+}

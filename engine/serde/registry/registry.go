@@ -34,7 +34,9 @@
 // compatibility is NONE (Confluent's is BACKWARD: set it, PUT /config); an
 // incompatible schema is refused with 409 but without Confluent's error code
 // 409 in the body (the serde's error carries the registry's message, which
-// names the incompatible fields); it has no /mode; and the ids it gives on
+// names the incompatible fields); it has no /mode; it tells a JSON Schema
+// by its content, so one without "$schema" may be refused ("Failed to
+// discover artifact type"); and the ids it gives on
 // that API are its content ids, so its own Java serdes must be set to
 // Confluent's id handling (apicurio.registry.as-confluent=true,
 // apicurio.registry.use-id=contentId) to share topics with these.
@@ -257,6 +259,35 @@ func (r *Registry) schemaByVersion(ctx context.Context, subject string, version 
 	r.byID[s.ID] = s.Schema
 	r.mu.Unlock()
 	return s, nil
+}
+
+// eachReference calls fn with each schema that refs name, fetched from the
+// registry, and the schemas those name, each before the schemas that
+// refer to it and once.
+func (r *Registry) eachReference(ctx context.Context, refs []sr.SchemaReference, fn func(sr.SchemaReference, sr.SubjectSchema) error) error {
+	seen := map[subjectVersion]bool{}
+	var visit func(refs []sr.SchemaReference) error
+	visit = func(refs []sr.SchemaReference) error {
+		for _, ref := range refs {
+			k := subjectVersion{ref.Subject, ref.Version}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			ss, err := r.schemaByVersion(ctx, ref.Subject, ref.Version)
+			if err == nil {
+				if err = visit(ss.References); err != nil {
+					return err
+				}
+				err = fn(ref, ss)
+			}
+			if err != nil {
+				return fmt.Errorf("reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
+			}
+		}
+		return nil
+	}
+	return visit(refs)
 }
 
 // resolveWriter finds the id and the schema a serde writes with: the
