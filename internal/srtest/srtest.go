@@ -41,8 +41,10 @@ type Registry struct {
 	// Empty for the fake.
 	Base string
 
-	down    atomic.Bool
+	answer  atomic.Int32 // a status to answer every request with; 0: pass them on
 	refused atomic.Int64
+	hang    atomic.Pointer[chan struct{}] // requests wait until it closes
+	held    atomic.Int64
 }
 
 // New is a registry for the test: the real one if OXBOW_REGISTRY_URL is
@@ -87,9 +89,17 @@ func start(tb testing.TB, target string, real bool) *Registry {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if r.down.Load() {
+		if h := r.hang.Load(); h != nil {
+			r.held.Add(1)
+			select {
+			case <-*h:
+			case <-req.Context().Done():
+				return
+			}
+		}
+		if code := r.answer.Load(); code != 0 {
 			r.refused.Add(1)
-			http.Error(w, "srtest: the registry is down", http.StatusServiceUnavailable)
+			http.Error(w, "srtest: the registry answers "+http.StatusText(int(code)), int(code))
 			return
 		}
 		proxy.ServeHTTP(w, req)
@@ -107,10 +117,35 @@ func start(tb testing.TB, target string, real bool) *Registry {
 
 // Down makes the proxy answer every request with 503 (true) or pass them
 // on again (false).
-func (r *Registry) Down(down bool) { r.down.Store(down) }
+func (r *Registry) Down(down bool) {
+	if down {
+		r.Answer(http.StatusServiceUnavailable)
+	} else {
+		r.Answer(0)
+	}
+}
 
-// Refused is how many requests the proxy has answered with 503.
+// Answer makes the proxy answer every request with the status code (401,
+// say), or pass them on again (0).
+func (r *Registry) Answer(code int) { r.answer.Store(int32(code)) }
+
+// Refused is how many requests the proxy has answered itself.
 func (r *Registry) Refused() int64 { return r.refused.Load() }
+
+// Hang holds every request until the returned function is called (or the
+// client gives up on it).
+func (r *Registry) Hang() (release func()) {
+	ch := make(chan struct{})
+	r.hang.Store(&ch)
+	return func() {
+		if r.hang.CompareAndSwap(&ch, nil) {
+			close(ch)
+		}
+	}
+}
+
+// Held is how many requests Hang has held.
+func (r *Registry) Held() int64 { return r.held.Load() }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

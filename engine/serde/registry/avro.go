@@ -13,13 +13,18 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
 
-// maxAvroSize bounds a string, bytes or array in a record (hamba/avro's
-// default is 1 MiB, which a Kafka record may exceed; Java's Avro has no
-// bound): a corrupt length allocates at most this before it fails.
-const maxAvroSize = 16 << 20
+// maxAvroBytes bounds a string or bytes in a record (hamba/avro's default
+// is 1 MiB, which a Kafka record may exceed; Java's Avro has no bound), and
+// maxAvroItems the items of an array or map, which hamba allocates before
+// it reads them: a corrupt length or count fails past these instead of
+// allocating more.
+const (
+	maxAvroBytes = 16 << 20
+	maxAvroItems = 1 << 20
+)
 
 var (
-	avroAPI     = avro.Config{MaxByteSliceSize: maxAvroSize, MaxSliceAllocSize: maxAvroSize}.Freeze()
+	avroAPI     = avro.Config{MaxByteSliceSize: maxAvroBytes, MaxSliceAllocSize: maxAvroItems}.Freeze()
 	avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(avroAPI)) }}
 )
 
@@ -150,7 +155,7 @@ func (s *avroSerde[T]) readerFor(id int) (avro.Schema, error) {
 			rd.schema, rd.err = s.r.resolveAvro(ws, id, s.reader)
 		}
 	}
-	if rd.err == nil || s.r.cacheFailure() {
+	if rd.err == nil || s.r.cacheFailure(rd.err) {
 		s.readers.Store(id, rd)
 	}
 	return rd.schema, rd.err

@@ -39,6 +39,15 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// For AvroToJSON: arrays, maps and a union of several types.
+	const listsSchema = `{"type":"record","name":"Lists","fields":[
+		{"name":"a","type":{"type":"array","items":["null","long","string"]}},
+		{"name":"m","type":{"type":"map","values":{"type":"array","items":"null"}}}]}`
+	lists, err := registry.Avro[map[string]any](ctx, r, "lists", listsSchema, registry.AutoRegister())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(must(lists.Encode(map[string]any{"a": []any{nil, map[string]any{"long": int64(3)}, map[string]any{"string": "x"}}, "m": map[string]any{"k": []any{nil}}})))
 	f.Add(must(av.Encode(shoeV2T{SKU: "oxford", Price: 12900, Colour: "tan"})))
 	f.Add(must(pb.Encode(&testpb.Order{Id: "o-1", Shoe: &testpb.Shoe{Sku: "x", Colour: &testpb.Shoe_Colour{Name: "red"}}})))
 	f.Add(must(js.Encode(shoeJSON{SKU: "derby", Price: 1})))

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -39,7 +41,11 @@ func (r *Registry) AvroToJSON(b []byte) ([]byte, error) {
 	rd.Reset(payload)
 	rd.Error = nil
 	var out bytes.Buffer
-	writeJSON(&out, rd, s)
+	// Arrays and maps may hold no more items than the payload has bytes
+	// (and a thousand more, for items of no bytes: nulls, empty records):
+	// a corrupt count fails instead of looping or filling memory.
+	budget := int64(len(payload)) + 1024
+	writeJSON(&out, rd, s, &budget)
 	err = rd.Error
 	rd.Reset(nil)
 	avroReaders.Put(rd)
@@ -76,7 +82,7 @@ func (r *Registry) parsedAvro(id int) (avro.Schema, error) {
 			v = s
 		}
 	}
-	if _, failed := v.(error); !failed || r.cacheFailure() {
+	if err, failed := v.(error); !failed || r.cacheFailure(err) {
 		v, _ = r.parsed.LoadOrStore(id, v)
 	}
 	if err, ok := v.(error); ok {
@@ -85,8 +91,9 @@ func (r *Registry) parsedAvro(id int) (avro.Schema, error) {
 	return v.(avro.Schema), nil
 }
 
-// writeJSON writes the next value of schema s, read from rd, to out.
-func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
+// writeJSON writes the next value of schema s, read from rd, to out;
+// budget is how many more array and map items the record may have.
+func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema, budget *int64) {
 	if rd.Error != nil {
 		return
 	}
@@ -127,37 +134,31 @@ func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
 			}
 			writeString(out, f.Name())
 			out.WriteByte(':')
-			writeJSON(out, rd, f.Type())
+			writeJSON(out, rd, f.Type(), budget)
 		}
 		out.WriteByte('}')
 	case avro.Ref:
-		writeJSON(out, rd, s.(*avro.RefSchema).Schema())
+		writeJSON(out, rd, s.(*avro.RefSchema).Schema(), budget)
 	case avro.Array:
 		items := s.(*avro.ArraySchema).Items()
 		out.WriteByte('[')
-		n := 0
-		rd.ReadArrayCB(func(rd *avro.Reader) bool {
-			if n > 0 {
+		eachItem(rd, budget, func(i int) {
+			if i > 0 {
 				out.WriteByte(',')
 			}
-			n++
-			writeJSON(out, rd, items)
-			return rd.Error == nil
+			writeJSON(out, rd, items, budget)
 		})
 		out.WriteByte(']')
 	case avro.Map:
 		values := s.(*avro.MapSchema).Values()
 		out.WriteByte('{')
-		n := 0
-		rd.ReadMapCB(func(rd *avro.Reader, key string) bool {
-			if n > 0 {
+		eachItem(rd, budget, func(i int) {
+			if i > 0 {
 				out.WriteByte(',')
 			}
-			n++
-			writeString(out, key)
+			writeString(out, rd.ReadString())
 			out.WriteByte(':')
-			writeJSON(out, rd, values)
-			return rd.Error == nil
+			writeJSON(out, rd, values, budget)
 		})
 		out.WriteByte('}')
 	case avro.Union:
@@ -167,7 +168,7 @@ func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
 			rd.ReportError("union", fmt.Sprintf("branch %d of %d", i, len(types)))
 			return
 		}
-		writeJSON(out, rd, types[i])
+		writeUnion(out, rd, types, i, budget)
 	default:
 		rd.ReportError("value", fmt.Sprintf("unexpected schema type %s", s.Type()))
 	}
@@ -175,12 +176,94 @@ func writeJSON(out *bytes.Buffer, rd *avro.Reader, s avro.Schema) {
 
 // writeFloat writes f as Java's Double.toString (Float.toString for 32
 // bits) does, as the JsonConverter does.
+// eachItem calls fn for each item of an array or a map, block by block,
+// until the end, an error or the budget runs out.
+func eachItem(rd *avro.Reader, budget *int64, fn func(i int)) {
+	i := 0
+	for rd.Error == nil {
+		n, _ := rd.ReadBlockHeader()
+		if n == 0 || rd.Error != nil {
+			return
+		}
+		if *budget -= n; n < 0 || *budget < 0 {
+			rd.ReportError("items", fmt.Sprintf("a block of %d items, more than the record can hold", n))
+			return
+		}
+		for range n {
+			fn(i)
+			i++
+			if rd.Error != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeUnion writes branch i of a union. An optional value (a union of
+// null and one type) is the value or null; a union of several types
+// becomes, as Kafka Connect's AvroData makes it, an object with a field
+// per non-null branch, named by its type (a named type by its name), all
+// null but the one read.
+func writeUnion(out *bytes.Buffer, rd *avro.Reader, types []avro.Schema, i int, budget *int64) {
+	var others int
+	for _, t := range types {
+		if t.Type() != avro.Null {
+			others++
+		}
+	}
+	if others <= 1 || types[i].Type() == avro.Null {
+		writeJSON(out, rd, types[i], budget)
+		return
+	}
+	out.WriteByte('{')
+	n := 0
+	for j, t := range types {
+		if t.Type() == avro.Null {
+			continue
+		}
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		n++
+		writeString(out, branchName(t))
+		out.WriteByte(':')
+		if j == i {
+			writeJSON(out, rd, t, budget)
+		} else {
+			out.WriteString("null")
+		}
+	}
+	out.WriteByte('}')
+}
+
+// branchName is the field AvroData names a union branch by: a named
+// type's name, else the type's ("string", "array", ...).
+func branchName(s avro.Schema) string {
+	if n, ok := s.(avro.NamedSchema); ok {
+		return n.Name()
+	}
+	if r, ok := s.(*avro.RefSchema); ok {
+		return r.Schema().Name()
+	}
+	return string(s.Type())
+}
+
 func writeFloat(out *bytes.Buffer, f float64, bits int) {
 	out.Write(javajson.AppendFloat(out.AvailableBuffer(), f, bits))
 }
 
-// writeString writes s escaped as Jackson escapes it.
+// writeString writes s escaped as Jackson escapes it; bytes that are not
+// UTF-8 become U+FFFD each, as Java's decoding of the string makes them.
 func writeString(out *bytes.Buffer, s string) {
+	if !utf8.ValidString(s) {
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			b.WriteRune(r) // utf8.RuneError for each bad byte
+			i += n
+		}
+		s = b.String()
+	}
 	out.Write(javajson.AppendString(out.AvailableBuffer(), []byte(s)))
 }
 

@@ -1,10 +1,12 @@
 package registry_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,34 @@ func TestAvroToJSON(t *testing.T) {
 	}
 	if _, err := r.AvroToJSON([]byte(`{"a":1}`)); !errors.Is(err, registry.ErrNotWireFormat) {
 		t.Errorf("JSON: %v", err)
+	}
+}
+
+// A union of several types is an object with a field per branch, as
+// AvroData makes it; bytes that are not UTF-8 become U+FFFD; a corrupt
+// item count fails at once instead of filling memory.
+func TestAvroToJSONEdges(t *testing.T) {
+	const schema = `{"type":"record","name":"Edge","fields":[
+		{"name":"u","type":["null","int","string",{"type":"record","name":"P","fields":[{"name":"x","type":"int"}]}]},
+		{"name":"u2","type":["null","int","string"]},
+		{"name":"s","type":"string"},
+		{"name":"a","type":{"type":"array","items":"null"}}]}`
+	e := newEnv(t)
+	id := e.register(e.topic("edges")+"-value", sr.Schema{Type: sr.TypeAvro, Schema: schema})
+	header := binary.BigEndian.AppendUint32([]byte{0}, uint32(id))
+	r := newRegistry(t, e.URL)
+	// u: branch 3 (P{x: 1}); u2: branch 0 (null); s: "a\xffb"; a: 2 nulls.
+	payload := []byte{6, 2, 0, 6, 'a', 0xff, 'b', 4, 0}
+	got, err := r.AvroToJSON(append(header, payload...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"u":{"int":null,"string":null,"P":{"x":1}},"u2":null,"s":"a` + "\uFFFD" + `b","a":[null,null]}`; string(got) != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+	// 2^40 nulls in a record of 9 bytes.
+	huge := binary.AppendVarint([]byte{0, 0, 0}, 1<<40) // u, u2 null; s ""; a: a block of 2^40
+	if _, err := r.AvroToJSON(append(header, huge...)); !errors.Is(err, registry.ErrMalformed) || !strings.Contains(err.Error(), "more than the record can hold") {
+		t.Errorf("a count of 2^40: %v", err)
 	}
 }

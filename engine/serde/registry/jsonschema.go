@@ -143,7 +143,7 @@ func (s *jsonSerde[T]) check(id int, payload []byte) error {
 			}
 		}
 		c = jc
-		if jc.err == nil || s.r.cacheFailure() {
+		if jc.err == nil || s.r.cacheFailure(jc.err) {
 			c, _ = s.checks.LoadOrStore(id, jc)
 		}
 	}
@@ -179,6 +179,8 @@ func (r *Registry) compileJSON(ctx context.Context, s sr.Schema) (*jsonschema.Sc
 		}
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no files, no network: the references only
+	c.DefaultDraft(jsonschema.Draft7)         // Confluent's, for a schema without "$schema"
 	err = r.eachReference(ctx, s.References, func(ref sr.SchemaReference, ss sr.SubjectSchema) error {
 		at, err := base.Parse(ref.Name)
 		if err != nil {

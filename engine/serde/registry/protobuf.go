@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,6 +103,9 @@ func (s *protoSerde[T]) Decode(b []byte) (T, error) {
 		return *new(T), err
 	}
 	index, payload, err := wire.DecodeIndex(rest, maxIndexes)
+	if errors.Is(err, sr.ErrNotRegistered) { // what DecodeIndex says of too many
+		err = fmt.Errorf("more than %d", maxIndexes)
+	}
 	if err != nil {
 		return *new(T), fmt.Errorf("%w %d: the message indexes: %v", ErrMalformed, id, err)
 	}
@@ -133,7 +137,7 @@ func (s *protoSerde[T]) check(id int, index []int, ws sr.Schema) error {
 			f.err = fmt.Errorf("%w: schema %d does not parse: %w", ErrIncompatible, id, f.err)
 		}
 		pf = f
-		if f.err == nil || s.r.cacheFailure() {
+		if f.err == nil || s.r.cacheFailure(f.err) {
 			pf, _ = s.files.LoadOrStore(id, f)
 		}
 	}
@@ -211,8 +215,17 @@ func printProto(fd protoreflect.FileDescriptor) (string, error) {
 	return text, nil
 }
 
-// wellKnown says whether registries know an import without a reference.
-func wellKnown(path string) bool { return strings.HasPrefix(path, "google/protobuf/") }
+// wellKnown says whether an import needs no reference: the files
+// Confluent's serializer knows without one (its KNOWN_DEPENDENCIES: the
+// well-known types, google/type and its own confluent/ files).
+func wellKnown(path string) bool {
+	for _, p := range []string{"google/protobuf/", "google/type/", "confluent/"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // protoReferences registers (with AutoRegister) or looks up the files fd
 // imports, theirs first, each under its import path, and returns fd's

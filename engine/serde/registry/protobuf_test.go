@@ -149,6 +149,7 @@ func TestProtobufEvolvedAndBadRecords(t *testing.T) {
 	}{
 		{"no header", []byte("brogue"), registry.ErrNotWireFormat, "magic byte"},
 		{"bad index count", withID(ss.ID, []byte{0x7f, 1, 1}), registry.ErrMalformed, "indexes"},
+		{"too many indexes", withID(ss.ID, []byte{80, 2, 2}), registry.ErrMalformed, "more than 32"},
 		{"no such message", withID(ss.ID, []byte{2, 20}), registry.ErrMalformed, "no message at index [10]"},
 		{"garbage", withID(ss.ID, []byte{2, 2, 0xff, 0xff}), registry.ErrMalformed, "does not match"},
 		{"avro schema", withID(avroID, good[5:]), registry.ErrIncompatible, "AVRO, not Protobuf"},

@@ -117,9 +117,13 @@ type Registry struct {
 
 const maxCachedFailures = 1024
 
-// cacheFailure says whether one more failing id may be cached; past the
-// bound each record of an uncached id asks the registry again.
-func (r *Registry) cacheFailure() bool { return r.failures.Add(1) <= maxCachedFailures }
+// cacheFailure says whether err, a failure to read the records of an id,
+// may be cached: not an unknown id (it may be registered yet), and only
+// for the first maxCachedFailures ids; past those each record of an
+// uncached id asks the registry again.
+func (r *Registry) cacheFailure(err error) bool {
+	return !errors.Is(err, ErrUnknownSchema) && r.failures.Add(1) <= maxCachedFailures
+}
 
 type subjectVersion struct {
 	subject string
@@ -178,24 +182,38 @@ func conflict(err error) bool {
 }
 
 // notFound says whether the registry answered that what was asked for
-// does not exist.
+// does not exist: 404 with one of Confluent's codes for it (subject,
+// version, schema), not any 404 (a proxy's page, a wrong URL).
 func notFound(err error) bool {
 	var re *sr.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+		return false
+	}
+	switch re.ErrorCode {
+	case sr.ErrSubjectNotFound.Code, sr.ErrVersionNotFound.Code, sr.ErrSchemaNotFound.Code:
+		return true
+	}
+	return false
 }
 
-// call runs fn against the registry, retrying a transient failure with
-// backoff for at most the registry's RetryFor (or until ctx ends); a
-// failure that outlasts it wraps serde.ErrUnavailable.
+// call runs fn against the registry, each try bounded by RequestTimeout,
+// retrying a transient failure with backoff for at most the registry's
+// RetryFor (or until ctx ends); a failure that outlasts it, or that ctx
+// ends, wraps serde.ErrUnavailable.
 func (r *Registry) call(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	deadline := time.Now().Add(r.retry)
 	wait := 50 * time.Millisecond
 	for {
-		err := fn(ctx)
+		tctx, cancel := context.WithTimeout(ctx, r.timeout)
+		err := fn(tctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, ctx.Err())
+		}
 		if !transient(err) {
 			return err
 		}
-		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
+		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
 		}
 		t := time.NewTimer(wait)
@@ -209,8 +227,23 @@ func (r *Registry) call(ctx context.Context, what string, fn func(ctx context.Co
 	}
 }
 
+// unavailable wraps a registry's final answer to a fetch made while
+// reading a record, but for the schema not existing: a refusal (401, 403),
+// a request it did not understand, a 404 that is not the registry's. None
+// is the record's fault, so none may skip or dead-letter it.
+func unavailable(what string, err error) error {
+	if err == nil || errors.Is(err, serde.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
+}
+
 // schemaByID is the schema with the given id, from the cache or the
-// registry, fetched under the registry's own context.
+// registry, fetched under the registry's own context. That the registry
+// has no such schema is the record's fault (ErrUnknownSchema), and not
+// cached: a schema registered a moment ago may not have reached a
+// registry's follower yet (Confluent's client caches no missing id by
+// default either). Any other failure is serde.ErrUnavailable.
 func (r *Registry) schemaByID(id int) (sr.Schema, error) {
 	r.mu.Lock()
 	s, ok := r.byID[id]
@@ -218,7 +251,8 @@ func (r *Registry) schemaByID(id int) (sr.Schema, error) {
 	if ok {
 		return s, nil
 	}
-	err := r.call(r.ctx, fmt.Sprintf("fetching schema %d", id), func(ctx context.Context) (err error) {
+	what := fmt.Sprintf("fetching schema %d", id)
+	err := r.call(r.ctx, what, func(ctx context.Context) (err error) {
 		s, err = r.cl.SchemaByID(ctx, id)
 		return err
 	})
@@ -226,7 +260,7 @@ func (r *Registry) schemaByID(id int) (sr.Schema, error) {
 		return sr.Schema{}, fmt.Errorf("%w %d", ErrUnknownSchema, id)
 	}
 	if err != nil {
-		return sr.Schema{}, err
+		return sr.Schema{}, unavailable(what, err)
 	}
 	r.mu.Lock()
 	r.byID[id] = s
@@ -247,10 +281,14 @@ func (r *Registry) schemaByVersion(ctx context.Context, subject string, version 
 		}
 	}
 	var s sr.SubjectSchema
-	err := r.call(ctx, fmt.Sprintf("fetching subject %q version %d", subject, version), func(ctx context.Context) (err error) {
+	what := fmt.Sprintf("fetching subject %q version %d", subject, version)
+	err := r.call(ctx, what, func(ctx context.Context) (err error) {
 		s, err = r.cl.SchemaByVersion(ctx, subject, version)
 		return err
 	})
+	if err != nil && !notFound(err) {
+		err = unavailable(what, err)
+	}
 	if err != nil {
 		return s, err
 	}
@@ -310,8 +348,11 @@ func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schem
 				// of a new subject at once (two instances starting): the
 				// schema may be there now. A schema the compatibility rule
 				// refuses is not, and the 409 stands.
-				if ss, lerr := r.cl.LookupSchema(ctx, subject, s); lerr == nil {
+				switch ss, lerr := r.cl.LookupSchema(ctx, subject, s); {
+				case lerr == nil:
 					id, err = ss.ID, nil
+				case transient(lerr):
+					err = lerr // try again
 				}
 			}
 			return err
@@ -322,9 +363,6 @@ func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schem
 			}
 			return 0, s, err
 		}
-		r.mu.Lock()
-		r.byID[id] = s
-		r.mu.Unlock()
 		return id, s, nil
 	}
 	var ss sr.SubjectSchema
@@ -338,8 +376,10 @@ func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schem
 	if err != nil {
 		return 0, s, err
 	}
-	r.mu.Lock()
-	r.byID[ss.ID] = s
-	r.mu.Unlock()
+	if ss.Schema.Schema != "" { // the registry's text, kept for other serdes of the id
+		r.mu.Lock()
+		r.byID[ss.ID] = ss.Schema
+		r.mu.Unlock()
+	}
 	return ss.ID, s, nil
 }

@@ -167,7 +167,7 @@ func (u *union[T]) nameOf(id int) (string, error) {
 		}
 	}
 	n := name
-	if _, failed := name.(error); !failed || u.r.cacheFailure() {
+	if err, failed := name.(error); !failed || u.r.cacheFailure(err) {
 		n, _ = u.names.LoadOrStore(id, name)
 	}
 	if err, ok := n.(error); ok {
