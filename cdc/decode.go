@@ -197,7 +197,10 @@ func makeOptions(opts []Option) options {
 // (Confluent's AvroConverter, or Apicurio's set to Confluent's id
 // handling), besides JSON: each is read as the JSON that Kafka Connect's
 // JsonConverter writes for the same value ([registry.Registry.AvroToJSON]),
-// so that an event decodes to what its JSON twin gives. A registry that
+// so that an event decodes to what its JSON twin gives (checked against
+// Debezium itself, cdc/postgres's differential test), but for names
+// Debezium adjusted to be valid in Avro (schema.name.adjustment.mode,
+// field.name.adjustment.mode), which stay adjusted. A registry that
 // cannot be reached stops the application rather than a record being
 // skipped (serde.ErrUnavailable).
 func Avro(reg *registry.Registry) Option {
