@@ -1271,6 +1271,12 @@ pg_status() {
 # compatibility, NONE there, is set to BACKWARD at start) see
 # engine/serde/registry's package doc.
 
+# registry_app_properties JAR: the application.properties in the app's jar
+# (Python's zipfile: unzip may not be installed).
+registry_app_properties() {
+	python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("application.properties"))' "$1"
+}
+
 registry_build() {
 	local app="${REGISTRY_HOME}/target/quarkus-app/quarkus-run.jar"
 	if [ -f "${REGISTRY_HOME}/.complete" ] && [ -f "$app" ]; then
@@ -1288,7 +1294,7 @@ registry_build() {
 		if (cd "$REGISTRY_HOME" && mvn -B -q -Dmaven.repo.local="$m2" -Dstyle.color=never \
 			-Dmaven.wagon.http.retryHandler.count=3 dependency:resolve) >"$mlog" 2>&1 &&
 			[ -f "$jar" ] &&
-			{ unzip -p "$jar" application.properties && echo && cat "${REPO_DIR}/scripts/registry/application.properties"; } \
+			{ registry_app_properties "$jar" && echo && cat "${REPO_DIR}/scripts/registry/application.properties"; } \
 				>"${REGISTRY_HOME}/src/main/resources/application.properties" &&
 			(cd "$REGISTRY_HOME" && mvn -B -q -Dmaven.repo.local="$m2" -Dstyle.color=never \
 				-Dmaven.wagon.http.retryHandler.count=3 -DskipTests package) >>"$mlog" 2>&1 &&
