@@ -16,6 +16,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
@@ -261,12 +262,10 @@ func TestAvroWaitsForTheRegistry(t *testing.T) {
 		v, err := s.Decode(rec) // v2's id: a fetch
 		done <- result{v, err}
 	}()
-	for e.Refused() < 2 { // retried at least once
-		select {
-		case res := <-done:
-			t.Fatalf("Decode returned %+v, %v while the registry was down", res.v, res.err)
-		case <-time.After(10 * time.Millisecond):
-		}
+	await.Until(t, time.Minute, "Decode retrying the registry", func() bool { return len(done) > 0 || e.Refused() >= 2 })
+	if len(done) > 0 {
+		res := <-done
+		t.Fatalf("Decode returned %+v, %v while the registry was down", res.v, res.err)
 	}
 	e.Down(false)
 	res := <-done
@@ -304,12 +303,9 @@ func TestAvroWaitsForTheRegistry(t *testing.T) {
 		_, err := s.Decode(otherRec)
 		done <- result{err: err}
 	}()
-	for e.Held() == 0 {
-		select {
-		case res := <-done:
-			t.Fatalf("Decode returned %v before asking the registry", res.err)
-		case <-time.After(5 * time.Millisecond):
-		}
+	await.Until(t, time.Minute, "Decode asking the registry", func() bool { return len(done) > 0 || e.Held() > 0 })
+	if len(done) > 0 {
+		t.Fatalf("Decode returned %v before asking the registry", (<-done).err)
 	}
 	r.Close()
 	if res := <-done; !errors.Is(res.err, serde.ErrUnavailable) || !strings.Contains(res.err.Error(), "canceled") {

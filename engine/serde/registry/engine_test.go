@@ -14,6 +14,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/internal/await"
 )
 
 // In an application: records that cannot be read are dead-lettered with
@@ -88,12 +89,10 @@ func TestInAnApplication(t *testing.T) {
 	e.Down(true)
 	v2 := e.register(in+"-value", sr.Schema{Type: sr.TypeAvro, Schema: shoeV2})
 	produce("while-down", withID(v2, append(append([]byte{}, good[5:]...), 6, 'g', 'r', 'e', 'e', 'n')))
-	for start := e.Refused(); e.Refused() < start+2; {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned %v while the registry was down", err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	start := e.Refused()
+	await.Until(t, time.Minute, "the application retrying the registry", func() bool { return len(done) > 0 || e.Refused() >= start+2 })
+	if len(done) > 0 {
+		t.Fatalf("Run returned %v while the registry was down", <-done)
 	}
 	e.Down(false)
 	outs := read(t, kenv, out, 2)
