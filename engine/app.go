@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
@@ -550,6 +551,19 @@ func (a *App) Instances() []Instance {
 // are a copy, the group's own being shared by every assignment.
 func instanceOf(m runtime.Instance) Instance {
 	return Instance{ID: m.InstanceID, Addr: m.Addr, Tags: maps.Clone(m.Tags)}
+}
+
+// MemberInstance is the instance a member of an application's group is,
+// from the UserData of its subscription (kmsg.ConsumerMemberMetadata, as
+// kadm's DescribeGroups answers it): how another process finds the
+// instances of a group it is not in, and their addresses. An error says
+// the data is not an engine's.
+func MemberInstance(userData []byte) (Instance, error) {
+	info, err := assign.DecodeMember(userData)
+	if err != nil {
+		return Instance{}, fmt.Errorf("engine: not an Oxbow instance's member metadata: %w", err)
+	}
+	return Instance{ID: info.InstanceID, Addr: info.Addr, Tags: info.Tags}, nil
 }
 
 // clientTags are Config.Tags with Config.Rack as "rack".

@@ -18,7 +18,10 @@
 //
 // A [Control] does all of it: [Control.RegisterApp] (an instance records
 // its version and its topology's source topics, on which its lag is
-// measured), [Control.Lag], [Control.Promote] (refused with a
+// measured), [Control.PromoteIfNone] (the first version to run is
+// active), [Control.Instances] (a version's running instances and their
+// addresses, to which a process that does not run it forwards its reads),
+// [Control.Lag], [Control.Promote] (refused with a
 // *NotCaughtUpError until the version is at most MaxLag records behind, or
 // forced), [Control.Rollback], [Control.Retire] and [Control.Reset] (Kafka
 // Streams' reset tool: inputs to the earliest offsets or a time, internal

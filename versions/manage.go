@@ -71,6 +71,25 @@ func (c *Control) Promote(ctx context.Context, app, version string, o PromoteOpt
 	return c.write(ctx, activeKey(app), promotion{Active: version, Previous: a.Active, PromotedAt: time.Now().UTC(), Forced: o.Force})
 }
 
+// PromoteIfNone promotes a registered version if the application has no
+// active version yet, whatever its lag: the first version of an
+// application to run is the one its readers have (an instance calls it
+// when it starts, after RegisterApp). It reports whether it promoted.
+// Two versions starting at once, both first, race: the later write wins.
+func (c *Control) PromoteIfNone(ctx context.Context, app, version string) (bool, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return false, err
+	}
+	if a.Active != "" {
+		return false, nil
+	}
+	if _, ok := a.Versions[version]; !ok {
+		return false, notRegistered(a, version)
+	}
+	return true, c.write(ctx, activeKey(app), promotion{Active: version, PromotedAt: time.Now().UTC()})
+}
+
 // Rollback promotes the version that was active before the active one,
 // which must still be registered. It is forced: the previous version was
 // serving until the promotion and has kept up since, unless stopped.

@@ -208,13 +208,36 @@ func TestReprocessing(t *testing.T) {
 	// Version 1 serves.
 	start("v1")
 	await.NoError(t, settle, "v1 catches up", lagOf("v1"))
-	if err := ctl.Promote(ctx, app, "v1", versions.PromoteOptions{}); err != nil {
-		t.Fatal(err)
+	// The first version is promoted by the first to ask; no other after.
+	if ok, err := ctl.PromoteIfNone(ctx, app, "v1"); !ok || err != nil {
+		t.Fatalf("v1, first: promoted %v, %v", ok, err)
+	}
+	// Its instances, as a process that runs no version finds them.
+	await.NoError(t, settle, "v1's instances", func() error {
+		ins, err := ctl.Instances(ctx, app, "v1")
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, in := range ins {
+			got = append(got, in.ID+"@"+in.Addr)
+		}
+		want := []string{"i0@" + instances[0].ln.Addr().String(), "i1@" + instances[1].ln.Addr().String()}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("instances %v, want %v", got, want)
+		}
+		return nil
+	})
+	if _, err := ctl.Instances(ctx, app, "v9"); err == nil || !strings.Contains(err.Error(), "no version") {
+		t.Errorf("the instances of an unregistered version: %v", err)
 	}
 	await.NoError(t, settle, "v1 serves", func() error { return readsAre("v1", want("v1")) })
 
 	// Version 2 starts and catches up beside it; v1 keeps serving.
 	start("v2")
+	if ok, err := ctl.PromoteIfNone(ctx, app, "v2"); ok || err != nil {
+		t.Fatalf("v2, second: promoted %v, %v", ok, err)
+	}
 	if err := readsAre("v1", want("v1")); err != nil {
 		t.Fatalf("while v2 catches up: %v", err)
 	}

@@ -377,3 +377,8 @@ func (r *reader) done() error {
 	}
 	return r.err
 }
+
+// DecodeMember reads the MemberInfo a member of an engine's group sends
+// as its subscription's UserData (what a DescribeGroups answer shows of
+// it).
+func DecodeMember(userData []byte) (MemberInfo, error) { return decodeMember(userData) }
