@@ -110,10 +110,12 @@ type Config struct {
 	Versions map[string]Served
 	Active   func() string
 	// VersionControl, with Versions, is the control topic's client: GET
-	// /versions then gives each version's lag and catch-up progress, and
-	// operators (Operate) promote a version with POST
+	// /versions then gives each registered version's lag and catch-up
+	// progress, and operators (Operate) promote a version with POST
 	// /versions/{version}/promote (?force=true: whatever its lag) and roll
-	// back with POST /versions/rollback, as the oxbow tool does.
+	// back with POST /versions/rollback, as the oxbow tool does. And a
+	// read for a version this instance does not run is forwarded to one
+	// that does (VersionForwardedHeader), authorized here first.
 	VersionControl *versions.Control
 
 	// Console serves the web console under /console/ (off by default): a

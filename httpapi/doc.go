@@ -32,6 +32,13 @@
 // With Config.Versions, GET /versions lists the versions and the active
 // one; with Config.VersionControl too, each one's lag, and POST
 // /versions/{version}/promote (?force=true) and POST /versions/rollback.
+// An instance that does not run the version a read is for (the active
+// one, or the one its Oxbow-Version names) asks an instance that does,
+// found on the control topic and in the version's group, and relays the
+// answer (a change feed as it comes); so a promotion switches the reads
+// of every instance, including those still running only the version
+// before. It answers the rest itself — probes, metrics, the console and
+// commands, which go to the aggregates alike from every version.
 //
 // # The console
 //

@@ -41,7 +41,7 @@ type peering struct {
 // mac is the signature of a peer request's parts.
 func (p peering) mac(t int64, method, uri string, h http.Header) string {
 	m := hmac.New(sha256.New, p.secret)
-	for _, f := range []string{strconv.FormatInt(t, 10), method, uri, h.Get(ForwardedHeader), h.Get(scanLocalHeader), h.Get(callerHeader), h.Get(VersionHeader)} {
+	for _, f := range []string{strconv.FormatInt(t, 10), method, uri, h.Get(ForwardedHeader), h.Get(scanLocalHeader), h.Get(callerHeader), h.Get(VersionHeader), h.Get(VersionForwardedHeader)} {
 		m.Write([]byte(f))
 		m.Write([]byte{0})
 	}
@@ -74,7 +74,7 @@ func (p peering) sign(req, r *http.Request) error {
 func (p peering) verify(r *http.Request) (Identity, error) {
 	h := r.Header
 	signed := h.Get(callerHeader) != "" || h.Get(signatureHeader) != ""
-	if !signed && h.Get(ForwardedHeader) == "" && h.Get(scanLocalHeader) == "" {
+	if !signed && h.Get(ForwardedHeader) == "" && h.Get(scanLocalHeader) == "" && h.Get(VersionForwardedHeader) == "" {
 		return Identity{}, errNotPeer
 	}
 	if len(p.secret) == 0 {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/oxbow-dev/oxbow/versions"
 )
 
@@ -49,6 +51,11 @@ func newVersioned(cfg Config) (*Handler, error) {
 	}
 	guard := subs[names[0]].a.guard
 	vc := versionControl{control: cfg.VersionControl, versions: cfg.Versions, names: names, active: cfg.Active}
+	var fwd *versionForwarder
+	if cfg.VersionControl != nil {
+		mux, _ := subs[names[0]].Handler.(*chi.Mux)
+		fwd = &versionForwarder{control: cfg.VersionControl, app: vc.app, via: subs[names[0]].a, mux: mux, found: map[string]foundInstances{}}
+	}
 	list := guard.require(ReadViews, http.HandlerFunc(vc.list))
 	promote := guard.require(Operate, http.HandlerFunc(vc.promote))
 	rollback := guard.require(Operate, http.HandlerFunc(vc.rollback))
@@ -95,6 +102,14 @@ func newVersioned(cfg Config) (*Handler, error) {
 			return
 		}
 		sub, ok := subs[v]
+		if !ok && fwd != nil {
+			if !localRoute(r) {
+				fwd.forward(w, r, v, names)
+				return
+			}
+			// Not a read: any version here answers it alike.
+			v, sub, ok = names[0], subs[names[0]], true
+		}
 		if !ok {
 			problem(w, r, http.StatusNotFound, "no such version", fmt.Sprintf("this instance serves versions %v, not %q", names, v))
 			return
@@ -128,8 +143,11 @@ type versionControl struct {
 // VersionStatus is one version in GET /versions.
 type VersionStatus struct {
 	Version string `json:"version"`
-	State   string `json:"state"` // this instance's of it
-	Active  bool   `json:"active"`
+	// State is this instance's of it; "not here" for a registered version
+	// that only other instances run (listed with Config.VersionControl).
+	State  string `json:"state"`
+	Here   bool   `json:"here"`
+	Active bool   `json:"active"`
 	// Lag, with Config.VersionControl, is how far the version's group is
 	// behind its inputs (nil if it could not be measured: LagError says
 	// why).
@@ -177,8 +195,19 @@ func (vc versionControl) list(w http.ResponseWriter, r *http.Request) {
 			lags, lagErrs, err = vc.control.Lags(r.Context(), app)
 		}
 	}
-	for _, v := range vc.names {
-		vs := VersionStatus{Version: v, State: vc.versions[v].Instance.State().String(), Active: v == active}
+	all := slices.Clone(vc.names)
+	for v := range lags {
+		all = append(all, v)
+	}
+	for v := range lagErrs {
+		all = append(all, v)
+	}
+	slices.Sort(all)
+	for _, v := range slices.Compact(all) {
+		vs := VersionStatus{Version: v, State: "not here", Active: v == active}
+		if sv, ok := vc.versions[v]; ok {
+			vs.State, vs.Here = sv.Instance.State().String(), true
+		}
 		if vc.control != nil {
 			l, ok := lags[v]
 			switch {
@@ -209,16 +238,15 @@ func (vc versionControl) promote(w http.ResponseWriter, r *http.Request) {
 		}
 		force = vals[0] == "true"
 	}
-	if _, ok := vc.versions[v]; !ok {
-		problem(w, r, http.StatusNotFound, "no such version", fmt.Sprintf("this instance serves versions %v, not %q", vc.names, v))
-		return
-	}
 	app, err := vc.app()
 	if err == nil {
+		// Any registered version, run here or elsewhere.
 		err = vc.control.Promote(r.Context(), app, v, versions.PromoteOptions{Force: force})
 	}
 	var behind *versions.NotCaughtUpError
 	switch {
+	case errors.Is(err, versions.ErrNotRegistered):
+		problem(w, r, http.StatusNotFound, "no such version", err.Error())
 	case errors.As(err, &behind):
 		problem(w, r, http.StatusConflict, "not caught up", err.Error())
 	case err != nil:

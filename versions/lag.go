@@ -91,11 +91,22 @@ func (c *Control) Lags(ctx context.Context, app string) (map[string]Lag, map[str
 	return lags, errs, nil
 }
 
+// ErrNotRegistered is what errors.Is finds in the error of an operation
+// on a version the control topic does not have: never registered, or
+// retired.
+var ErrNotRegistered = errors.New("versions: not a registered version")
+
+// unregisteredError is an operation's error on such a version.
+type unregisteredError struct{ msg string }
+
+func (e *unregisteredError) Error() string        { return e.msg }
+func (e *unregisteredError) Is(target error) bool { return target == ErrNotRegistered }
+
 func notRegistered(a *App, version string) error {
 	if len(a.Versions) == 0 {
-		return fmt.Errorf("versions: %s has no registered versions (an instance registers its version when it starts)", a.App)
+		return &unregisteredError{fmt.Sprintf("versions: %s has no registered versions (an instance registers its version when it starts)", a.App)}
 	}
-	return fmt.Errorf("versions: %s has no version %q (it has %s)", a.App, version, strings.Join(a.Names(), ", "))
+	return &unregisteredError{fmt.Sprintf("versions: %s has no version %q (it has %s)", a.App, version, strings.Join(a.Names(), ", "))}
 }
 
 // groupLag measures a group's lag on topics.
