@@ -19,7 +19,17 @@
 // default, each an application of its own on the same brokers; -services
 // runs one alone (as separate processes, say).
 //
-// README.md walks through the classic scenario with curl.
+// The views come in versions (-version; Versions in store.go): a new
+// version runs as a consumer group of its own, beside the one serving, and
+// computes its views again from the inventory's events — never deciding a
+// command again: the decider is an application of its own, one for all
+// versions. The oxbow tool (cmd/oxbow) follows its catch-up and promotes
+// it; every instance's API then serves it, asking an instance that runs
+// it where it does not itself.
+//
+// README.md walks through the classic scenario with curl, and through a
+// second version's catch-up, promotion, rollback and the first's
+// retirement.
 package main
 
 import (
@@ -37,6 +47,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +64,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
+	"github.com/oxbow-dev/oxbow/versions"
 )
 
 // config is what the store runs with.
@@ -85,6 +97,15 @@ type config struct {
 	// events travel in Avro with their schemas there (inventory.AvroTypes);
 	// none: in JSON envelopes.
 	Registry *registry.Registry
+	// Version is the version of the store's views this instance runs, one
+	// of Versions (default "v1"): its consumer group is "<Name>-<Version>".
+	// It registers on the control topic; the first version to run is
+	// active, and the API serves the active version's views, asking an
+	// instance that runs it if this one does not.
+	Version string
+	// ControlTopic is the versions' control topic (default
+	// versions.DefaultTopic).
+	ControlTopic string
 }
 
 // inventoryTypes are the inventory's types: in Avro with their schemas in
@@ -98,6 +119,7 @@ func inventoryTypes(ctx context.Context, reg *registry.Registry, name string) (*
 
 func main() {
 	fs := flag.NewFlagSet("shoestore", flag.ExitOnError)
+	name := fs.String("name", "shoestore", "names the store's applications, topics and replication slot (the views' consumer groups are <name>-<version>)")
 	addr := fs.String("addr", "127.0.0.1:8080", "the HTTP API's listen address")
 	brokers := fs.String("brokers", os.Getenv("KAFKA_BROKERS"), "Kafka's brokers, comma-separated (default $KAFKA_BROKERS; none: an embedded broker)")
 	pg := fs.String("pg", os.Getenv("OXBOW_PG_DSN"), "the PostgreSQL database of the catalog, TLS in it: sslmode=verify-full&sslrootcert=... (default $OXBOW_PG_DSN; none: a seeded catalog topic)")
@@ -112,6 +134,7 @@ func main() {
 	warehouseAddr := fs.String("warehouse-addr", "127.0.0.1:8081", "the warehouse's HTTP API's listen address")
 	warehouseInstance := fs.String("warehouse-instance", "warehouse-0", "this warehouse instance's id, unique among the warehouse's instances")
 	leadTime := fs.Duration("lead-time", 5*time.Second, "how long the warehouse's supplier takes to deliver a shipment")
+	version := fs.String("version", Versions[0], fmt.Sprintf("the version of the store's views this instance runs (%s); a new version computes its views from the whole history beside the one serving, and the oxbow tool promotes it", strings.Join(Versions, ", ")))
 	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -121,7 +144,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *printACLs != "" {
-		acls, err := storeACLs("shoestore")
+		acls, err := storeACLs(*name)
 		if err != nil {
 			log.Error("shoestore: " + err.Error())
 			os.Exit(1)
@@ -141,7 +164,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Version: *version, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		auth := ""
 		if *token != "" {
 			auth = `-H "Authorization: Bearer $SHOESTORE_TOKEN" `
@@ -149,7 +172,7 @@ func main() {
 		} else {
 			fmt.Println("The API is open to whoever reaches it: give -token (or $SHOESTORE_TOKEN) to require a bearer token.")
 		}
-		fmt.Printf("The shoe store serves %s\n  curl %s%s/views\n  curl %s-H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", url, auth, url, auth, url)
+		fmt.Printf("The shoe store (views %s) serves %s\n  curl %s%s/views\n  curl %s-H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", *version, url, auth, url, auth, url)
 	}}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -188,7 +211,7 @@ func main() {
 		cfg.Brokers = env.Brokers
 		log.Info("shoestore: on an embedded Kafka broker (give -brokers for a real one)", "brokers", env.Brokers)
 	}
-	wcfg := warehouseConfig{Addr: *warehouseAddr, Brokers: cfg.Brokers, Kafka: sec, InstanceID: *warehouseInstance, Token: *token, Registry: cfg.Registry,
+	wcfg := warehouseConfig{Name: *name, Addr: *warehouseAddr, Brokers: cfg.Brokers, Kafka: sec, InstanceID: *warehouseInstance, Token: *token, Registry: cfg.Registry,
 		LeadTime: *leadTime, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 			fmt.Printf("The warehouse serves %s; it restocks a shoe below its reorder point:\n  curl -H 'Content-Type: application/json' %s/aggregates/supply/blue/commands -d '{\"type\":\"SetReorderPoint\",\"data\":{\"below\":2,\"order\":10,\"unitCost\":2500}}'\n", url, url)
 		}}
@@ -238,6 +261,7 @@ func run(ctx context.Context, cfg config) error {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	cfg.Name, cfg.InstanceID = cmp.Or(cfg.Name, "shoestore"), cmp.Or(cfg.InstanceID, "shoestore-0")
 	cfg.EngineLogger = cmp.Or(cfg.EngineLogger, log)
+	cfg.Version = cmp.Or(cfg.Version, Versions[0])
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
 		if err != nil {
@@ -274,10 +298,19 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	top, views, err := topology(cfg.Name, inv)
+	top, views, err := topology(cfg.Name, cfg.Version, inv)
 	if err != nil {
 		return err
 	}
+	decTop, err := decider(inv)
+	if err != nil {
+		return err
+	}
+	control, err := versions.New(cfg.Brokers, versions.Options{Topic: cfg.ControlTopic, KafkaSecurity: cfg.Kafka})
+	if err != nil {
+		return err
+	}
+	defer control.Close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -290,37 +323,71 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer func() { _ = meters.Shutdown(context.WithoutCancel(ctx)) }()
-	app, err := engine.NewApp(top, engine.Config{AppID: cfg.Name, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, StateDir: filepath.Join(cfg.StateDir, "engine"),
-		InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters,
-		// A record the store cannot read (an event a faulty producer wrote,
-		// say) is put aside, and the console's dead letters show it, rather
-		// than stopping the store.
-		OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name)})
+	// Two applications: the decider of the inventory's commands, and the
+	// views in this instance's version of them, which a later version
+	// computes again from the events, beside it.
+	engineConfig := func(appID, version string) engine.Config {
+		names := engine.Names{AppID: appID, Version: version}
+		return engine.Config{AppID: appID, Version: version, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, StateDir: filepath.Join(cfg.StateDir, names.Group()),
+			InstanceID: cfg.InstanceID, Guarantee: engine.ExactlyOnce, AdvertisedAddr: ln.Addr().String(), Logger: cfg.EngineLogger, MeterProvider: meters,
+			// A record the store cannot read (an event a faulty producer
+			// wrote, say) is put aside, and the console's dead letters show
+			// it, rather than stopping the store.
+			OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name),
+			// Stopped, an instance hands its tasks over at once (and a
+			// version whose instances have all stopped may be retired).
+			LeaveGroupOnClose: true}
+	}
+	dec, err := engine.NewApp(decTop, engineConfig(deciderApp(cfg.Name), ""))
 	if err != nil {
 		return err
 	}
+	app, err := engine.NewApp(top, engineConfig(cfg.Name, cfg.Version))
+	if err != nil {
+		return errors.Join(err, dec.Close())
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	appDone := make(chan error, 1)
+	appDone := make(chan error, 2)
+	go func() { appDone <- dec.Run(runCtx) }()
 	go func() { appDone <- app.Run(runCtx) }()
+	watcher := control.Watcher()
+	watched := make(chan error, 1)
+	go func() { watched <- watcher.Run(runCtx) }()
+	stopped := func(err error) error {
+		cancel()
+		return errors.Join(err, app.Close(), dec.Close(), <-watched)
+	}
 
 	client, err := inv.NewClient(ctx, aggregate.ClientConfig{Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka, Timeout: 10 * time.Second})
 	if err != nil {
-		cancel()
-		return errors.Join(err, app.Close())
+		return stopped(err)
 	}
 	defer client.Close()
-	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
+	hcfg := httpapi.Config{Versions: map[string]httpapi.Served{cfg.Version: {Instance: app, Views: views, Topology: top}},
+		Active: func() string { return watcher.Active(cfg.Name) }, VersionControl: control, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
 		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Logger: log, Metrics: metrics, MeterProvider: meters, Console: true}
 	if cfg.Token != "" {
 		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "shoestore", Permissions: httpapi.AllPermissions()}})
 	}
 	h, err := httpapi.New(hcfg)
 	if err != nil {
-		cancel()
-		return errors.Join(err, app.Close())
+		return stopped(err)
 	}
 	err = serve(ctx, app, appDone, cancel, h, ln, cfg.Addr, func() error {
+		// The version registers, and is active if it is the first; the API
+		// serves once it knows which is.
+		if err := control.RegisterApp(ctx, app, top); err != nil {
+			return err
+		}
+		if _, err := control.PromoteIfNone(ctx, cfg.Name, cfg.Version); err != nil {
+			return err
+		}
+		select {
+		case <-watcher.Ready():
+		case <-ctx.Done():
+			return nil
+		}
 		// Sales are priced by the catalog: serve once it is loaded.
 		if err := awaitCatalog(ctx, app); err != nil {
 			return err
@@ -331,7 +398,7 @@ func run(ctx context.Context, cfg config) error {
 		return nil
 	})
 	catCancel()
-	return errors.Join(err, catalog.wait())
+	return errors.Join(err, dec.Close(), <-watched, catalog.wait())
 }
 
 // awaitCatalog waits until the catalog table has the seed catalog's
@@ -428,19 +495,38 @@ func createTopics(ctx context.Context, cfg config, topics ...string) error {
 }
 
 // storeACLs are what the store's principal needs on a cluster with ACLs
-// on: the engine's (its group, the internal topics and transactional ids
-// under "<name>-", which the inventory's topics share, its inputs and
-// outputs) and the catalog capture's topics under "<name>.".
+// on: the engine's, for the inventory's decider and for every version of
+// the views (their groups, the internal topics and transactional ids
+// under "<group>-", which the inventory's topics share, their inputs and
+// outputs), the versions' control topic, and the catalog capture's topics
+// under "<name>.".
 func storeACLs(name string) ([]engine.ACL, error) {
 	inv, err := inventory.New(name + "-inventory")
 	if err != nil {
 		return nil, err
 	}
-	top, _, err := topology(name, inv)
+	decTop, err := decider(inv)
 	if err != nil {
 		return nil, err
 	}
-	return append(engine.ACLs(top, engine.Config{AppID: name, Guarantee: engine.ExactlyOnce, DeadLetterTopic: deadLetterTopic(name)}), engine.ACL{
+	acls := engine.ACLs(decTop, engine.Config{AppID: deciderApp(name), Guarantee: engine.ExactlyOnce, DeadLetterTopic: deadLetterTopic(name)})
+	for _, v := range Versions {
+		top, _, err := topology(name, v, inv)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range engine.ACLs(top, engine.Config{AppID: name, Version: v, Guarantee: engine.ExactlyOnce, DeadLetterTopic: deadLetterTopic(name)}) {
+			if !slices.ContainsFunc(acls, func(b engine.ACL) bool {
+				return a.Resource == b.Resource && a.Name == b.Name && a.Prefixed == b.Prefixed && slices.Equal(a.Operations, b.Operations)
+			}) {
+				acls = append(acls, a)
+			}
+		}
+	}
+	return append(acls, engine.ACL{
+		Resource: "topic", Name: versions.DefaultTopic, Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"},
+		Why: "the versions' control topic: each version registers, the first is made active, and every instance follows which is",
+	}, engine.ACL{
 		Resource: "topic", Name: name + ".", Prefixed: true, Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"},
 		Why: "the catalog's capture: its topic and state topic",
 	}), nil

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/aggregate"
@@ -30,6 +32,44 @@ type Till struct {
 	Returns      int64 `json:"returns"`
 }
 
+// TillV2 is the till as version 2 of the store keeps it: the money the
+// sales brought in and the refunds gave back, apart (version 1 kept only
+// their difference, RevenueCents).
+type TillV2 struct {
+	Till
+	SalesCents  int64 `json:"salesCents"`
+	RefundCents int64 `json:"refundCents"`
+}
+
+// ShoeRevenue is a shoe's line in version 2's view "revenue": its pairs
+// sold and returned, and the money of each.
+type ShoeRevenue struct {
+	Sold         int64 `json:"sold"`
+	Returned     int64 `json:"returned"`
+	SalesCents   int64 `json:"salesCents"`
+	RefundCents  int64 `json:"refundCents"`
+	RevenueCents int64 `json:"revenueCents"`
+}
+
+// Versions are the versions of the store's views this program knows, in
+// order: "v1", the first; "v2", whose till counts the refunds apart from
+// the sales and which adds the view "revenue", per shoe. Each runs as a
+// consumer group of its own ("<name>-v1", "<name>-v2") that computes its
+// views from the inventory's whole history (package versions).
+var Versions = []string{"v1", "v2"}
+
+// add counts a sale or a return into the till.
+func (t Till) add(m movement) Till {
+	t.RevenueCents += m.Cents
+	t.Transactions++
+	if m.Return {
+		t.Returns++
+	} else {
+		t.Sales++
+	}
+	return t
+}
+
 // Return is an entry of the returns log.
 type Return struct {
 	Shoe   string    `json:"shoe"`
@@ -55,11 +95,26 @@ const partitions = 3
 // name for the table public.catalog captured under the store's name.
 func catalogTopic(name string) string { return name + ".public.catalog" }
 
-// topology is the shoe store: the inventory aggregate deciding commands,
-// and the views over its events, the sales priced by the catalog.
-func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.Command, inventory.Event]) (*engine.Topology, *projection.Registry, error) {
+// deciderApp is the application that decides the inventory's commands:
+// one, whatever version of the views runs (a version that decided the
+// commands again would write their events twice).
+func deciderApp(name string) string { return name + "-inventory" }
+
+// decider is the inventory aggregate deciding commands: the store's
+// write side.
+func decider(inv *aggregate.Aggregate[inventory.State, inventory.Command, inventory.Event]) (*engine.Topology, error) {
 	b := engine.NewBuilder()
 	inv.AddTo(b)
+	return b.Build()
+}
+
+// topology is the store's views in a version of them (one of Versions):
+// the views over the inventory's events, the sales priced by the catalog.
+func topology(name, version string, inv *aggregate.Aggregate[inventory.State, inventory.Command, inventory.Event]) (*engine.Topology, *projection.Registry, error) {
+	if !slices.Contains(Versions, version) {
+		return nil, nil, fmt.Errorf("shoestore: no version %q of the store (it has %s)", version, strings.Join(Versions, ", "))
+	}
+	b := engine.NewBuilder()
 	_, eventsTopic, _ := inv.Topics()
 
 	events := engine.NewStream(b, eventsTopic, serde.String, inv.EventSerde(), engine.Named("events"))
@@ -100,19 +155,43 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 		return m
 	}, engine.Named("priced"))
 
-	// The till: one key for the whole store.
-	till := engine.Aggregate(engine.GroupBy(priced.WithSerdes(serde.String, serde.JSON[movement]()), func(string, movement) string { return "till" }, engine.Named("till-by-store")),
-		func() Till { return Till{} },
-		func(_ string, m movement, t Till) Till {
-			t.RevenueCents += m.Cents
-			t.Transactions++
-			if m.Return {
-				t.Returns++
-			} else {
-				t.Sales++
-			}
-			return t
-		}, engine.Named("till"), engine.Materialized("till"), engine.ValueSerde(serde.JSON[Till]()))
+	// The till: one key for the whole store. Version 1 keeps the net
+	// revenue; version 2 also the sales' and the refunds' money apart,
+	// and each shoe's (the view "revenue").
+	byStore := engine.GroupBy(priced.WithSerdes(serde.String, serde.JSON[movement]()), func(string, movement) string { return "till" }, engine.Named("till-by-store"))
+	var versioned []func() (*projection.View, error) // the views this version adds or changes
+	if version == "v1" {
+		till := engine.Aggregate(byStore, func() Till { return Till{} },
+			func(_ string, m movement, t Till) Till { return t.add(m) },
+			engine.Named("till"), engine.Materialized("till"), engine.ValueSerde(serde.JSON[Till]()))
+		versioned = append(versioned, func() (*projection.View, error) { return projection.Of(till) })
+	} else {
+		till := engine.Aggregate(byStore, func() TillV2 { return TillV2{} },
+			func(_ string, m movement, t TillV2) TillV2 {
+				t.Till = t.add(m)
+				if m.Return {
+					t.RefundCents -= m.Cents
+				} else {
+					t.SalesCents += m.Cents
+				}
+				return t
+			}, engine.Named("till"), engine.Materialized("till"), engine.ValueSerde(serde.JSON[TillV2]()))
+		revenue := engine.Aggregate(priced.WithSerdes(serde.String, serde.JSON[movement]()).GroupByKey(engine.Named("revenue-by-shoe")),
+			func() ShoeRevenue { return ShoeRevenue{} },
+			func(_ string, m movement, r ShoeRevenue) ShoeRevenue {
+				if m.Return {
+					r.Returned++
+					r.RefundCents -= m.Cents
+				} else {
+					r.Sold++
+					r.SalesCents += m.Cents
+				}
+				r.RevenueCents += m.Cents
+				return r
+			}, engine.Named("revenue"), engine.Materialized("revenue"), engine.ValueSerde(serde.JSON[ShoeRevenue]()))
+		versioned = append(versioned, func() (*projection.View, error) { return projection.Of(till) },
+			func() (*projection.View, error) { return projection.Of(revenue) })
+	}
 
 	// The returns log, keyed "<shoe>/<aggregate version>": why each pair
 	// came back.
@@ -149,8 +228,11 @@ func topology(name string, inv *aggregate.Aggregate[inventory.State, inventory.C
 		errs = append(errs, err)
 		return v
 	}
-	views, err := projection.NewRegistry(view(projection.Of(stock)), view(projection.Of(till)), view(projection.Of(returns)),
-		view(projection.OfWindowed(daily)), view(projection.Of(catalog)))
+	all := []*projection.View{view(projection.Of(stock)), view(projection.Of(returns)), view(projection.OfWindowed(daily)), view(projection.Of(catalog))}
+	for _, v := range versioned {
+		all = append(all, view(v()))
+	}
+	views, err := projection.NewRegistry(all...)
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, nil, err
 	}
