@@ -22,6 +22,9 @@ const (
 	HeaderAggregateVersion = "oxbow-aggregate-version" // on an event: the version it made, decimal
 	HeaderCorrelationID    = "oxbow-correlation-id"    // carried from the command (default: its id)
 	HeaderCausationID      = "oxbow-causation-id"      // on a command: what caused it; on an event: the command id
+	// HeaderRequest, on a command, is the fingerprint its outcome records
+	// instead of the command's own (RequestedAs).
+	HeaderRequest = "oxbow-request"
 )
 
 // Config defines an aggregate.
@@ -240,7 +243,11 @@ func (p *processor[S, C, E]) Process(ctx *engine.ProcessorContext[string, []byte
 	}
 	replyHeaders := []engine.Header{{Key: HeaderCommandID, Value: []byte(id)}, {Key: HeaderCorrelationID, Value: []byte(correlation)}}
 	expected, _ := HeaderValue(rec.Headers, HeaderExpectedVersion)
-	o := Outcome{CommandID: id, AggregateID: rec.Key, Request: Fingerprint(rec.Key, rec.Value, expected)}
+	request, ok := HeaderValue(rec.Headers, HeaderRequest)
+	if !ok || request == "" {
+		request = Fingerprint(rec.Key, rec.Value, expected)
+	}
+	o := Outcome{CommandID: id, AggregateID: rec.Key, Request: request}
 
 	// The same command again: its recorded outcome (its caller tells a
 	// repeat from another request with the id by o.Request). Command ids

@@ -154,6 +154,7 @@ type SubmitOption func(*submission)
 type submission struct {
 	id, correlation, causation string
 	expected                   *int64
+	requested                  []byte // RequestedAs
 }
 
 // CommandID sets the command's id, its idempotency key: a command
@@ -169,6 +170,16 @@ func ExpectedVersion(v int64) SubmitOption { return func(s *submission) { s.expe
 // CorrelationID sets the correlation id the command's events carry
 // (default: the command id).
 func CorrelationID(id string) SubmitOption { return func(s *submission) { s.correlation = id } }
+
+// RequestedAs says the command is derived from another, as its caller
+// asked for it (a price filled in from a catalog, say, in the encoding of
+// the command or its JSON envelope): the outcome records the request's
+// fingerprint instead of the command's, so that the caller's retry with
+// the same CommandID is a repeat (its first outcome back) even if the
+// command derived again differs — the catalog's price changed meanwhile.
+func RequestedAs(request []byte) SubmitOption {
+	return func(s *submission) { s.requested = request }
+}
 
 // CausationID says what caused the command (an event id, a request id).
 func CausationID(id string) SubmitOption { return func(s *submission) { s.causation = id } }
@@ -242,6 +253,10 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderExpectedVersion, Value: []byte(expected)})
 	}
 	request := Fingerprint(aggregateID, value, expected)
+	if s.requested != nil {
+		request = Fingerprint(aggregateID, s.requested, expected)
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderRequest, Value: []byte(request)})
+	}
 	if s.correlation != "" {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderCorrelationID, Value: []byte(s.correlation)})
 	}

@@ -82,12 +82,25 @@ func TestSubmitOnKafka(t *testing.T) {
 	if o := submit("blue", inv.ReceiveShipment{Quantity: 2, UnitCost: 2500}, aggregate.CommandID("ship-1")); !o.Duplicate || o.Version != 1 || o.Events[0] != first.Events[0] {
 		t.Errorf("the repeated shipment: %+v, want the first outcome %+v as a duplicate", o, first)
 	}
-	if o := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(0)); o.Status != aggregate.Conflict || o.Version != 1 {
+	// The id of a command for another: refused. Unless both derive from
+	// the same request (RequestedAs): the first outcome, as a repeat.
+	if _, err := c.Submit(ctx, "blue", inv.ReceiveShipment{Quantity: 3, UnitCost: 2500}, aggregate.CommandID("ship-1")); !errors.Is(err, aggregate.ErrCommandIDReused) {
+		t.Errorf("the id of another command: %v, want ErrCommandIDReused", err)
+	}
+	asked := []byte(`{"type":"SellPair","data":{}}`)
+	priced := submit("blue", inv.SellPair{Price: 5500}, aggregate.CommandID("sale-1"), aggregate.RequestedAs(asked))
+	if o := submit("blue", inv.SellPair{Price: 5900}, aggregate.CommandID("sale-1"), aggregate.RequestedAs(asked)); !o.Duplicate || o.Version != priced.Version || o.Events[0] != priced.Events[0] {
+		t.Errorf("the sale asked again, priced anew: %+v, want the first outcome %+v as a duplicate", o, priced)
+	}
+	if _, err := c.Submit(ctx, "blue", inv.SellPair{Price: 5500}, aggregate.CommandID("sale-1")); !errors.Is(err, aggregate.ErrCommandIDReused) {
+		t.Errorf("the sale's id for the priced command, not the request: %v, want ErrCommandIDReused", err)
+	}
+	if o := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(1)); o.Status != aggregate.Conflict || o.Version != 2 {
 		t.Errorf("a sale expecting version 0: %+v", o)
 	}
-	sold := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(1))
-	if sold.Status != aggregate.Accepted || sold.Version != 2 {
-		t.Errorf("a sale expecting version 1: %+v", sold)
+	sold := submit("blue", inv.SellPair{Price: 6000}, aggregate.ExpectedVersion(2))
+	if sold.Status != aggregate.Accepted || sold.Version != 3 {
+		t.Errorf("a sale expecting version 2: %+v", sold)
 	}
 	if o := submit("red", inv.SellPair{Price: 6000}); o.Status != aggregate.Rejected || o.Rejection.Code != inv.OutOfStock {
 		t.Errorf("a sale of a shoe not in stock: %+v", o)
