@@ -556,9 +556,14 @@ func topicRecords(ctx context.Context, cl *kgo.Client, topic string) (int64, err
 }
 
 // inCatalog refuses the sale of a shoe the catalog does not have before it
-// reaches the aggregate, which decides from its own events alone. The
-// catalog is a view, read through the store's own API (which forwards the
-// read to the instance that holds the shoe).
+// reaches the aggregate, which decides from its own events alone, and
+// prices a sale or a return that names no price at the catalog's price:
+// the price is a fact of the sale, kept in its event. (Were it looked up
+// by the views, in a join with the catalog table, a version computing
+// them again from the history would find the catalog as it is loaded
+// then — empty at first, or at today's prices — not as it was.) The
+// catalog is a view, read through the store's own API (which asks the
+// instance that holds the shoe).
 type inCatalog struct {
 	client *aggregate.Client[inventory.Command]
 	url    string // the store's API
@@ -570,31 +575,76 @@ const NotInCatalog = "not-in-catalog"
 
 func (c inCatalog) SubmitJSON(ctx context.Context, shoe string, envelope []byte, opts ...aggregate.SubmitOption) (aggregate.Outcome, error) {
 	var e struct {
-		Type string `json:"type"`
+		Type string                     `json:"type"`
+		Data map[string]json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(envelope, &e) == nil && e.Type == "SellPair" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/views/catalog/keys/"+url.PathEscape(shoe), nil)
-		if err != nil {
-			return aggregate.Outcome{}, err
-		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return aggregate.Outcome{}, fmt.Errorf("shoestore: the catalog: %w", err)
-		}
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-		case http.StatusNotFound:
-			return aggregate.Outcome{AggregateID: shoe, Status: aggregate.Rejected,
-				Rejection: &aggregate.Rejection{Code: NotInCatalog, Message: fmt.Sprintf("the catalog has no shoe %q", shoe)}}, nil
-		default:
-			return aggregate.Outcome{}, fmt.Errorf("shoestore: the catalog answered %s for %q", resp.Status, shoe)
-		}
+	if json.Unmarshal(envelope, &e) != nil || (e.Type != "SellPair" && e.Type != "AcceptReturn") {
+		return c.client.SubmitJSON(ctx, shoe, envelope, opts...)
 	}
-	return c.client.SubmitJSON(ctx, shoe, envelope, opts...)
+	var price int64
+	if p, ok := e.Data["price"]; ok && json.Unmarshal(p, &price) == nil && price != 0 {
+		return c.client.SubmitJSON(ctx, shoe, envelope, opts...)
+	}
+	item, found, err := c.item(ctx, shoe)
+	switch {
+	case err != nil:
+		return aggregate.Outcome{}, err
+	case !found && e.Type == "SellPair":
+		return aggregate.Outcome{AggregateID: shoe, Status: aggregate.Rejected,
+			Rejection: &aggregate.Rejection{Code: NotInCatalog, Message: fmt.Sprintf("the catalog has no shoe %q", shoe)}}, nil
+	case !found:
+		return c.client.SubmitJSON(ctx, shoe, envelope, opts...) // a return, refunded at no price
+	}
+	// The envelope as it came, with the price: a retry after a price change
+	// is still the same request.
+	var whole map[string]json.RawMessage
+	if err := json.Unmarshal(envelope, &whole); err != nil {
+		return aggregate.Outcome{}, err
+	}
+	if e.Data == nil {
+		e.Data = map[string]json.RawMessage{}
+	}
+	e.Data["price"] = json.RawMessage(fmt.Sprint(item.PriceCents))
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return aggregate.Outcome{}, err
+	}
+	whole["data"] = data
+	priced, err := json.Marshal(whole)
+	if err != nil {
+		return aggregate.Outcome{}, err
+	}
+	return c.client.SubmitJSON(ctx, shoe, priced, append(opts, aggregate.RequestedAs(envelope))...)
+}
+
+// item reads a shoe's catalog entry.
+func (c inCatalog) item(ctx context.Context, shoe string) (CatalogItem, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/views/catalog/keys/"+url.PathEscape(shoe), nil)
+	if err != nil {
+		return CatalogItem{}, false, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return CatalogItem{}, false, fmt.Errorf("shoestore: the catalog: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var kv struct {
+			Value CatalogItem `json:"value"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&kv); err != nil {
+			return CatalogItem{}, false, fmt.Errorf("shoestore: the catalog's %q: %w", shoe, err)
+		}
+		return kv.Value, true, nil
+	case http.StatusNotFound:
+		return CatalogItem{}, false, nil
+	default:
+		return CatalogItem{}, false, fmt.Errorf("shoestore: the catalog answered %s for %q", resp.Status, shoe)
+	}
 }
 
 // CommandTypes are the inventory's commands, for the API's document.

@@ -111,11 +111,40 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string, more ...func(*
 		return
 	}
 	// The catalog lives in PostgreSQL: a new price reaches the next sale.
+	// A sale retried with its Idempotency-Key after the change is the
+	// same sale, at the price it was made at.
+	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":2,"unitCost":3500}}`, 200)
+	sale := func() string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, url+"/aggregates/inventory/green/commands", strings.NewReader(`{"type":"SellPair","data":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "green-sale-2")
+		if cfg.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+cfg.Token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("the green sale with its key: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	sale()
 	pgtest.Exec(t, adminDSN, `UPDATE catalog SET price_cents = 8000 WHERE model = 'green'`)
 	s.await("/views/catalog/keys/green", `{"key":"green","value":{"model":"green","name":"Green Loafer","price_cents":8000}}`)
-	s.command("green", `{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":3500}}`, 200)
+	if again := sale(); !strings.Contains(again, `"duplicate":true`) {
+		t.Errorf("the green sale retried after the price change: %s, want its first outcome", again)
+	}
 	s.command("green", `{"type":"SellPair","data":{}}`, 200)
-	s.await("/views/till/keys/till", `{"key":"till","value":{"revenueCents":21000,"transactions":5,"sales":4,"returns":1}}`)
+	// 130.00 before, 70.00 for the green sale before the change, 80.00 after.
+	s.await("/views/till/keys/till", `{"key":"till","value":{"revenueCents":28000,"transactions":6,"sales":5,"returns":1}}`)
 	for _, f := range more {
 		f(s)
 	}

@@ -129,8 +129,13 @@ func topology(name, version string, inv *aggregate.Aggregate[inventory.State, in
 	// as a table keyed by model — the shoe's id.
 	catalog := cdc.NewTable(b, "catalog", catalogTopic(name), cdc.Column[string]("model"), serde.String, serde.JSON[CatalogItem]())
 
-	// Sales and returns, priced at the catalog's price when they happened
-	// unless the command gave one.
+	// Sales and returns, at the price their events carry: the API prices
+	// a command that names none at the catalog's price (inCatalog). An
+	// event without one (from another producer) is priced at the
+	// catalog's price as the view reads it — in Kafka Streams' terms, a
+	// stream–table join sees the table as it is when the stream's record
+	// is processed, so a version computing its views from the history
+	// would not see the price of that day.
 	moves := engine.Process(events, func() engine.Processor[string, inventory.Event, string, movement] {
 		return engine.ProcessorFunc[string, inventory.Event, string, movement](func(ctx *engine.ProcessorContext[string, movement], r engine.Record[string, inventory.Event]) error {
 			m := movement{Shoe: r.Key, At: r.Timestamp}
