@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,15 +17,19 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/browser"
 )
 
 // The store's console in Chromium, as an operator opens it: the topology
 // drawn with every store; a command sent updates the inventory's page and
 // its live change feed; the lag chart moves while commands arrive; an
-// event the store cannot read shows among the dead letters; the store
-// runs one version, and the versions page says so. No JavaScript error on
-// the way; a screenshot of each page under .cache/console/.
+// event the store cannot read shows among the dead letters; on the
+// versions page, v1 is active, and v2, started in another instance and
+// caught up, is promoted with its button (the API then serves v2's views)
+// and rolled back with v2's. No JavaScript error on the way; a screenshot
+// of each page under .cache/console/.
 func TestConsole(t *testing.T) {
 	b := browser.New(t)
 	env := kafkaenv.ForTest(t)
@@ -84,9 +89,9 @@ func TestConsole(t *testing.T) {
 	}()
 	b.Until("the chart to show records read", `Number(document.getElementById("lag-chart").dataset.rate) > 0`, 30*time.Second)
 	keep(t, b, "lag")
-	// The topology under that load: the commands' path has rates.
+	// The topology under that load: the events' path has rates.
 	b.Run(chromedp.Navigate(s.url + "/console/#/topology"))
-	b.Until("the commands' rate", `[...document.querySelectorAll('#topology g.node[data-node$="inventory-commands"] .rate')].some(r => parseFloat(r.textContent) > 0)`, 30*time.Second)
+	b.Until("the events' rate", `[...document.querySelectorAll('#topology g.node[data-node="events"] .rate')].some(r => parseFloat(r.textContent) > 0)`, 30*time.Second)
 	keep(t, b, "topology-busy")
 	stop()
 	wg.Wait()
@@ -111,8 +116,35 @@ func TestConsole(t *testing.T) {
 	b.Run(chromedp.Navigate(s.url + "/console/#/instances"))
 	b.Until("every task placed", `document.querySelectorAll("#tasks tr[data-task]").length > 0 && !!document.querySelector('.card[data-instance="shoestore-0"]')`, 30*time.Second)
 	keep(t, b, "instances")
+	// Versions: v1 active; v2, in another instance, caught up, promoted
+	// here; this instance then serves v2's views (asking the other); v2
+	// rolled back.
 	b.Run(chromedp.Navigate(s.url + "/console/#/versions"))
-	b.Until("one version", `document.getElementById("page").textContent.includes("serves one version")`, 30*time.Second)
+	b.Until("v1 active", `(document.querySelector('#versions tr[data-version="v1"]') || {}).textContent?.includes("active")`, 30*time.Second)
+	startStore(t, config{Name: s.name, Brokers: env.Brokers, Version: "v2", InstanceID: "shoestore-1"})
+	b.Until("v2 caught up", `(document.querySelector('#versions tr[data-version="v2"]') || {}).textContent?.includes("caught up") && !document.querySelector('#versions tr[data-version="v2"]').textContent.includes("catching")`, time.Minute)
+	keep(t, b, "versions")
+	b.Run(chromedp.Click(chromedp.CSS(`button[data-promote="v2"]`)))
+	b.Until("the confirmation", `!!document.getElementById("confirm")`, 10*time.Second)
+	b.Run(chromedp.Click(chromedp.ID("confirm")))
+	b.Until("v2 promoted", `document.getElementById("result").textContent.includes("Promoted: v2 is active.")`, 30*time.Second)
+	await.NoError(t, 30*time.Second, "the API serves v2", func() error {
+		resp, err := s.do(http.MethodGet, "/views", "")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if v := resp.Header.Get(httpapi.VersionHeader); resp.StatusCode != 200 || v != "v2" || !strings.Contains(string(body), `"revenue"`) {
+			return fmt.Errorf("%d from %q: %s", resp.StatusCode, v, body)
+		}
+		return nil
+	})
+	b.Until("v2's roll back button", `!!document.querySelector('#versions tr[data-version="v2"] button[data-rollback]')`, 30*time.Second)
+	b.Run(chromedp.Click(chromedp.CSS(`#versions tr[data-version="v2"] button[data-rollback]`)))
+	b.Until("the confirmation", `!!document.getElementById("confirm")`, 10*time.Second)
+	b.Run(chromedp.Click(chromedp.ID("confirm")))
+	b.Until("v1 back", `document.getElementById("result").textContent.includes("Rolled back: v1 is active.")`, 30*time.Second)
 
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("%d JavaScript errors: %q", len(errs), errs)
