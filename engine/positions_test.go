@@ -348,3 +348,54 @@ func TestSkippedSurvivesReopenedTasks(t *testing.T) {
 		t.Errorf("skipped %v after the tasks were reopened, want %v as before", after, before)
 	}
 }
+
+// An input written in transactions, read to its end: the group's
+// committed offset is the partition's end, past the last transaction's
+// commit marker, as a Kafka Streams application's is (it commits its
+// consumer's position) — not one record short, which a lag measured on
+// the committed offsets would show for ever. Also when the records come
+// in one transaction after the other while the instance reads them.
+func TestCommittedPastTheLastMarker(t *testing.T) {
+	for _, g := range guarantees {
+		t.Run(g.name, func(t *testing.T) {
+			k := newKT(t)
+			in, out := k.topic("in"), k.topic("out")
+			k.create(1, in, out)
+			b := engine.NewBuilder()
+			engine.NewStream(b, in, serde.String, serde.String).To(out)
+			top, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := k.start(top, withID(engine.Config{Guarantee: g.g}, "a"))
+			p, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.TransactionalID(k.prefix+"-producer"), kgo.DefaultProduceTopic(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx := context.Background()
+			for txn := range 20 {
+				if err := p.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 3 {
+					p.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "%d-%d", txn, i)}, nil)
+				}
+				if err := p.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					t.Fatal(err)
+				}
+			}
+			end := k.end(in, 0)
+			if end != 20*4 {
+				t.Fatalf("the input ends at %d, want 80: 20 transactions of 3 records and a marker", end)
+			}
+			await.Until(t, 60*time.Second, "the committed offset at the input's end", func() bool {
+				k.checkApps()
+				return k.committed(a.Group(), in) == end
+			})
+		})
+	}
+}

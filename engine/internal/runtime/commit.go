@@ -142,15 +142,18 @@ func (r *Runtime) drainLocked(ctx context.Context, skip bool) error {
 // tasks are closed and it rejoins: not ok, and no error unless ctx ended.
 func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
+	committing := map[*partQueue]int64{}
 	for _, t := range r.tasks {
 		for tp, q := range t.queues {
-			if q.consumed < 0 {
+			o := q.commitOffset()
+			if o < 0 {
 				continue
 			}
 			if offsets[tp.topic] == nil {
 				offsets[tp.topic] = map[int32]kgo.EpochOffset{}
 			}
-			offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: q.consumed}
+			offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: o}
+			committing[q] = o
 		}
 	}
 	if len(offsets) == 0 {
@@ -185,6 +188,9 @@ func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) 
 			return false, cerr
 		}
 		return false, nil
+	}
+	for q, o := range committing {
+		q.committedTo = o
 	}
 	r.offsetsCommittedLocked(times)
 	return true, nil

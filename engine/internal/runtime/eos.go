@@ -239,18 +239,29 @@ func (r *Runtime) failTxnLocked(ctx context.Context, err error) error {
 func (r *Runtime) endTxnLocked(ctx context.Context) (ok bool, err error) {
 	// Rewind what was polled but not processed, so that the transaction
 	// commits only the processed offsets.
+	// And move past the commit marker that is all that follows a
+	// partition's last record (commitOffset).
 	rewind := map[string]map[int32]kgo.EpochOffset{}
+	committing := map[*partQueue]int64{}
 	for _, t := range r.tasks {
 		for tp, q := range t.queues {
-			if q.len() == 0 {
-				continue
+			set := int64(-1)
+			if q.len() > 0 {
+				first, dropped := q.rewind()
+				t.buffered -= dropped
+				set = first
+			} else if o := q.commitOffset(); o > q.consumed {
+				set = o
 			}
-			if rewind[tp.topic] == nil {
-				rewind[tp.topic] = map[int32]kgo.EpochOffset{}
+			if set >= 0 {
+				if rewind[tp.topic] == nil {
+					rewind[tp.topic] = map[int32]kgo.EpochOffset{}
+				}
+				rewind[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: set}
 			}
-			first, dropped := q.rewind()
-			t.buffered -= dropped
-			rewind[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+			if set >= 0 || q.consumed >= 0 {
+				committing[q] = max(set, q.consumed)
+			}
 		}
 	}
 	if len(rewind) > 0 {
@@ -274,6 +285,9 @@ func (r *Runtime) endTxnLocked(ctx context.Context) (ok bool, err error) {
 		r.assignChanged = true
 		r.assignMu.Unlock()
 		return false, nil
+	}
+	for q, o := range committing {
+		q.committedTo = o
 	}
 	r.offsetsCommittedLocked(times)
 	if r.awaitEnd {

@@ -40,6 +40,9 @@ type partQueue struct {
 	// processed is the offset after the last record processed (or
 	// committed, at the start), or -1.
 	processed int64
+	// committedTo is the offset this instance last committed for the
+	// partition, or -1.
+	committedTo int64
 	// metaRead: the commit's metadata was looked up (positions.go).
 	metaRead bool
 	src      *topo.Source // the task's source of the partition's topic
@@ -170,6 +173,20 @@ func (t *rtask) next(now time.Time) (*kgo.Record, *partQueue) {
 // ends, and the marker then goes unseen until more records follow.)
 func (q *partQueue) markerAfter() bool {
 	return q.lastTxn && q.hwm == q.next+1 && q.lso == q.hwm
+}
+
+// commitOffset is the offset to commit for the partition, -1 if none:
+// the one after the last record processed since the last commit; or, once
+// every record enqueued is processed and a transaction's commit marker is
+// all that follows them (markerAfter), the one past the marker — as Kafka
+// Streams commits its consumer's position — so that a group that has read
+// a transactional input to its end is at its end, not a record behind
+// (which is what versions.Lag and Kafka's tools would show for ever).
+func (q *partQueue) commitOffset() int64 {
+	if q.len() == 0 && q.processed >= 0 && q.processed == q.next && q.markerAfter() && q.committedTo < q.hwm {
+		return q.hwm
+	}
+	return q.consumed
 }
 
 // position is the offset after the last record processed since the last

@@ -149,7 +149,7 @@ func (r *Runtime) openTask(id topo.TaskID) error {
 	}
 	for ref := range sub.Sources {
 		tp := topicPartition{r.plan.name(ref), id.Partition}
-		q := &partQueue{consumed: -1, processed: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic))),
+		q := &partQueue{consumed: -1, processed: -1, committedTo: -1, src: task.Source(tp.topic), spanName: "oxbow process " + tp.topic, topicAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", tp.topic))),
 			endAtAssign: -1, tp: tp}
 		t.queues[tp] = q
 		t.qs = append(t.qs, q)
