@@ -346,6 +346,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return errors.Join(err, dec.Close())
 	}
+	// The version registers, and is active if it is the first, before it
+	// starts: its catch-up shows in its lag from the first record on.
+	if err := control.RegisterApp(ctx, app, top); err != nil {
+		return errors.Join(err, app.Close(), dec.Close())
+	}
+	if _, err := control.PromoteIfNone(ctx, cfg.Name, cfg.Version); err != nil {
+		return errors.Join(err, app.Close(), dec.Close())
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	appDone := make(chan error, 2)
@@ -375,14 +383,7 @@ func run(ctx context.Context, cfg config) error {
 		return stopped(err)
 	}
 	err = serve(ctx, app, appDone, cancel, h, ln, cfg.Addr, func() error {
-		// The version registers, and is active if it is the first; the API
-		// serves once it knows which is.
-		if err := control.RegisterApp(ctx, app, top); err != nil {
-			return err
-		}
-		if _, err := control.PromoteIfNone(ctx, cfg.Name, cfg.Version); err != nil {
-			return err
-		}
+		// The API serves once it knows which version is active.
 		select {
 		case <-watcher.Ready():
 		case <-ctx.Done():
