@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,94 +63,14 @@ func TestServiceChild(t *testing.T) {
 	}
 }
 
-// service is a child process running one service.
-type service struct {
-	which  string
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
-	mu     sync.Mutex
-	out    bytes.Buffer
-}
-
-func (s *service) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
-
-func (s *service) tail() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.out.String()
-	if len(b) > 3000 {
-		b = "…" + b[len(b)-3000:]
-	}
-	return b
-}
-
 // startService runs the service in a child process with its state in dir,
 // and waits until it serves.
-func startService(t *testing.T, which, name, dir string, brokers []string) *service {
+func startService(t *testing.T, which, name, dir string, brokers []string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestServiceChild$", "-test.v")
 	cmd.Env = append(os.Environ(), serviceChildEnv+"="+which, "SHOESTORE_NAME="+name, "SHOESTORE_STATE="+dir,
 		"SHOESTORE_BROKERS="+strings.Join(brokers, ","))
-	s := &service{which: which, cmd: cmd, exited: make(chan struct{})}
-	cmd.Stderr = s
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		defer close(s.exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				urls <- u
-			}
-			fmt.Fprintln(s, sc.Text())
-		}
-		_ = cmd.Wait()
-	}()
-	select {
-	case s.url = <-urls:
-	case <-s.exited:
-		t.Fatalf("the %s exited before it served:\n%s", which, s.tail())
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the %s did not serve within 2 minutes:\n%s", which, s.tail())
-	}
-	return s
-}
-
-func (s *service) kill(t *testing.T) {
-	t.Helper()
-	select {
-	case <-s.exited:
-		t.Fatalf("the %s exited by itself:\n%s", s.which, s.tail())
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-}
-
-func (s *service) stop(t *testing.T) {
-	t.Helper()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(time.Minute):
-		_ = s.cmd.Process.Kill()
-		t.Fatalf("the %s did not stop within a minute of SIGTERM:\n%s", s.which, s.tail())
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("the %s exited with %d after SIGTERM:\n%s", s.which, code, s.tail())
-	}
+	return startChild(t, which, cmd, func(line string) (string, bool) { return strings.CutPrefix(line, "READY ") })
 }
 
 // The crash campaign of the two services, each in a process of its own on
@@ -183,7 +101,7 @@ func TestServicesCrashCampaign(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	name := fmt.Sprintf("crash%d", time.Now().UnixNano()%1_000_000_000)
 	dirs := map[string]string{"store": t.TempDir(), "warehouse": t.TempDir()}
-	svc := map[string]*service{}
+	svc := map[string]*child{}
 	for _, which := range []string{"store", "warehouse"} {
 		svc[which] = startService(t, which, name, dirs[which], env.Brokers)
 	}

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -334,89 +333,15 @@ func (c *changes) until(t *testing.T, want string) string {
 	}
 }
 
-// program is a binary running in a child process.
-type program struct {
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
-	mu     sync.Mutex
-	out    bytes.Buffer
-}
-
-func (p *program) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *program) tail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b := p.out.String()
-	if len(b) > 3000 {
-		b = "…" + b[len(b)-3000:]
-	}
-	return b
-}
-
 // startProgram runs the store's binary with args and waits until it
-// says where it serves; it is killed at the end of the test if it has
-// not stopped.
-func startProgram(t *testing.T, path string, args ...string) *program {
+// says where it serves.
+func startProgram(t *testing.T, path string, args ...string) *child {
 	t.Helper()
-	p := &program{cmd: exec.Command(path, args...), exited: make(chan struct{})}
-	p.cmd.Stderr = p
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		defer close(p.exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "The shoe store ") {
-				if _, u, ok := strings.Cut(line, " serves "); ok {
-					urls <- u
-				}
-			}
-			fmt.Fprintln(p, line)
+	return startChild(t, "store", exec.Command(path, args...), func(line string) (string, bool) {
+		if !strings.HasPrefix(line, "The shoe store ") {
+			return "", false
 		}
-		_ = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		_, u, ok := strings.Cut(line, " serves ")
+		return u, ok
 	})
-	select {
-	case p.url = <-urls:
-	case <-p.exited:
-		t.Fatalf("%s exited before it served:\n%s", path, p.tail())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("%s did not serve within 2 minutes:\n%s", path, p.tail())
-	}
-	return p
-}
-
-// stop stops the program with SIGTERM, as Ctrl-C does, and checks it
-// exits cleanly.
-func (p *program) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("no exit within a minute of SIGTERM:\n%s", p.tail())
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("exit %d after SIGTERM:\n%s", code, p.tail())
-	}
 }
