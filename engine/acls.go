@@ -30,8 +30,8 @@ type ACL struct {
 // same prefixes: its consumer group; its internal topics, all named
 // "<group>-" (created, read, written, their committed records of
 // repartition topics deleted); its transactional ids under exactly-once,
-// also "<group>-"; READ on the topics it reads, WRITE on those it writes
-// and the dead-letter topic. The group is AppID, or AppID-Version: grant
+// also "<group>-"; READ on the topics it reads, WRITE on those it writes;
+// CREATE and WRITE on the dead-letter topic. The group is AppID, or AppID-Version: grant
 // each version its own, or the group and topic prefix "AppID-" to every
 // version at once. Aggregate clients, change feeds and the versions
 // package need what they read and write besides (the README's "Running
@@ -52,14 +52,17 @@ func ACLs(t *Topology, cfg Config) []ACL {
 			}
 		}
 	}
-	if cfg.DeadLetterTopic != "" {
-		writes = append(writes, cfg.DeadLetterTopic)
-	}
 	acls := []ACL{
 		{Resource: "group", Name: group, Operations: []string{"READ", "DESCRIBE"}, Why: "the consumer group: join, commit, read its offsets"},
 		{Resource: "topic", Name: group + "-", Prefixed: true,
 			Operations: []string{"CREATE", "READ", "WRITE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS"},
 			Why:        "the internal topics (changelogs, repartition topics): create, restore, write, purge"},
+	}
+	if cfg.DeadLetterTopic != "" {
+		// The instance creates it when missing (Config.DeadLetterTopic),
+		// wherever it is named.
+		acls = append(acls, ACL{Resource: "topic", Name: cfg.DeadLetterTopic, Operations: []string{"CREATE", "WRITE", "DESCRIBE"},
+			Why: "the dead-letter topic: created if missing, written"})
 	}
 	if cfg.Guarantee == ExactlyOnce {
 		acls = append(acls, ACL{Resource: "transactional-id", Name: group + "-", Prefixed: true,

@@ -27,7 +27,8 @@ import (
 
 // TestSecuredApp runs the word count exactly once on the secured broker as
 // a principal with only the ACLs engine.ACLs lists, over SASL (SCRAM) and
-// over mTLS: the counts are exact.
+// over mTLS, with a dead-letter topic named outside the group's prefix:
+// the counts are exact.
 func TestSecuredApp(t *testing.T) {
 	s := kafkaenv.Secure(t)
 	for _, tc := range []struct {
@@ -40,7 +41,10 @@ func TestSecuredApp(t *testing.T) {
 			in, out := k.topic("in"), k.topic("out")
 			k.create(2, in, out)
 			top := wordCount(in, out)
-			cfg := engine.Config{AppID: k.prefix, Guarantee: engine.ExactlyOnce, Brokers: []string{tc.addr}, KafkaSecurity: tc.sec}
+			// A dead-letter topic outside the group's prefix, which the
+			// instance creates at its start: its ACL is its own.
+			cfg := engine.Config{AppID: k.prefix, Guarantee: engine.ExactlyOnce, Brokers: []string{tc.addr}, KafkaSecurity: tc.sec,
+				OnDeserializationError: engine.DeadLetter, DeadLetterTopic: "dlq." + k.prefix}
 			s.Grant(t, "User:oxbow-app", engine.ACLs(top, cfg))
 			recs := genLines(3, 200)
 			want := wordCounts(recs)

@@ -525,6 +525,9 @@ func storeACLs(name string) ([]engine.ACL, error) {
 		}
 	}
 	return append(acls, engine.ACL{
+		Resource: "topic", Name: deadLetterTopic(name), Operations: []string{"READ"},
+		Why: "the console's dead letters (GET /deadletters)",
+	}, engine.ACL{
 		Resource: "topic", Name: versions.DefaultTopic, Operations: []string{"CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"},
 		Why: "the versions' control topic: each version registers, the first is made active, and every instance follows which is",
 	}, engine.ACL{
