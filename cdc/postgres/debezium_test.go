@@ -30,6 +30,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/javabuild"
 	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
@@ -614,52 +615,15 @@ type debezium struct {
 	more   chan struct{}
 }
 
-var (
-	dbzBuild     sync.Once
-	dbzClasspath string
-	dbzBuildErr  error
-)
-
 // startDebezium builds ./debezium with Maven (into the repository's
 // .cache/m2, like the other Java modules). Without java and mvn the test is
 // skipped, or fails when CI=true.
 func startDebezium(t testing.TB) *debezium {
 	t.Helper()
-	for _, tool := range []string{"java", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := "the differential test needs java and mvn for Debezium's side (cdc/postgres/debezium)"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-	dbzBuild.Do(func() {
-		module, err := filepath.Abs("debezium")
-		if err != nil {
-			dbzBuildErr = err
-			return
-		}
-		repo := filepath.Join(module, "..", "..", "..", ".cache", "m2")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		build := exec.CommandContext(ctx, "mvn", "-q", "-B", "-Dmaven.repo.local="+repo, "-f", filepath.Join(module, "pom.xml"),
-			"compile", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt")
-		if out, err := build.CombinedOutput(); err != nil {
-			dbzBuildErr = fmt.Errorf("building cdc/postgres/debezium (mvn compile): %w\n%s", err, out)
-			return
-		}
-		cp, err := os.ReadFile(filepath.Join(module, "target", "classpath.txt"))
-		if err != nil {
-			dbzBuildErr = err
-			return
-		}
-		dbzClasspath = filepath.Join(module, "target", "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(cp))
-	})
-	if dbzBuildErr != nil {
-		t.Fatal(dbzBuildErr)
-	}
-	return &debezium{classpath: dbzClasspath, dir: t.TempDir(), more: make(chan struct{}, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	classpath := javabuild.ForTest(t, ctx, "cdc/postgres/debezium")
+	return &debezium{classpath: classpath, dir: t.TempDir(), more: make(chan struct{}, 1)}
 }
 
 // run starts the engine on the database with the connector's options.

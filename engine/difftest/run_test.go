@@ -9,14 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/enginetest"
+	"github.com/oxbow-dev/oxbow/internal/javabuild"
 )
 
 // cacheBytes is the record cache of a case with cache=1: Kafka Streams'
@@ -98,28 +97,15 @@ var errNoJava = errors.New("difftest: java and mvn are needed to build and run t
 // startKStreams builds the Java module with Maven (into the repository's
 // .cache/m2, as the bench does) and starts it.
 func startKStreams() (*kstreams, error) {
-	for _, tool := range []string{"java", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, errNoJava
-		}
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		return nil, err
-	}
-	module := filepath.Join(root, "engine", "difftest", "kstreams")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "mvn", "-q", "-B", "-Dmaven.repo.local="+filepath.Join(root, ".cache", "m2"),
-		"-f", filepath.Join(module, "pom.xml"), "compile", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("difftest: building engine/difftest/kstreams (mvn compile): %w\n%s", err, out)
+	classpath, err := javabuild.Classpath(ctx, "engine/difftest/kstreams")
+	if errors.Is(err, javabuild.ErrNoJava) {
+		return nil, errNoJava
 	}
-	cp, err := os.ReadFile(filepath.Join(module, "target", "classpath.txt"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("difftest: %w", err)
 	}
-	classpath := filepath.Join(module, "target", "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(cp))
 	// RocksDB's files (each case's stores) are made and removed fastest in memory.
 	tmp := os.TempDir()
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {

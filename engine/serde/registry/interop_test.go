@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/internal/javabuild"
 	"github.com/oxbow-dev/oxbow/internal/srtest"
 )
 
@@ -39,32 +38,9 @@ type shoeGoT struct {
 // without java and mvn (fails under CI).
 func javaInterop(t *testing.T) func(args ...string) []byte {
 	t.Helper()
-	for _, tool := range []string{"java", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			msg := "needs java and mvn for the Java side (internal/javainterop)"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	module := filepath.Join(root, "engine", "serde", "registry", "internal", "javainterop")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "mvn", "-q", "-B", "-Dmaven.repo.local="+filepath.Join(root, ".cache", "m2"),
-		"-f", filepath.Join(module, "pom.xml"), "compile", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building internal/javainterop: %v\n%s", err, out)
-	}
-	cp, err := os.ReadFile(filepath.Join(module, "target", "classpath.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	classpath := filepath.Join(module, "target", "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(cp))
+	classpath := javabuild.ForTest(t, ctx, "engine/serde/registry/internal/javainterop")
 	return func(args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
