@@ -106,9 +106,9 @@ func (a *api) openAPI() map[string]any {
 		}},
 	}
 	if a.cfg.versioned {
-		paths["/versions"] = get("the versions of the application this instance serves, and the active one", jsonBody("the versions", map[string]any{"type": "object",
+		paths["/versions"] = get("the versions of the application (this instance's, and with a control topic the others registered), and the active one", jsonBody("the versions", map[string]any{"type": "object",
 			"properties": map[string]any{"active": str, "versions": map[string]any{"type": "array", "items": map[string]any{"type": "object",
-				"properties": map[string]any{"version": str, "state": str, "active": map[string]any{"type": "boolean"}, "lagError": str,
+				"properties": map[string]any{"version": str, "state": str, "here": map[string]any{"type": "boolean"}, "active": map[string]any{"type": "boolean"}, "lagError": str,
 					"lag": obj(map[string]any{"group": str, "total": num, "progress": map[string]any{"type": "number"}, "caughtUp": map[string]any{"type": "boolean"}, "members": num,
 						"partitions": map[string]any{"type": "array", "items": obj(map[string]any{"topic": str, "partition": num, "committed": map[string]any{"type": "integer"},
 							"start": num, "end": num, "lag": num})}})}}}}}))
