@@ -86,7 +86,9 @@ type config struct {
 	// /readyz needs (it may do everything); none: the API is open.
 	Token string
 	// InstanceID names this instance of the store among others in its
-	// group (default "shoestore-0"); each needs its own.
+	// group (default "<Name>-<Version>-0": a second version started with
+	// the first one's command line is another instance); each needs its
+	// own.
 	InstanceID string
 	Logger     *slog.Logger
 	// EngineLogger is the engine's and the capture's (default: Logger).
@@ -128,7 +130,7 @@ func main() {
 	token := fs.String("token", os.Getenv("SHOESTORE_TOKEN"), "the bearer token the API requires of every request but /healthz and /readyz (default $SHOESTORE_TOKEN; none: the API is open)")
 	printACLs := fs.String("print-acls", "", "print the kafka-acls.sh commands that grant this principal (User:name) what the store needs, and exit")
 	stateDir := fs.String("state-dir", "", "where the store keeps its state (default: a temporary directory)")
-	instance := fs.String("instance", "shoestore-0", "this instance's id, unique among the store's instances on the same brokers")
+	instance := fs.String("instance", "", "this instance's id, unique among the store's instances on the same brokers (default <name>-<version>-0)")
 	verbose := fs.Bool("v", false, "log what the engine does, too")
 	services := fs.String("services", "store,warehouse", "the services this process runs: store, warehouse or both, comma-separated")
 	warehouseAddr := fs.String("warehouse-addr", "127.0.0.1:8081", "the warehouse's HTTP API's listen address")
@@ -259,9 +261,9 @@ func runServices(ctx context.Context, store, warehouse bool, cfg config, wcfg wa
 // run runs the store until ctx is done.
 func run(ctx context.Context, cfg config) error {
 	log := cmp.Or(cfg.Logger, slog.Default())
-	cfg.Name, cfg.InstanceID = cmp.Or(cfg.Name, "shoestore"), cmp.Or(cfg.InstanceID, "shoestore-0")
+	cfg.Name, cfg.Version = cmp.Or(cfg.Name, "shoestore"), cmp.Or(cfg.Version, Versions[0])
+	cfg.InstanceID = cmp.Or(cfg.InstanceID, cfg.Name+"-"+cfg.Version+"-0")
 	cfg.EngineLogger = cmp.Or(cfg.EngineLogger, log)
-	cfg.Version = cmp.Or(cfg.Version, Versions[0])
 	if len(cfg.Brokers) == 0 {
 		env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
 		if err != nil {

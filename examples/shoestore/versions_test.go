@@ -119,7 +119,7 @@ func TestVersionsWalkthrough(t *testing.T) {
 
 	// Terminal 2: v2 starts beside it, and catches up.
 	v2 := startProgram(t, filepath.Join(bin, "shoestore"), "-name", name, "-brokers", brokers, "-services", "store",
-		"-version", "v2", "-instance", "shoestore-1", "-addr", "127.0.0.1:0", "-state-dir", state2)
+		"-version", "v2", "-addr", "127.0.0.1:0", "-state-dir", state2)
 	if out := oxbow(0, "lag", "--app", name, "--version", "v2", "--watch", "--interval", "500ms"); !strings.Contains(out, name+" v2 [") {
 		t.Errorf("oxbow lag --watch: %s", out)
 	}
