@@ -21,6 +21,7 @@ type Handler struct {
 	http.Handler
 	a    *api
 	subs []*Handler // Config.Versions: one per version
+	fwd  *versionForwarder
 	// versionRoutes: the routes the Versions dispatcher answers itself,
 	// beyond GET /versions.
 	versionRoutes []string
@@ -31,6 +32,9 @@ type Handler struct {
 func (h *Handler) Close() {
 	for _, s := range h.subs {
 		s.Close()
+	}
+	if h.fwd != nil {
+		h.fwd.closeOnce.Do(h.fwd.close)
 	}
 	if h.a == nil {
 		return

@@ -34,15 +34,25 @@ const instancesTTL = 2 * time.Second
 // a promotion switches the reads of every instance, also of those still
 // running only the version before.
 type versionForwarder struct {
-	control *versions.Control
-	app     func() (string, error)
-	via     *api     // a local version's API: its client, peering, id
-	mux     *chi.Mux // its routes, to classify a request
-	next    atomic.Uint32
+	control   *versions.Control
+	app       func() (string, error)
+	via       *api     // a local version's API: its client, peering, id
+	mux       *chi.Mux // its routes, to classify a request
+	next      atomic.Uint32
+	done      chan struct{} // closed by Handler.Close: forwarded feeds end
+	closeOnce sync.Once
 
-	mu    sync.Mutex
-	found map[string]foundInstances // by version
+	lookup sync.Mutex // one lookup at a time; the others wait for its answer
+	mu     sync.Mutex
+	found  map[string]foundInstances // by version
 }
+
+func newVersionForwarder(control *versions.Control, app func() (string, error), via *api, mux *chi.Mux) *versionForwarder {
+	return &versionForwarder{control: control, app: app, via: via, mux: mux, done: make(chan struct{}), found: map[string]foundInstances{}}
+}
+
+// close ends the forwarded requests in flight (change feeds).
+func (f *versionForwarder) close() { close(f.done) }
 
 type foundInstances struct {
 	at        time.Time
@@ -65,13 +75,28 @@ func localRoute(r *http.Request) bool {
 }
 
 // instances are the running instances of a version that advertise an
-// address, from the cache while it is fresh.
+// address, from the cache while it is fresh; fresh: looked up after the
+// call (a failed forward's instances may have gone).
 func (f *versionForwarder) instances(ctx context.Context, version string, fresh bool) ([]engine.Instance, error) {
-	f.mu.Lock()
-	c, ok := f.found[version]
-	f.mu.Unlock()
-	if ok && !fresh && time.Since(c.at) < instancesTTL {
-		return c.instances, nil
+	asked := time.Now()
+	cached := func() ([]engine.Instance, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		c, ok := f.found[version]
+		if !ok || time.Since(c.at) >= instancesTTL || (fresh && c.at.Before(asked)) {
+			return nil, false
+		}
+		return c.instances, true
+	}
+	if ins, ok := cached(); ok {
+		return ins, nil
+	}
+	// Requests that find the cache stale at once wait for one lookup (each
+	// reads the control topic and describes a group).
+	f.lookup.Lock()
+	defer f.lookup.Unlock()
+	if ins, ok := cached(); ok {
+		return ins, nil
 	}
 	app, err := f.app()
 	if err != nil {
@@ -144,8 +169,8 @@ func (f *versionForwarder) forward(w http.ResponseWriter, r *http.Request, versi
 				failed = append(failed, fmt.Sprintf("%s (%s): %v", in.ID, in.Addr, err))
 				continue
 			}
+			defer cancel()
 			relay(w, resp, version, in.ID)
-			cancel()
 			return
 		}
 	}
@@ -170,6 +195,13 @@ func (f *versionForwarder) send(r *http.Request, version string, in engine.Insta
 	}
 	target := url.URL{Scheme: scheme, Host: in.Addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	ctx, cancel := context.WithCancel(r.Context())
+	go func() { // ends with the request, or the API
+		select {
+		case <-f.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	req, err := http.NewRequestWithContext(ctx, r.Method, target.String(), nil)
 	if err != nil {
 		cancel()

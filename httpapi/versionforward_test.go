@@ -27,8 +27,8 @@ import (
 // switches the reads of both — a change feed too, event by event — and
 // everything else (probes, commands) it answers itself. Forwarded reads
 // are authorized where they arrive and vouched for to the other instance;
-// an instance of a version that has gone answers 502 or 503, never
-// another version's data.
+// a forwarded feed ends when the forwarding API closes; with the instance
+// of a version gone, the answer is 502, never another version's data.
 func TestVersionForwarding(t *testing.T) {
 	env, topic, top, cl := kvTable(t, "version-forward", 2)
 	ctx := context.Background()
@@ -52,6 +52,7 @@ func TestVersionForwarding(t *testing.T) {
 	// Instance "a" runs v1, instance "b" v2, each serving its own address.
 	urls := map[string]string{}
 	servers := map[string]*http.Server{}
+	handlers := map[string]*httpapi.Handler{}
 	for _, v := range []string{"v1", "v2"} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -74,7 +75,7 @@ func TestVersionForwarding(t *testing.T) {
 		srv := httpapi.NewServer("", h)
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { h.Close(); _ = srv.Close() })
-		urls[v], servers[v] = "http://"+ln.Addr().String(), srv
+		urls[v], servers[v], handlers[v] = "http://"+ln.Addr().String(), srv, h
 	}
 	a, b := urls["v1"], urls["v2"]
 
@@ -198,10 +199,28 @@ func TestVersionForwarding(t *testing.T) {
 		}
 	}
 
-	// b stops: a has no instance of v2 to ask.
-	_ = servers["v2"].Close()
-	got := get(a+"/views/kv/keys/k007", reader)
-	if (got.code != 502 && got.code != 503) || strings.Contains(got.body, `"value"`) {
-		t.Errorf("a, v2 active and gone: %+v", got)
+	// a's API closes: the feed it forwards ends, as its own would.
+	handlers["v1"].Close()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			if _, _, _, ok := feed.next(); !ok {
+				return
+			}
+		}
+	}()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the forwarded feed goes on after a's API closed")
+	}
+
+	// a's server stops (its engine instance is still in v1's group): b has
+	// no instance of v1 to ask, and says so rather than answer v2's.
+	_ = servers["v1"].Close()
+	got := get(b+"/views/kv/keys/k007", reader, httpapi.VersionHeader, "v1")
+	if got.code != 502 || got.version == "v2" || !strings.Contains(got.body, "refused") {
+		t.Errorf("v1 from b, a gone: %+v", got)
 	}
 }

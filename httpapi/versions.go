@@ -54,7 +54,8 @@ func newVersioned(cfg Config) (*Handler, error) {
 	var fwd *versionForwarder
 	if cfg.VersionControl != nil {
 		mux, _ := subs[names[0]].Handler.(*chi.Mux)
-		fwd = &versionForwarder{control: cfg.VersionControl, app: vc.app, via: subs[names[0]].a, mux: mux, found: map[string]foundInstances{}}
+		fwd = newVersionForwarder(cfg.VersionControl, vc.app, subs[names[0]].a, mux)
+		h.fwd = fwd
 	}
 	list := guard.require(ReadViews, http.HandlerFunc(vc.list))
 	promote := guard.require(Operate, http.HandlerFunc(vc.promote))
