@@ -141,6 +141,7 @@ func (r *Runtime) drainLocked(ctx context.Context, skip bool) error {
 // state may be applied. When the group moved on without this instance, the
 // tasks are closed and it rejoins: not ok, and no error unless ctx ended.
 func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) {
+	r.learnMarkersLocked(ctx)
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	committing := map[*partQueue]int64{}
 	for _, t := range r.tasks {
@@ -194,6 +195,49 @@ func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) 
 	}
 	r.offsetsCommittedLocked(times)
 	return true, nil
+}
+
+// learnMarkersLocked asks the brokers how the partitions end whose last
+// record, processed, was transactional while its fetch did not say the
+// transaction had ended — reading uncommitted, at least once, a record
+// comes before its marker, and the fetch that brings only the marker
+// reaches no one (franz-go hands over fetches with records or errors).
+// Told that the marker is all that follows, commitOffset moves past it, as
+// Kafka Streams' consumer position does. Asked again at each commit until
+// then (a transaction left open); an error leaves things as they were.
+func (r *Runtime) learnMarkersLocked(ctx context.Context) {
+	want := map[topicPartition]*partQueue{}
+	var topics []string
+	for _, t := range r.tasks {
+		for tp, q := range t.queues {
+			if q.len() == 0 && q.lastTxn && q.processed >= 0 && q.processed == q.next && !q.markerAfter() && q.committedTo <= q.next {
+				want[tp] = q
+				if !slices.Contains(topics, tp.topic) {
+					topics = append(topics, tp.topic)
+				}
+			}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	hwm, err := r.adm.ListEndOffsets(lctx, topics...)
+	if err != nil {
+		return
+	}
+	lso, err := r.adm.ListCommittedOffsets(lctx, topics...)
+	if err != nil {
+		return
+	}
+	for tp, q := range want {
+		h, ok1 := hwm.Lookup(tp.topic, tp.partition)
+		l, ok2 := lso.Lookup(tp.topic, tp.partition)
+		if ok1 && ok2 && h.Err == nil && l.Err == nil && h.Offset >= q.hwm {
+			q.hwm, q.lso = h.Offset, l.Offset
+		}
+	}
 }
 
 // offsetsCommittedLocked records that Kafka has the input offsets (and the
