@@ -296,15 +296,12 @@ func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
 				_ = tw.Flush()
 				return exitOK
 			}
-			prev, prevAt := l, time.Now()
+			// prev was measured at prevAt, l at at.
+			prev, prevAt, at := l, time.Time{}, time.Now()
 			for {
 				rate, eta := 0.0, time.Duration(-1)
-				if !l.CaughtUp(*maxLag) && prevAt.Before(time.Now().Add(-time.Millisecond)) {
-					dt := time.Since(prevAt).Seconds()
-					rate = float64(l.Consumed-prev.Consumed) / dt
-					if shrink := float64(prev.Total-l.Total) / dt; shrink > 0 {
-						eta = time.Duration(float64(l.Total) / shrink * float64(time.Second))
-					}
+				if !prevAt.IsZero() && !l.CaughtUp(*maxLag) {
+					rate, eta = progress(prev, l, at.Sub(prevAt))
 				}
 				if e.json {
 					e.printJSON(lagJSON(l, rate, eta))
@@ -319,13 +316,29 @@ func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
 					return exitFailed
 				case <-time.After(*interval):
 				}
-				prev, prevAt = l, time.Now()
+				prev, prevAt = l, at
 				if l, err = c.Lag(e.ctx, *app, *version); err != nil {
 					return e.fail(err)
 				}
+				at = time.Now()
 			}
 		})
 	}
+}
+
+// progress is the rate at which a version consumed its inputs between two
+// measurements dt apart, in records a second, and the time left at the
+// rate its lag shrank (-1: it did not shrink).
+func progress(prev, now versions.Lag, dt time.Duration) (rate float64, eta time.Duration) {
+	if dt <= 0 {
+		return 0, -1
+	}
+	s := dt.Seconds()
+	rate = float64(now.Consumed-prev.Consumed) / s
+	if shrink := float64(prev.Total-now.Total) / s; shrink > 0 {
+		return rate, time.Duration(float64(now.Total) / shrink * float64(time.Second))
+	}
+	return rate, -1
 }
 
 func lagJSON(l versions.Lag, rate float64, eta time.Duration) map[string]any {

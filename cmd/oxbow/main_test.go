@@ -206,3 +206,23 @@ func TestSecuredKafka(t *testing.T) {
 		t.Fatalf("with a wrong password: exit %d\n%s%s\nwant exit 1 naming the failed authentication, without the password", r.code, r.stdout, r.stderr)
 	}
 }
+
+// The rate and the time left of lag --watch, between two measurements:
+// 500 records consumed in half a second is 1,000 a second; the lag shrank
+// by 500 in it, so the 400 left take 0.4 s. A lag that grew has no ETA.
+func TestProgress(t *testing.T) {
+	for _, c := range []struct {
+		prev, now versions.Lag
+		dt        time.Duration
+		rate      float64
+		eta       time.Duration
+	}{
+		{versions.Lag{Consumed: 100, Total: 900}, versions.Lag{Consumed: 600, Total: 400}, 500 * time.Millisecond, 1000, 400 * time.Millisecond},
+		{versions.Lag{Consumed: 100, Total: 900}, versions.Lag{Consumed: 600, Total: 1000}, time.Second, 500, -1},
+		{versions.Lag{Consumed: 100, Total: 900}, versions.Lag{Consumed: 100, Total: 900}, 0, 0, -1},
+	} {
+		if rate, eta := progress(c.prev, c.now, c.dt); rate != c.rate || eta != c.eta {
+			t.Errorf("progress(%+v, %+v, %v) = %v/s, ETA %v; want %v/s, ETA %v", c.prev, c.now, c.dt, rate, eta, c.rate, c.eta)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
 	"github.com/oxbow-dev/oxbow/versions"
 )
 
@@ -47,16 +48,24 @@ func TestVersionsWalkthrough(t *testing.T) {
 	}
 	name := fmt.Sprintf("walk%d", time.Now().UnixNano()%1_000_000_000)
 	brokers := strings.Join(env.Brokers, ",")
-	oxbow := func(want int, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, "oxbow"), append(args, "--brokers", brokers)...)
+	// runOxbow runs the tool: its output, its error output and its exit
+	// code. It is killed if it still runs when the test ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	runOxbow := func(args ...string) (string, string, int) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "oxbow"), append(args, "--brokers", brokers)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if code := cmd.ProcessState.ExitCode(); code != want {
-			t.Fatalf("oxbow %s: exit %d (%v), want %d\n%s%s", strings.Join(args, " "), code, err, want, out, stderr.String())
+		out, _ := cmd.Output()
+		return string(out), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	oxbow := func(want int, args ...string) string {
+		t.Helper()
+		out, stderr, code := runOxbow(args...)
+		if code != want {
+			t.Fatalf("oxbow %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, stderr)
 		}
-		return string(out)
+		return out
 	}
 	state1, state2 := t.TempDir(), t.TempDir()
 
@@ -79,12 +88,37 @@ func TestVersionsWalkthrough(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// And a long history before them, for v2's catch-up to take a while:
+	// sales of archived shoes no command touches, written to the events'
+	// topic at once (as the decider would have over the years).
+	const archived, archivePrice = 600_000, 100
+	inv, err := inventory.New(name + "-inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, eventsTopic, _ := inv.Topics()
+	sale, err := inv.EventSerde().Encode(inventory.PairSold{Price: archivePrice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(eventsTopic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, archived)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "archived-%03d", i%500), Value: sale}
+	}
+	if err := history.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	history.Close()
 	var all int64
 	for _, p := range prices {
 		all += p
 	}
 	tillV1 := fmt.Sprintf(`{"key":"till","value":{"revenueCents":%d,"transactions":%d,"sales":%d,"returns":%d}}`,
-		(sold-returned)*all, 3*(sold+returned), 3*sold, 3*returned)
+		(sold-returned)*all+archived*archivePrice, 3*(sold+returned)+archived, 3*sold+archived, 3*returned)
 	s1.await("/views/till/keys/till", tillV1)
 	var listed struct {
 		Active   string `json:"active"`
@@ -98,8 +132,8 @@ func TestVersionsWalkthrough(t *testing.T) {
 	}
 
 	// What the decider has written, which v2 must not add to.
-	inv := name + "-inventory"
-	topics := []string{inv + "-events", inv + "-replies"}
+	_, _, replies := inv.Topics()
+	topics := []string{eventsTopic, replies}
 	ends := func() map[string]int64 {
 		t.Helper()
 		cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
@@ -117,13 +151,44 @@ func TestVersionsWalkthrough(t *testing.T) {
 	}
 	before := ends()
 
-	// Terminal 2: v2 starts beside it, and catches up.
+	// Terminal 2: v2 starts beside it, and catches up; terminal 3 follows
+	// its progress, with the rate and the time left, from the moment it
+	// has registered (before it runs).
+	watched := make(chan [3]string, 1)
+	go func() {
+		_ = await.Within(5*time.Minute, func() error {
+			if out, _, _ := runOxbow("versions", "--app", name, "--json"); !strings.Contains(out, `"v2"`) && ctx.Err() == nil {
+				return errors.New("v2 has not registered")
+			}
+			return nil
+		})
+		out, stderr, code := runOxbow("lag", "--app", name, "--version", "v2", "--watch", "--interval", "250ms")
+		watched <- [3]string{out, stderr, fmt.Sprint(code)}
+	}()
 	v2 := startProgram(t, filepath.Join(bin, "shoestore"), "-name", name, "-brokers", brokers, "-services", "store",
 		"-version", "v2", "-addr", "127.0.0.1:0", "-state-dir", state2)
-	if out := oxbow(0, "lag", "--app", name, "--version", "v2", "--watch", "--interval", "500ms"); !strings.Contains(out, name+" v2 [") {
-		t.Errorf("oxbow lag --watch: %s", out)
+	select {
+	case w := <-watched:
+		if out := w[0]; w[2] != "0" || !strings.Contains(out, name+" v2 [") || !strings.Contains(out, "records/s  ETA ") || !strings.Contains(out, "100.0%  lag 0") {
+			t.Errorf("oxbow lag --watch: exit %s\n%s%s", w[2], out, w[1])
+		} else {
+			t.Logf("oxbow lag --watch:\n%s", out)
+		}
+		// A rate is at most the whole history read in one interval.
+		for line := range strings.Lines(w[0]) {
+			before, _, ok := strings.Cut(line, " records/s")
+			if !ok {
+				continue
+			}
+			var rate float64
+			if _, err := fmt.Sscan(before[strings.LastIndexByte(before, ' ')+1:], &rate); err != nil || rate > 4*(archived+3000) {
+				t.Errorf("oxbow lag --watch: a rate of %v records/s (%v): %s", rate, err, line)
+			}
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("oxbow lag --watch: v2 has not caught up within 5 minutes")
 	}
-	if out := oxbow(0, "lag", "--app", name, "--version", "v2"); !strings.Contains(out, inv+"-events") {
+	if out := oxbow(0, "lag", "--app", name, "--version", "v2"); !strings.Contains(out, eventsTopic) {
 		t.Errorf("oxbow lag: %s", out)
 	}
 	if after := ends(); !maps.Equal(after, before) {
@@ -132,7 +197,7 @@ func TestVersionsWalkthrough(t *testing.T) {
 	// Both read through v1's process; v2's till has the money apart, and
 	// the view revenue, which v1 has not.
 	tillV2 := fmt.Sprintf(`{"key":"till","value":{"revenueCents":%d,"transactions":%d,"sales":%d,"returns":%d,"salesCents":%d,"refundCents":%d}}`,
-		(sold-returned)*all, 3*(sold+returned), 3*sold, 3*returned, sold*all, returned*all)
+		(sold-returned)*all+archived*archivePrice, 3*(sold+returned)+archived, 3*sold+archived, 3*returned, sold*all+archived*archivePrice, returned*all)
 	awaitAs(t, v1.url+"/views/till/keys/till", "", "v1", tillV1)
 	awaitAs(t, v1.url+"/views/till/keys/till", "v2", "v2", tillV2)
 	awaitAs(t, v2.url+"/views/till/keys/till", "", "v1", tillV1)
@@ -175,7 +240,7 @@ func TestVersionsWalkthrough(t *testing.T) {
 	if code != 200 || served != "v2" || !strings.Contains(body, fmt.Sprintf(`"sold":%d,`, sold+1)) {
 		t.Errorf("reading the sale's revenue at once: %d from %s: %s", code, served, body)
 	}
-	if got := feed.until(t, fmt.Sprintf(`"sales":%d,`, 3*sold+1)); !strings.Contains(got, `"salesCents":`) {
+	if got := feed.until(t, fmt.Sprintf(`"sales":%d,`, 3*sold+archived+1)); !strings.Contains(got, `"salesCents":`) {
 		t.Errorf("the change feed's till is not v2's: %s", got)
 	}
 
@@ -184,7 +249,7 @@ func TestVersionsWalkthrough(t *testing.T) {
 		t.Errorf("oxbow rollback: %s", out)
 	}
 	awaitAs(t, v2.url+"/views/till/keys/till", "", "v1", fmt.Sprintf(`{"key":"till","value":{"revenueCents":%d,"transactions":%d,"sales":%d,"returns":%d}}`,
-		(sold-returned)*all+prices["red"], 3*(sold+returned)+1, 3*sold+1, 3*returned))
+		(sold-returned)*all+archived*archivePrice+prices["red"], 3*(sold+returned)+archived+1, 3*sold+archived+1, 3*returned))
 
 	// v2 again; v1 stops and is retired.
 	oxbow(0, "promote", "--app", name, "--version", "v2")
