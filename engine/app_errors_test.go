@@ -306,12 +306,7 @@ func TestAppExactlyOnceSameInstanceIDFenced(t *testing.T) {
 	k := newKT(t)
 	in, out := k.topic("in"), k.topic("out")
 	k.create(1, in, out)
-	b := engine.NewBuilder()
-	engine.NewStream(b, in, serde.String, serde.String).To(out)
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := passthrough(t, in, out)
 	cfg := engine.Config{InstanceID: "same", Guarantee: engine.ExactlyOnce}
 	first := k.start(top, cfg)
 	await.Until(t, 60*time.Second, "the first instance to run its task", func() bool { return len(first.Tasks()) == 1 })

@@ -98,6 +98,18 @@ func (k *kt) create(partitions int32, names ...string) {
 	})
 }
 
+// passthrough is the topology that copies in to out, strings both.
+func passthrough(t *testing.T, in, out string) *engine.Topology {
+	t.Helper()
+	b := engine.NewBuilder()
+	engine.NewStream(b, in, serde.String, serde.String).To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
 // produce writes records with Kafka's default partitioning of their keys.
 func (k *kt) produce(topic string, recs ...*kgo.Record) {
 	k.t.Helper()

@@ -361,12 +361,7 @@ func TestCommittedPastTheLastMarker(t *testing.T) {
 			k := newKT(t)
 			in, out := k.topic("in"), k.topic("out")
 			k.create(1, in, out)
-			b := engine.NewBuilder()
-			engine.NewStream(b, in, serde.String, serde.String).To(out)
-			top, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
+			top := passthrough(t, in, out)
 			a := k.start(top, withID(engine.Config{Guarantee: g.g}, "a"))
 			p, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.TransactionalID(k.prefix+"-producer"), kgo.DefaultProduceTopic(in))
 			if err != nil {
