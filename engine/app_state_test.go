@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/internal/await"
 )
@@ -155,6 +156,60 @@ func TestAppRestoresOnlyTheChangelogTail(t *testing.T) {
 	}
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A store the topology no longer has (renamed here; an older Oxbow's
+// "-expiry" index of a windowed aggregation, say) leaves the state
+// directory when an instance starts with the new topology; the others stay.
+func TestAppDropsStoresItNoLongerHas(t *testing.T) {
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(2, in, out)
+	dir := t.TempDir()
+	a := k.start(countByKey(in, out), engine.Config{InstanceID: "a", StateDir: dir})
+	k.produce(in, keyed(0, 100, 10)...)
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(100, 10)) })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	stores := func() []string {
+		db, err := state.Open(dir, state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		parts, err := db.Stores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, sp := range parts {
+			if !slices.Contains(names, sp.Store) {
+				names = append(names, sp.Store)
+			}
+		}
+		return names
+	}
+	if got := stores(); !slices.Equal(got, []string{"counts"}) {
+		t.Fatalf("stores held after the first run: %v", got)
+	}
+	b := engine.NewBuilder()
+	engine.NewStream(b, in, serde.String, serde.String).GroupByKey().
+		Count(engine.Materialized("tallies")).ToStream().To(out)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = k.start(top, engine.Config{InstanceID: "a", StateDir: dir})
+	k.produce(in, keyed(100, 50, 10)...)
+	// The new store counts from nothing.
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(50, 10)) })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := stores(); !slices.Equal(got, []string{"tallies"}) {
+		t.Errorf("stores held after the renamed store's run: %v, want [tallies]", got)
 	}
 }
 

@@ -463,7 +463,6 @@ func WindowedCogroup[K, VA any](c *Cogrouped[K, VA], w TimeWindows, init func() 
 	}
 	name := c.b.name("windowed-cogroup", o, c.parents(), "")
 	ks, wb, rerr := timeWindowBase(c.b, name, o, c.ks, vas, w)
-	wb.shared = true
 	n := c.finish(name, wb.stores(), wb.processor, init, errors.Join(err, serr, rerr))
 	n.Typed = windowClose{w.closeAfter()}
 	return keptAs(&Table[Windowed[K], VA]{b: c.b, node: n, ks: ks, vs: vas, store: wb.store}, StoreInfo{Kind: WindowKind, WindowSize: w.size}, c.ks)
@@ -483,7 +482,6 @@ func SessionCogroup[K, VA any](c *Cogrouped[K, VA], w Sessions, init func() VA, 
 	}
 	name := c.b.name("session-cogroup", o, c.parents(), "")
 	ks, wb, rerr := sessionBase(c.b, name, o, c.ks, vas, w)
-	wb.shared = true
 	mergeAggs := func(k, acc any, has bool, next any) any {
 		if !has {
 			acc = init()

@@ -27,15 +27,15 @@ const (
 
 // windowBase is what the windowed aggregations share: the store of the
 // windows, the index of the windows waiting to be emitted (emit-final), the
-// index of the windows to expire, and the processor's clock. Each processor
+// sweep that expires old windows, and the processor's clock. Each processor
 // instance has its own copy; open fills in the instance's part.
 type windowBase struct {
-	store, emitStore, expiryStore string
-	kind                          windowKind
-	final                         bool
-	emitEvery                     int64 // ms between emit-final checks (wall clock); -1: the task's default
-	kc, vc                        topo.Codec
-	ikc                           topo.Codec // the record key's
+	store, emitStore string
+	kind             windowKind
+	final            bool
+	emitEvery        int64 // ms between emit-final checks (wall clock); -1: the task's default
+	kc, vc           topo.Codec
+	ikc              topo.Codec // the record key's
 	// size is the windows' size (time windows), time difference (sliding)
 	// or inactivity gap (sessions), in ms; advance the time windows'.
 	size, advance, grace int64
@@ -49,9 +49,6 @@ type windowBase struct {
 	// countsNulls: records without a value are counted (a count of time
 	// windows or sessions) rather than dropped.
 	countsNulls bool
-	// shared: several nodes (a cogroup's) write the stores, so a time
-	// index cannot remember when its next entry is due.
-	shared bool
 	// wkey makes the typed windowed key (a Windowed[K]) of a record key.
 	wkey func(key any, w Window) any
 	// times holds the latest window written to each task's store, shared
@@ -60,14 +57,18 @@ type windowBase struct {
 
 	// The instance's, set by open.
 	st           winTable
+	raw          topo.KVStore // the store under st, for the sweep
 	emit         topo.KVStore
-	expiry       *timeIndex
 	clock        topo.Clock
 	written      *storeTime
 	cached       bool  // Kafka Streams' store would have a record cache
 	nextEmit     int64 // wall ms: no emit-final check before
 	lastEmit     int64 // the window close time of the last emit-final; -1: none
 	lastEmitRead bool  // lastEmit was read from the emit store
+	// fresh: the windows the record being processed created, which
+	// expire at once if the store's time is past their expiry already (a
+	// cogroup's stream that lags behind the others).
+	fresh [][]byte
 }
 
 // winTable is the store of the windows: a TableStore (time windows) or a
@@ -85,7 +86,7 @@ type winTable interface {
 func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKind topo.StoreKind, kc, vc topo.Codec, size, keep, grace time.Duration) (windowBase, error) {
 	store := storeName(o, node)
 	b.addStore(o, store).Kind = storeKind
-	wb := windowBase{store: store, emitStore: store + "-emit", expiryStore: store + "-expiry", kind: kind, final: o.emitFinal,
+	wb := windowBase{store: store, emitStore: store + "-emit", kind: kind, final: o.emitFinal,
 		kc: kc, vc: vc, size: size.Milliseconds(), grace: grace.Milliseconds(), times: &storeTimes{m: map[topo.KVStore]*storeTime{}}}
 	wb.emitEvery = -1 // the task's default
 	if o.emitInterval != nil {
@@ -94,7 +95,6 @@ func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKi
 	if wb.final {
 		b.addStore(o, wb.emitStore)
 	}
-	b.addStore(o, wb.expiryStore)
 	wb.retention = max(keep, defaultRetention)
 	wb.visibleFor = keep.Milliseconds()
 	var err error
@@ -119,7 +119,7 @@ func (wb windowBase) stores() []string {
 	if wb.final {
 		names = append(names, wb.emitStore)
 	}
-	return append(names, wb.expiryStore)
+	return names
 }
 
 // lastEmitKey is the emit store's key of the close time of the last
@@ -152,16 +152,11 @@ func (wb *windowBase) open(c *topo.Context) error {
 	if err != nil {
 		return err
 	}
+	wb.raw = kv
 	wb.written = wb.times.acquire(kv)
 	// Kafka Streams caches the stores of emit-final sliding windows and
 	// sessions never, the others' when the cache has room.
 	wb.cached = c.Cached() && (wb.kind == timeWindowKind || !wb.final)
-	s, err := c.Store(wb.expiryStore)
-	if err != nil {
-		return err
-	}
-	wb.expiry = newTimeIndex(s)
-	wb.expiry.shared = wb.shared
 	wb.lastEmit = -1
 	if wb.emitEvery < 0 {
 		wb.emitEvery = defaultEmitInterval.Milliseconds()
@@ -257,6 +252,40 @@ func (wb *windowBase) get(kb []byte) (any, int64, bool, error) {
 	return v, e.Timestamp, true, nil
 }
 
+// windowFound is a window read by getMany: its aggregate and timestamp.
+type windowFound struct {
+	v  any
+	ts int64
+	ok bool
+}
+
+// getMany reads the windows kbs (ascending) into found.
+func (wb *windowBase) getMany(kbs [][]byte, found []windowFound) error {
+	ts, ok := wb.st.(*topo.TableStore)
+	if !ok {
+		for i, kb := range kbs {
+			v, t, ok, err := wb.get(kb)
+			if err != nil {
+				return err
+			}
+			found[i] = windowFound{v, t, ok}
+		}
+		return nil
+	}
+	return ts.GetMany(kbs, func(i int, e topo.Entry, ok bool) error {
+		if !ok {
+			found[i] = windowFound{}
+			return nil
+		}
+		v, err := wb.vc.Decode(e.Value)
+		if err != nil {
+			return wb.codecErr("value", e.Value, false, err)
+		}
+		found[i] = windowFound{v, e.Timestamp, true}
+		return nil
+	})
+}
+
 func (wb *windowBase) codecErr(part string, b []byte, encode bool, err error) error {
 	return &serde.Error{Store: wb.store, Partition: -1, Offset: -1, Part: part, Bytes: b, Encode: encode, Err: err}
 }
@@ -276,11 +305,11 @@ func (wb *windowBase) expireAt(seg int64) int64 {
 	return (seg/interval+1)*interval + r
 }
 
-// created indexes a new window (kb): to expire (expireAt), and with
-// emit-final to be emitted once closeAt (its end) is old enough.
+// created notes a new window (kb): with emit-final it is indexed to be
+// emitted once closeAt (its end) is old enough.
 func (wb *windowBase) created(kb []byte, closeAt, ts int64) error {
-	if err := wb.expiry.add(wb.expireAt(wb.segTime(kb)), kb, ts); err != nil {
-		return err
+	if wb.expireAt(wb.segTime(kb)) <= max(wb.written.t, wb.segTime(kb)) {
+		wb.fresh = append(wb.fresh, kb)
 	}
 	if wb.emit != nil {
 		key := append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(closeAt)), kb...)
@@ -423,16 +452,9 @@ func (wb *windowBase) maybeEmitFinal(c *topo.Context, r topo.Record, closeTime i
 		// A window kept past its expiry for this (see expire, which took
 		// its expiry entry: the store's time, which a restart forgets,
 		// need not have reached it again) goes now.
-		if wb.holdsForEmit() {
-			ek := append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(wb.expireAt(seg))), kb...)
-			_, pending, err := wb.expiry.s.Get(ek)
-			if err != nil {
+		if wb.holdsForEmit() && wb.expireAt(seg) <= wb.written.t {
+			if err := wb.st.Expire(kb, ms); err != nil {
 				return err
-			}
-			if !pending {
-				if err := wb.st.Expire(kb, ms); err != nil {
-					return err
-				}
 			}
 		}
 	}
@@ -473,20 +495,124 @@ func (wb *windowBase) windowStarts(ts int64) []int64 {
 // the record cache goes first), but those emit-final still holds
 // (holdsForEmit). It runs after a record's writes, before emit-final looks
 // for closed windows, as Kafka Streams drops segments when it writes.
+//
+// No index says which windows are due: each window would cost an entry,
+// written to the store and its changelog when the window is made and
+// deleted when it goes, a third more writes than the windows' own for a
+// hopping count. A sweep finds them instead. Once the store's time passes
+// the expiry time of a segment that the last sweep did not cover (after a
+// restart: at once, since nothing is known), a sweep starts over the
+// task's whole store, and each record moves it on by at most sweepBudget
+// windows, deleting those that are due; windows still waiting in the
+// record cache, not yet in the store, are looked at as it starts. When
+// it reaches the end, every window due when it started is gone: windows
+// made since are not due by then (a window is made only while it is
+// open, and kept its retention, at least its size and grace, past its
+// start), but those a cogroup's lagging stream makes in a segment that
+// has expired for the store, which go as the record that made them ends
+// (fresh).
+// So a store of n windows costs a sweep of n reads per segment interval
+// (half the retention), two per window in its life; a store far larger
+// than sweepBudget is swept over n/sweepBudget records, and until the
+// sweep reaches a due window a query still sees it.
 func (wb *windowBase) expire() error {
 	now := wb.written.t
-	return wb.expiry.each(now, now, func(kb []byte) error {
-		if wb.holdsForEmit() {
-			end := wb.segTime(kb) + wb.size
-			if _, waiting, err := wb.emit.Get(append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(end)), kb...)); err != nil || waiting {
-				return err // emit-final deletes it when it is done with it
+	for _, kb := range wb.fresh {
+		if wb.expireAt(wb.segTime(kb)) <= now {
+			// A copy: the changelog's record keeps the key.
+			if err := wb.expireOne(bytes.Clone(kb), now); err != nil {
+				return err
 			}
 		}
-		if _, ok, err := wb.st.Get(kb); err != nil || !ok {
+	}
+	wb.fresh = wb.fresh[:0]
+	sw := &wb.written.sweep
+	if !sw.on {
+		if now < 0 || sw.known && now < sw.next {
+			return nil
+		}
+		sw.on, sw.from, sw.started = true, nil, now
+		// Windows made since the last flush wait in the record cache, not
+		// yet in the store the sweep reads.
+		if ts, ok := wb.st.(*topo.TableStore); ok {
+			for _, kb := range ts.Unwritten() {
+				if len(kb) >= wb.keySuffix() && wb.expireAt(wb.segTime(kb)) <= now {
+					if err := wb.expireOne(kb, now); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	n := 0
+	var resume []byte
+	for e, err := range wb.raw.Range(sw.from, nil) {
+		if err != nil {
 			return err
 		}
-		return wb.st.Expire(kb, now)
-	})
+		if n == sweepBudget {
+			resume = bytes.Clone(e.Key)
+			break
+		}
+		n++
+		if len(e.Key) < wb.keySuffix() {
+			continue // not a window's key
+		}
+		if wb.expireAt(wb.segTime(e.Key)) <= now {
+			if err := wb.expireOne(bytes.Clone(e.Key), now); err != nil {
+				return err
+			}
+		}
+	}
+	if resume != nil {
+		sw.from = resume
+		return nil
+	}
+	// Done: every window due when the sweep started is gone, and the next
+	// is due when the segment after the store's time then expires.
+	sw.on, sw.from, sw.known = false, nil, true
+	sw.next = wb.nextExpiry(sw.started)
+	return nil
+}
+
+// sweepBudget is how many windows a record moves the expiry sweep on.
+const sweepBudget = 4096
+
+// keySuffix is the length of the times after the record key in a window's
+// key.
+func (wb *windowBase) keySuffix() int {
+	if wb.kind == sessionWindowKind {
+		return 16
+	}
+	return 8
+}
+
+// nextExpiry is the first time after t at which some segment expires: the
+// end of the segment after t's, plus the retention (see expireAt).
+func (wb *windowBase) nextExpiry(t int64) int64 {
+	r := wb.retention.Milliseconds()
+	interval := max(r/2, minSegment.Milliseconds())
+	// expireAt(seg) = (seg/interval+1)*interval + r, a step function of
+	// seg; the first of its values above t.
+	k := (t - r) / interval
+	for k*interval+r <= t {
+		k++
+	}
+	return k*interval + r
+}
+
+// expireOne deletes a due window, unless emit-final still holds it.
+func (wb *windowBase) expireOne(kb []byte, now int64) error {
+	if wb.holdsForEmit() {
+		end := wb.segTime(kb) + wb.size
+		if _, waiting, err := wb.emit.Get(append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(kb)), uint64(end)), kb...)); err != nil || waiting {
+			return err // emit-final deletes it when it is done with it
+		}
+	}
+	if _, ok, err := wb.st.Get(kb); err != nil || !ok {
+		return err
+	}
+	return wb.st.Expire(kb, now)
 }
 
 // storeTimes are the times of a window store's latest window, one per
@@ -499,9 +625,20 @@ type storeTimes struct {
 }
 
 type storeTime struct {
-	s    topo.KVStore
-	t    int64 // Unix ms; -1: nothing written
-	refs int
+	s     topo.KVStore
+	t     int64 // Unix ms; -1: nothing written
+	sweep sweep
+	refs  int
+}
+
+// sweep is where the expiry sweep of a task's window store is (see
+// windowBase.expire), shared by the processors that write the store.
+type sweep struct {
+	on      bool   // a sweep is under way
+	from    []byte // the key it goes on from (nil: the start)
+	started int64  // the store's time when it started
+	known   bool   // a sweep has ended since the task opened
+	next    int64  // when known and not on: the store's time at which the next starts
 }
 
 func (ts *storeTimes) acquire(s topo.KVStore) *storeTime {

@@ -255,9 +255,12 @@ func (wb windowBase) processor(add aggFunc) func() topo.Processor {
 // of its windows that is still open (ends after stream time minus grace),
 // earliest first; a window's timestamp is its latest record's.
 type timeWindowProc struct {
-	wb  windowBase
-	add aggFunc
-	c   *topo.Context
+	wb    windowBase
+	add   aggFunc
+	c     *topo.Context
+	kbs   [][]byte
+	buf   []byte
+	found []windowFound
 }
 
 func (p *timeWindowProc) Init(c *topo.Context) error { p.c = c; return p.wb.open(c) }
@@ -277,7 +280,30 @@ func (p *timeWindowProc) Process(r topo.Record) error {
 	now := wb.clock.Observe(c, ts)
 	closeTime := now - wb.grace
 	starts := wb.windowStarts(ts)
-	late := 0
+	// The open windows' keys, read in one go: they are next to each other
+	// in the store.
+	p.kbs, p.found = p.kbs[:0], p.found[:0]
+	// Through the record cache the keys share one buffer, reused by the
+	// next record: the cache keeps a copy of a key, and writes that copy.
+	// Without it a key goes to the store and the changelog as it is, and
+	// the producer holds it until the record is sent: each its own.
+	need := len(starts) * (len(ikb) + 8)
+	if cap(p.buf) < need || !p.c.Cached() {
+		p.buf = make([]byte, 0, need)
+	}
+	buf := p.buf[:0]
+	for _, s := range starts {
+		if s+wb.size > closeTime {
+			n := len(buf)
+			buf = binary.BigEndian.AppendUint64(append(buf, ikb...), uint64(s))
+			p.kbs = append(p.kbs, buf[n:len(buf):len(buf)])
+			p.found = append(p.found, windowFound{})
+		}
+	}
+	if err := wb.getMany(p.kbs, p.found); err != nil {
+		return err
+	}
+	late, open := 0, 0
 	for _, s := range starts {
 		end := s + wb.size
 		if end <= closeTime {
@@ -285,11 +311,9 @@ func (p *timeWindowProc) Process(r topo.Record) error {
 			late++
 			continue
 		}
-		kb := suffixed(ikb, s)
-		old, oldTs, ok, err := wb.get(kb)
-		if err != nil {
-			return err
-		}
+		kb, f := p.kbs[open], p.found[open]
+		open++
+		old, oldTs, ok := f.v, f.ts, f.ok
 		if ok && !wb.visible(s) {
 			old, ok = nil, false // Kafka Streams' store hides it: the window starts afresh
 		}

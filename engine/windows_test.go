@@ -274,6 +274,75 @@ func TestWindowRetention(t *testing.T) {
 	}
 }
 
+// A store larger than a record's share of the expiry sweep is swept over
+// several records: each record deletes at most that many more due windows,
+// the windows of the later segment stay, and once the sweep has passed
+// the store holds only them; the expired windows go without a change
+// downstream, with and without the record cache.
+func TestWindowExpirySweep(t *testing.T) {
+	const keys = 10_000 // more than two records' share (sweepBudget)
+	for _, cache := range []int64{0, 64 << 20} {
+		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
+			b := engine.NewBuilder()
+			engine.WindowedCount(engine.NewStream(b, "in", serde.String, serde.String).GroupByKey().
+				WindowedBy(engine.TumblingWindows(10*time.Millisecond)), engine.Materialized("counts"), engine.Retention(15*time.Millisecond)).
+				ToStream().To("out")
+			top, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []enginetest.Option
+			if cache > 0 {
+				opts = append(opts, enginetest.CacheBytes(cache))
+			}
+			d := enginetest.New(t, top, opts...)
+			in := enginetest.NewInput(d, "in", serde.String, serde.String)
+			out := enginetest.NewOutput(d, "out", engine.WindowedSerde(serde.String, 10*time.Millisecond), serde.Int64)
+			count := func() int {
+				return len(enginetest.WindowStoreContents(d, "counts", serde.String, serde.Int64, 10*time.Millisecond))
+			}
+			const minute = 60_000
+			for k := range keys {
+				in.Pipe(fmt.Sprintf("k%05d", k), "x", enginetest.At(5)) // segment 0
+			}
+			d.Commit()
+			if n := count(); n != keys {
+				t.Fatalf("%d windows before the segment expires, want %d", n, keys)
+			}
+			if n := len(out.ReadRecords()); n != keys {
+				t.Fatalf("%d records downstream before the expiry, want %d", n, keys)
+			}
+			// Each record of the next minute's segment, 20ms in: segment 0
+			// is due; the sweep goes over it a share at a time.
+			var seen []int
+			for i := 0; ; i++ {
+				in.Pipe(fmt.Sprintf("late%d", i), "x", enginetest.At(minute+20+int64(i)))
+				d.Commit()
+				n := count()
+				seen = append(seen, n)
+				if n == i+1 {
+					break // only the new segment's windows are left
+				}
+				if i > 10 {
+					t.Fatalf("the store after each record: %v; the expired windows do not go", seen)
+				}
+			}
+			t.Logf("the store after each record: %v", seen)
+			if len(seen) < 3 {
+				t.Errorf("the store after each record: %v; want the sweep spread over three records at least", seen)
+			}
+			for i := 1; i < len(seen); i++ {
+				if seen[i] >= seen[i-1]+1 {
+					t.Errorf("the store after each record: %v; the sweep did not move on", seen)
+				}
+			}
+			if n := len(out.ReadRecords()); n != len(seen) {
+				t.Errorf("%d records downstream after the expiry, want %d (the new windows only)", n, len(seen))
+			}
+		})
+	}
+}
+
 // A record for a closed window is counted in oxbow.records.dropped, by its
 // node and reason, and with DeadLetterLateRecords written to the
 // dead-letter topic.

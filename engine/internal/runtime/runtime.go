@@ -337,6 +337,9 @@ func (r *Runtime) setup(ctx context.Context) error {
 		}
 	}
 	r.shared.Store(&shared{plan: plan, db: r.db})
+	if err := r.dropOldStores(plan); err != nil {
+		return err
+	}
 
 	return r.newGroupClient(ctx)
 }
@@ -815,6 +818,27 @@ func (r *Runtime) teardown(err error) {
 			r.log.Warn("close state", "err", err)
 		}
 	}
+}
+
+// dropOldStores wipes the local partitions of stores the topology no longer
+// has (a store renamed, or one an earlier version of Oxbow kept, such as a
+// windowed aggregation's "-expiry" index): nothing reads them again, and
+// they would take disk space for good.
+func (r *Runtime) dropOldStores(p *topicPlan) error {
+	parts, err := r.db.Stores()
+	if err != nil {
+		return err
+	}
+	for _, sp := range parts {
+		if p.storeSub[sp.Store] != nil {
+			continue
+		}
+		r.log.Info("deleting the local state of a store the topology does not have", "store", sp.Store, "partition", sp.Partition)
+		if err := r.db.Wipe(sp.Store, sp.Partition); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // memberInfo is what this instance tells the group leader when it joins.

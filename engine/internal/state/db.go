@@ -333,3 +333,12 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(msg, "component", "pebble", "fatal", true)
 	panic("engine: state: pebble: " + msg)
 }
+
+// PebbleMetrics is pebble's own account of the database (levels, compactions, caches).
+func (db *DB) PebbleMetrics() *pebble.Metrics {
+	if err := db.enter(); err != nil {
+		return nil
+	}
+	defer db.exit()
+	return db.pdb.Metrics()
+}

@@ -282,10 +282,13 @@ func (s *store) openIter(lo, hi []byte) (*pebble.Iterator, *pending, error) {
 	if hi != nil && bytes.Compare(lo, hi) >= 0 {
 		return nil, nil, nil
 	}
-	// Fresh bounds: pebble keeps them for the iterator's life.
-	opts := &pebble.IterOptions{LowerBound: append(bytes.Clone(s.prefix), lo...), UpperBound: s.end}
+	// Fresh bounds, in one allocation: pebble keeps them for the
+	// iterator's life.
+	buf := make([]byte, 0, 2*len(s.prefix)+len(lo)+len(hi))
+	buf = append(append(buf, s.prefix...), lo...)
+	opts := &pebble.IterOptions{LowerBound: buf[:len(buf):len(buf)], UpperBound: s.end}
 	if hi != nil {
-		opts.UpperBound = append(bytes.Clone(s.prefix), hi...)
+		opts.UpperBound = append(append(buf[len(buf):], s.prefix...), hi...)
 	}
 	r, p := s.reader()
 	it, err := r.NewIter(opts)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"iter"
+	"slices"
 	"sync/atomic"
 )
 
@@ -214,6 +215,8 @@ type TableStore struct {
 	// the bytes of the last record it forwarded, for a sink to reuse.
 	kc, vc Codec
 	raw    rawBytes
+	// scratch is reused for the bounds GetMany gives the store.
+	scratch []byte
 	// forwardAbsent: an update from no value to none, written at once,
 	// is forwarded too (SetForwardAbsent).
 	forwardAbsent bool
@@ -290,6 +293,90 @@ func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 		s.cache.Misses.Add(1)
 	}
 	return s.store.Get(key)
+}
+
+// GetMany reads keys, ascending, seeing updates still in the cache: fn
+// gets each key's index, entry and presence, in order. The keys the cache
+// does not hold are read from the store with one range, from the first of
+// them to just past the last, so that keys near each other (a record key's
+// windows) cost one seek of the store rather than one each.
+func (s *TableStore) GetMany(keys [][]byte, fn func(i int, e Entry, ok bool) error) error {
+	var missBuf [8]int
+	miss := missBuf[:0]
+	for i, k := range keys {
+		if s.cache != nil {
+			if e, ok := s.byKey[string(k)]; ok {
+				s.cache.last = e
+				s.cache.Hits.Add(1)
+				e.used = true
+				var err error
+				if e.value == nil {
+					err = fn(i, Entry{}, false)
+				} else {
+					err = fn(i, Entry{Key: k, Value: e.value, Timestamp: e.ts}, true)
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			s.cache.Misses.Add(1)
+		}
+		miss = append(miss, i)
+	}
+	switch len(miss) {
+	case 0:
+		return nil
+	case 1:
+		e, ok, err := s.store.Get(keys[miss[0]])
+		if err != nil {
+			return err
+		}
+		return fn(miss[0], e, ok)
+	}
+	lo, last := keys[miss[0]], keys[miss[len(miss)-1]]
+	s.scratch = append(append(s.scratch[:0], last...), 0) // the store copies its bounds
+	hi := s.scratch
+	j := 0
+	for e, err := range s.store.Range(lo, hi) {
+		if err != nil {
+			return err
+		}
+		for j < len(miss) && bytes.Compare(keys[miss[j]], e.Key) < 0 {
+			if err := fn(miss[j], Entry{}, false); err != nil {
+				return err
+			}
+			j++
+		}
+		if j < len(miss) && bytes.Equal(keys[miss[j]], e.Key) {
+			if err := fn(miss[j], e, true); err != nil {
+				return err
+			}
+			j++
+		}
+		if j == len(miss) {
+			break // no step past the last key
+		}
+	}
+	for ; j < len(miss); j++ {
+		if err := fn(miss[j], Entry{}, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unwritten lists the keys whose updates wait in the cache, not yet in the
+// store.
+func (s *TableStore) Unwritten() [][]byte {
+	var keys [][]byte
+	for k, e := range s.byKey {
+		if e.isDirty {
+			keys = append(keys, []byte(k))
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys
 }
 
 // Update sets key to value (nil: deletes it) with timestamp ts, and forwards
