@@ -797,9 +797,11 @@ func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[str
 	checkEcho(t, env, c, total(want), exact)
 	// Local state survived the kills at its last checkpoint: the final
 	// instance replayed only a tail of the changelog, not all of it (a
-	// wiped store restores the whole changelog; a checkpoint a few slow
-	// commits behind, under the race detector on a busy machine, has been
-	// seen at a third of it: 893 of 2690 records).
+	// wiped store restores the whole changelog). Before the runtime synced
+	// pebble's write-ahead log at each commit, a killed child lost the
+	// commits still in the log's last block, and the final instance
+	// replayed a third of the changelog (893 of 2690 records, CI run 46),
+	// or all of it after a restore of a few keys.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -816,7 +818,7 @@ func finishCampaign(t *testing.T, env *kafkaenv.Env, c crashConfig, want map[str
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	restored := app.RestoredRecords()
 	t.Logf("the final instance restored %d of the %d changelog records", restored, total)
-	if total == 0 || restored > total/2 {
+	if total == 0 || restored > total/4 {
 		t.Errorf("the final instance restored %d of %d changelog records: more than a tail", restored, total)
 	}
 	// The store, once the instance has committed what it output.

@@ -404,6 +404,13 @@ func (r *Runtime) applyStateLocked() error {
 		r.posMu.Unlock()
 		t.skippedAtCommit = maps.Clone(t.t.Skipped())
 	}
+	// One sync for every task's batch: what this commit applied survives a
+	// crash (see state.Task.Commit).
+	if len(r.tasks) > 0 {
+		if err := r.db.Sync(); err != nil {
+			return fmt.Errorf("engine: apply state: %w", err)
+		}
+	}
 	return nil
 }
 

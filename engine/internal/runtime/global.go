@@ -207,6 +207,9 @@ func (g *globalTask) commit() error {
 	if err := g.st.Commit(); err != nil {
 		return err
 	}
+	if err := g.r.db.Sync(); err != nil {
+		return err
+	}
 	g.r.posMu.Lock()
 	if g.r.globalPos == nil {
 		g.r.globalPos = map[topicPartition]int64{}

@@ -384,30 +384,37 @@ func (rs *restorer) step(ctx context.Context) error {
 		if err := rs.r.fetchErrors(fetches, "restore"); err != nil {
 			return err
 		}
+		var apply error
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if j := rs.jobs[topicPartition{fp.Topic, fp.Partition}]; j != nil && fp.HighWatermark > 0 {
+			j := rs.jobs[topicPartition{fp.Topic, fp.Partition}]
+			if j == nil || apply != nil {
+				return
+			}
+			if fp.HighWatermark > 0 {
 				j.hwm = fp.HighWatermark
 			}
-		})
-		var apply error
-		fetches.EachRecord(func(rec *kgo.Record) {
-			j := rs.jobs[topicPartition{rec.Topic, rec.Partition}]
-			if j == nil || apply != nil || rec.Offset < j.pos {
-				return
+			var n int64
+			for _, rec := range fp.Records {
+				if rec.Offset < j.pos {
+					continue
+				}
+				if rec.Attrs.IsControl() {
+					// A transaction marker: it takes an offset, so the
+					// position moves past it, but it is no state.
+					j.pos = rec.Offset + 1
+					continue
+				}
+				if apply = j.apply(rec); apply != nil {
+					break
+				}
+				n++
 			}
-			if rec.Attrs.IsControl() {
-				// A transaction marker: it takes an offset, so the
-				// position moves past it, but it is no state.
-				j.pos = rec.Offset + 1
-				return
-			}
-			apply = j.apply(rec)
 			if j.standby {
-				rs.standbyN.Add(1)
+				rs.standbyN.Add(n)
 				return
 			}
-			rs.total.Add(1)
-			rs.r.m.restored(ctx, 1)
+			rs.total.Add(n)
+			rs.r.m.restored(ctx, n)
 		})
 		if apply != nil {
 			return apply

@@ -490,7 +490,17 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string) error {
 
 // round is one turn of the loop: poll, restore, process, punctuate, commit.
 func (r *Runtime) round(ctx context.Context) error {
-	pollCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	// While a task restores, the inputs of the restoring tasks are paused
+	// and the restore's own poll does the waiting: a poll of the inputs
+	// that waited too would leave the restore idle for a third of the
+	// time (100ms of every 300ms round).
+	wait := 100 * time.Millisecond
+	r.mu.Lock() // the rebalance callbacks add and remove restores
+	if r.restorer.restoring() {
+		wait = time.Millisecond
+	}
+	r.mu.Unlock()
+	pollCtx, cancel := context.WithTimeout(ctx, wait)
 	// Everything the client has fetched, not a number of records: a fetch
 	// response brings several partitions' records, and a round's workers
 	// can share only the tasks that have records. Polling 5,000 records a

@@ -24,7 +24,8 @@
 // partition only when the checkpoint is older than the changelog's log
 // start (or missing while the changelog has been compacted).
 //
-// Commits are not fsynced: see [Task.Commit] for why that is safe.
+// Commits are not synced one by one: [DB.Sync] syncs what came before it
+// (see [Task.Commit]); a Restorer syncs each Flush.
 //
 // # Key layout
 //

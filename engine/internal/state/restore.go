@@ -8,10 +8,16 @@ import (
 )
 
 // Restorer writes a changelog's records into one store partition directly,
-// without a Task, in batches of at most Options.RestoreBatchSize bytes. Each
-// batch carries the checkpoint of the records in it, so an interrupted
-// restore resumes after the last batch written and never re-applies or
-// skips a record.
+// without a Task, in batches of at most Options.RestoreBatchSize bytes of
+// records applied. Each batch carries the checkpoint of the records in it,
+// so an interrupted restore resumes after the last batch written and never
+// re-applies or skips a record.
+//
+// A batch writes each key's last record only: a store is a map, so a key's
+// last write (a value with its timestamp, or a deletion) leaves it as all
+// its writes in order would. A changelog not yet compacted holds every
+// update of a busy key (an aggregate's every update, with no record cache),
+// and writing each of them into pebble was most of a restore's time.
 //
 // A Restorer is used by one goroutine at a time. No Task may write the same
 // store partition while it restores.
@@ -21,12 +27,26 @@ type Restorer struct {
 	partition int32
 	topic     string
 	prefix    []byte
-	b         *pebble.Batch // nil when nothing is pending
-	next      int64         // checkpoint to write: the offset after the last record applied
-	committed int64         // the checkpoint in the database
+	// The pending batch: each key's last record, in recs (its index in
+	// pending), and the bytes of every record applied since the last
+	// commit. Keys and values are the caller's, kept until the commit.
+	pending   map[string]int
+	recs      []pendingRecord
+	bytes     int
+	next      int64 // checkpoint to write: the offset after the last record applied
+	committed int64 // the checkpoint in the database
 	scratch   []byte
 	closed    bool
 }
+
+// pendingRecord is a key's last record in the pending batch.
+type pendingRecord struct {
+	key, value []byte // value nil: a deletion
+	ts         int64
+}
+
+// recordOverhead is what a pending record counts for besides its bytes.
+const recordOverhead = 48
 
 // Restorer starts restoring a store partition from its changelog topic
 // (Options.ChangelogTopic), at its committed checkpoint, or at 0 without
@@ -37,7 +57,7 @@ func (db *DB) Restorer(store string, partition int32) (*Restorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), next: off, committed: off}, nil
+	return &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), pending: map[string]int{}, next: off, committed: off}, nil
 }
 
 // Topic is the changelog topic the Restorer reads.
@@ -48,7 +68,9 @@ func (r *Restorer) Topic() string { return r.topic }
 func (r *Restorer) Position() int64 { return r.next }
 
 // Apply writes one changelog record at offset: a nil value deletes the key.
-// Offsets must grow; a gap (compaction, transaction markers) is fine.
+// Offsets must grow; a gap (compaction, transaction markers) is fine. The
+// Restorer keeps key and value until the batch is committed: the caller
+// must not change them.
 func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	if r.closed {
 		return ErrClosed
@@ -56,31 +78,26 @@ func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	if offset < r.next {
 		return fmt.Errorf("engine: state: restore %s/%d: record at offset %d is behind position %d", r.topic, r.partition, offset, r.next)
 	}
+	rec := pendingRecord{key: key, value: value, ts: ts}
+	if i, ok := r.pending[string(key)]; ok {
+		r.recs[i] = rec
+	} else {
+		r.pending[string(key)] = len(r.recs)
+		r.recs = append(r.recs, rec)
+	}
+	r.next = offset + 1
+	r.bytes += len(key) + len(value) + recordOverhead
+	if r.bytes < r.db.opts.RestoreBatchSize {
+		return nil
+	}
 	if err := r.db.enter(); err != nil {
 		return err
 	}
 	defer r.db.exit()
-	if r.b == nil {
-		r.b = r.db.pdb.NewBatch()
-	}
-	r.scratch = append(append(r.scratch[:0], r.prefix...), key...)
-	var err error
-	if value == nil {
-		err = r.b.Delete(r.scratch, nil)
-	} else {
-		err = setEntry(r.b, r.scratch, value, ts)
-	}
-	if err != nil {
-		return fmt.Errorf("engine: state: restore %s/%d: %w", r.topic, r.partition, err)
-	}
-	r.next = offset + 1
-	if r.b.Len() >= r.db.opts.RestoreBatchSize {
-		return r.commit()
-	}
-	return nil
+	return r.commit(pebble.NoSync)
 }
 
-// Flush commits the records applied so far with checkpoint next, the
+// Flush commits, and syncs, the records applied so far with checkpoint next, the
 // consumer's position on the changelog partition: at least the offset after
 // the last record applied, and beyond it when the fetch stepped over
 // transaction markers or compacted offsets.
@@ -96,28 +113,41 @@ func (r *Restorer) Flush(next int64) error {
 		return err
 	}
 	defer r.db.exit()
-	return r.commit()
+	return r.commit(pebble.Sync)
 }
 
 // commit writes the pending batch with its checkpoint; the caller is inside
 // db.enter.
-func (r *Restorer) commit() error {
-	if r.b == nil && r.next == r.committed {
+func (r *Restorer) commit(sync *pebble.WriteOptions) error {
+	if len(r.recs) == 0 && r.next == r.committed {
 		return nil
 	}
-	if r.b == nil {
-		r.b = r.db.pdb.NewBatch()
-	}
-	b := r.b
-	r.b = nil
+	b := r.db.pdb.NewBatch()
 	defer b.Close()
-	err := errors.Join(
-		b.Set(checkpointKey(r.topic, r.partition), encodeOffset(r.next), nil),
-		b.Set(storeKey(r.store, r.partition), []byte(r.topic), nil),
-	)
+	var err error
+	for _, rec := range r.recs {
+		r.scratch = append(append(r.scratch[:0], r.prefix...), rec.key...)
+		if rec.value == nil {
+			err = b.Delete(r.scratch, nil)
+		} else {
+			err = setEntry(b, r.scratch, rec.value, rec.ts)
+		}
+		if err != nil {
+			break
+		}
+	}
+	clear(r.pending)
+	clear(r.recs) // let the records' buffers go
+	r.recs, r.bytes = r.recs[:0], 0
 	if err == nil {
-		// NoSync, as Task.Commit: a lost batch is replayed from the changelog.
-		err = b.Commit(pebble.NoSync)
+		err = errors.Join(
+			b.Set(checkpointKey(r.topic, r.partition), encodeOffset(r.next), nil),
+			b.Set(storeKey(r.store, r.partition), []byte(r.topic), nil),
+		)
+	}
+	if err == nil {
+		// A lost batch is replayed from the changelog; Flush syncs.
+		err = b.Commit(sync)
 	}
 	if err != nil {
 		r.next = r.committed // the records are gone; resume where the database is
@@ -134,13 +164,12 @@ func (r *Restorer) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.b == nil {
+	if len(r.recs) == 0 {
 		return nil
 	}
 	if err := r.db.enter(); err != nil {
-		r.b = nil
 		return err
 	}
 	defer r.db.exit()
-	return r.commit()
+	return r.commit(pebble.NoSync)
 }

@@ -462,6 +462,48 @@ func TestRestore(t *testing.T) {
 	}
 }
 
+// A batch writes each key's last record: many updates and deletions of a
+// few keys in one batch leave the store as applying them one by one would,
+// timestamps included, and a key deleted last is gone.
+func TestRestoreKeepsEachKeysLast(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{})
+	r, err := db.Restorer("agg", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	wantTS := map[string]int64{}
+	for i := range 1000 {
+		key := fmt.Sprintf("k%d", i%7)
+		var v []byte
+		if i%5 == 4 || i >= 990 && i%7 == 3 {
+			delete(want, key)
+		} else {
+			v = []byte(fmt.Sprintf("v%d", i))
+			want[key], wantTS[key] = string(v), int64(i)
+		}
+		if err := r.Apply(int64(i), []byte(key), v, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(1000); err != nil {
+		t.Fatal(err)
+	}
+	reader := db.Task().Store("agg", 0)
+	if n := len(strings.Fields(dump(t, reader))); n != len(want) {
+		t.Fatalf("%d keys restored, want %d: %s", n, len(want), dump(t, reader))
+	}
+	for k, v := range want {
+		e, ok, err := reader.Get([]byte(k))
+		if err != nil || !ok || string(e.Value) != v || e.Timestamp != wantTS[k] {
+			t.Errorf("%s = %q at %d (%v, %v), want %q at %d", k, e.Value, e.Timestamp, ok, err, v, wantTS[k])
+		}
+	}
+	if got := checkpoint(t, db, "agg-changelog", 0); got != "1000" {
+		t.Errorf("checkpoint %s, want 1000", got)
+	}
+}
+
 // A Commit, Discard or Close of the task inside a Range loop lets the loop
 // finish over its snapshot, and leaks nothing (openDB checks at Close).
 func TestCommitAndDiscardInRange(t *testing.T) {

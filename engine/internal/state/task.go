@@ -112,12 +112,18 @@ func (t *Task) SetCheckpoint(topic string, partition int32, offset int64) error 
 // the Kafka commit (or transaction) that produced the matching changelog
 // records succeeded.
 //
-// The batch is written without fsync. A process crash keeps it (it is in
-// the write-ahead log); a machine crash may lose the last commits, but a
-// batch is recovered whole or not at all, so local state is still the state
-// at the checkpoints stored with it, and restoring replays the changelog
-// from there. The changelog is the source of truth; fsync would buy only a
-// shorter replay. After an error the pending writes are gone.
+// The batch is not yet durable when Commit returns: pebble keeps the
+// write-ahead log's last block (up to 32 KiB) in memory until it fills or
+// something syncs it, so a crash, of the process or of the machine, may
+// lose the last commits. [DB.Sync] makes every commit before it durable;
+// the runtime calls it once per commit round. Either way a batch is
+// recovered whole or not at all, so local state is the state at the
+// checkpoints stored with it, and restoring replays the changelog from
+// there: the changelog is the source of truth, and a lost commit costs only
+// a longer replay. (Before the runtime synced, an instance killed seconds
+// after a restore of a few keys lost the restore whole — every write since
+// it opened fit in the block — and the next start restored everything.)
+// After an error the pending writes are gone.
 func (t *Task) Commit() error {
 	if err := t.enter(); err != nil {
 		return err
