@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/oxbow-dev/oxbow/oxbowtest"
 )
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // A broker in a container takes records and hands them back, with the test

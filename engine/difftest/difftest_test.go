@@ -7,6 +7,8 @@ import (
 	"os"
 	"regexp"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 var (
@@ -36,6 +38,13 @@ func TestMain(m *testing.M) {
 	if ks != nil {
 		if err := ks.close(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	// After the teardown: the Kafka Streams process's goroutines end with it.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}

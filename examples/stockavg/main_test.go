@@ -13,11 +13,17 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 	"github.com/oxbow-dev/oxbow/internal/await"
 )
+
+// No goroutine a test started outlives the tests.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // The example, in-process, fed known trades through its topic — some out
 // of order, one too late for its moving-average windows but not for its
