@@ -143,8 +143,20 @@ type Config struct {
 	// read-committed readers of its topics meanwhile. Default: 10s.
 	TransactionTimeout time.Duration
 	// CacheBytes bounds the instance's record cache, shared by its tasks;
-	// negative disables it. Default: 10 MiB.
+	// negative disables it. Default: 10 MiB, or MemoryBudget's share.
 	CacheBytes int64
+	// MemoryBudget is the memory the instance may use, in bytes, divided
+	// between pebble's block cache (1/4) and memtables (1/8), the record
+	// cache (1/16, unless CacheBytes is set), each Kafka fetch (1/16) and a
+	// soft limit on the Go heap (5/8, the rest: GOMEMLIMIT, process-wide,
+	// the sum of the running Apps' shares; not set if the process has a
+	// limit of its own). The resident set stays near the budget whatever
+	// the state's size: the store's data past the block cache stays on disk
+	// (and in the kernel's page cache, which is not the process's). At
+	// least 64 MiB. Default 0: no budget, each part at its own default — a
+	// 64 MiB block cache, 16 MiB memtables, a 10 MiB record cache,
+	// franz-go's 50 MiB fetches, no heap limit.
+	MemoryBudget int64
 	// StandbyReplicas is the number of warm copies of each task's state kept
 	// on other instances (as many as there are other instances, at most):
 	// standby tasks follow the changelogs of the task's persistent stores,
@@ -285,6 +297,9 @@ type App struct {
 	cfg   Config
 	top   *Topology
 	kopts []kgo.Opt // KafkaSecurity's options and KafkaOptions
+	// heapShare is the instance's share of the Go heap limit while it runs
+	// (MemoryBudget); 0: none.
+	heapShare int64
 }
 
 var _ Queryable = (*App)(nil)
@@ -350,8 +365,18 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if cfg.PurgeInterval == 0 {
 		cfg.PurgeInterval = 30 * time.Second
 	}
+	if err := checkBudget(cfg.MemoryBudget); err != nil {
+		errs = append(errs, err)
+	}
+	var shares memoryShares
+	if cfg.MemoryBudget > 0 {
+		shares = splitBudget(cfg.MemoryBudget)
+	}
 	if cfg.CacheBytes == 0 {
 		cfg.CacheBytes = 10 << 20
+		if shares.recordCache > 0 {
+			cfg.CacheBytes = shares.recordCache
+		}
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = goruntime.GOMAXPROCS(0)
@@ -362,6 +387,10 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	kopts, err := cfg.KafkaSecurity.Opts()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("engine: KafkaSecurity: %w", err))
+	}
+	if shares.fetch > 0 {
+		// Before KafkaOptions, which may say otherwise.
+		kopts = append(kopts, kgo.FetchMaxBytes(int32(shares.fetch)))
 	}
 	kopts = append(kopts, cfg.KafkaOptions...)
 	var tracer trace.Tracer = tracenoop.NewTracerProvider().Tracer("oxbow")
@@ -382,6 +411,8 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		CommitInterval:     cfg.CommitInterval,
 		PurgeInterval:      cfg.PurgeInterval,
 		CacheBytes:         max(cfg.CacheBytes, 0),
+		BlockCacheBytes:    shares.blockCache,
+		MemTableBytes:      shares.memTable,
 		Workers:            cfg.Workers,
 		MaxTaskIdle:        cfg.MaxTaskIdle,
 		AdvertisedAddr:     cfg.AdvertisedAddr,
@@ -419,7 +450,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{rt: rt, group: group, cfg: cfg, top: t, kopts: kopts}, nil
+	return &App{rt: rt, group: group, cfg: cfg, top: t, kopts: kopts, heapShare: shares.heap}, nil
 }
 
 // Run runs the instance until ctx is cancelled or Close is called (then it
@@ -429,6 +460,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 // inputs up to the ends they had when Run started (see Batch). Kafka going
 // away does not end it before TaskTimeout.
 func (a *App) Run(ctx context.Context) error {
+	defer addHeapShare(a, a.heapShare)()
 	if a.cfg.Batch {
 		return a.runBatch(ctx)
 	}

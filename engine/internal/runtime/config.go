@@ -182,6 +182,11 @@ type Config struct {
 	// to the dead-letter topic (stage "late") besides being counted.
 	DeadLetterLate bool
 
+	// BlockCacheBytes and MemTableBytes size the state's pebble block
+	// cache and memtables (0: state.Options' defaults).
+	BlockCacheBytes int64
+	MemTableBytes   int64
+
 	// MaxBufferedRecords bounds the records waiting in one task's queues
 	// before its partitions are paused.
 	MaxBufferedRecords int

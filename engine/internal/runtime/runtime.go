@@ -323,6 +323,8 @@ func (r *Runtime) setup(ctx context.Context) error {
 		plan.partitions[r.cfg.DeadLetterTopic] = 1
 	}
 	r.db, err = state.Open(r.cfg.StateDir, state.Options{
+		CacheSize:    r.cfg.BlockCacheBytes,
+		MemTableSize: uint64(r.cfg.MemTableBytes),
 		ChangelogTopic: func(store string) string {
 			return plan.name(topo.TopicRef{Name: topo.ChangelogTopic(store), Internal: true})
 		},
