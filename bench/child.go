@@ -27,6 +27,7 @@ type childFlags struct {
 	brokers                   string
 	commitMs                  int
 	cacheBytes                int64
+	memoryBudget              int64 // engine.Config.MemoryBudget; 0: none
 	workers                   int
 	stateDir                  string
 	// The producers' settings: 0, -1 and "" leave franz-go's defaults.
@@ -44,7 +45,7 @@ type childFlags struct {
 func (c childFlags) args() []string {
 	return []string{"-child", c.kind, "-topology", c.topology, "-guarantee", c.guarantee, "-input", c.input, "-table", c.table,
 		"-output", c.output, "-app", c.app, "-brokers", c.brokers, "-commit-ms", fmt.Sprint(c.commitMs),
-		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir,
+		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-memory-budget", fmt.Sprint(c.memoryBudget), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir,
 		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression,
 		"-leave=" + fmt.Sprint(c.leave), "-restore-stats=" + fmt.Sprint(c.restoreStats), "-serve", c.serve}
 }
@@ -64,6 +65,7 @@ func runChild(args []string) int {
 	fs.StringVar(&c.brokers, "brokers", "", "")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "")
+	fs.Int64Var(&c.memoryBudget, "memory-budget", 0, "")
 	fs.IntVar(&c.workers, "workers", 2, "")
 	fs.StringVar(&c.stateDir, "state-dir", "", "")
 	fs.IntVar(&c.batchBytes, "batch-bytes", 0, "")
@@ -136,7 +138,7 @@ func runOxbow(ctx context.Context, c childFlags) error {
 		logger = slog.New(&restoreLogHandler{next: logger.Handler(), log: restores})
 	}
 	app, err := engine.NewApp(top, engine.Config{AppID: c.app, Brokers: strings.Split(c.brokers, ","), Guarantee: g,
-		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, Workers: c.workers, StateDir: c.stateDir,
+		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, MemoryBudget: c.memoryBudget, Workers: c.workers, StateDir: c.stateDir,
 		KafkaOptions: popts, Logger: logger, LeaveGroupOnClose: c.leave})
 	if err != nil {
 		return err
@@ -156,7 +158,7 @@ func runOxbow(ctx context.Context, c childFlags) error {
 		fmt.Printf("RESTORED records=%d logged=%d seconds=%.6f ready=%.6f\n", app.RestoredRecords(), records, seconds, ready.Sub(start).Seconds())
 	}
 	if c.serve != "" {
-		stop, err := serveCounts(app, c.serve)
+		stop, err := serveStore(app, c.topology, c.serve)
 		if err != nil {
 			return err
 		}

@@ -56,6 +56,14 @@
 // search. Every answer, outcome and final state is checked as the outputs
 // are.
 //
+// With -curves it writes no report but measures how costs grow
+// (curves.go): restore time and point-read latency against the store's
+// size, throughput and peak RSS against distinct keys and against
+// partitions, each point -curve-reps times, into bench/curves (points as
+// JSON lines, SVG plots, a README of tables):
+//
+//	go run ./bench -curves restore,keys,partitions
+//
 // The smoke (CI) runs every code path once on a small input: each
 // baseline but Kafka Streams' passthrough exactly once, every Oxbow
 // topology at both guarantees, each Kafka Streams twin at one (at least
@@ -112,6 +120,7 @@ type benchConfig struct {
 	latencyReps int
 	commitMs    int
 	cacheBytes  int64
+	memBudget   int64 // Oxbow's MemoryBudget; 0: none
 	threads     int
 	configs     []engineConfig
 	configName  string       // -config
@@ -144,6 +153,7 @@ func runBench(args []string) int {
 	fs.BoolVar(&c.pin, "pin", true, "pin the broker and the harness to half the CPUs, each measured process to the others (taskset; 2 CPUs at least)")
 	fs.IntVar(&c.commitMs, "commit-ms", 1000, "commit interval at least once (exactly once: 100ms, both engines' default)")
 	fs.Int64Var(&c.cacheBytes, "cache-bytes", 10<<20, "record cache bytes (both engines; 0: no cache on either)")
+	fs.Int64Var(&c.memBudget, "memory-budget", 0, "Oxbow's MemoryBudget, bytes (0: none; -curves: 256 MiB unless set)")
 	fs.IntVar(&c.threads, "threads", runtime.NumCPU(), "Oxbow workers and Kafka Streams threads")
 	fs.StringVar(&c.configName, "config", "both", "the engines' configurations: defaults, tuned (aligned and tuned) or both (-smoke: tuned)")
 	batchBytes := fs.Int("tuned-batch-bytes", tunedBatchBytes, "the tuned configuration's producer batch size, every side")
@@ -156,6 +166,15 @@ func runBench(args []string) int {
 	fs.DurationVar(&c.phases.LoadFor, "load-for", c.phases.LoadFor, "http-read and commands: how long each fixed rate is measured")
 	fs.DurationVar(&c.phases.LoadWarmup, "load-warmup", c.phases.LoadWarmup, "http-read and commands: how long each fixed rate runs before it is measured")
 	fs.DurationVar(&c.phases.StepFor, "step-for", c.phases.StepFor, "http-read and commands: how long each step of the rate search is measured (after a fifth of it not)")
+	curveNamesFlag := fs.String("curves", "", "run no report: measure these comma-separated curves ("+strings.Join(curveNames, ",")+") into -curve-dir (curves.go)")
+	cs := curveSettings{}
+	fs.IntVar(&cs.reps, "curve-reps", 3, "curves: repetitions of each point")
+	fs.StringVar(&cs.dir, "curve-dir", "bench/curves", "curves: where the points, plots and README.md go")
+	restoreGB := fs.String("restore-gb", "0.25,1,2", "curves: the restore curve's changelog sizes, GB of keys and values")
+	curveKeys := fs.String("curve-keys", "10000,100000,1000000,10000000", "curves: the keys curve's distinct keys")
+	curvePartitions := fs.String("curve-partitions", "6,24,96", "curves: the partitions curve's partition counts")
+	fs.Float64Var(&cs.readRate, "curve-read-rate", 2000, "curves: the restore curve's point reads a second")
+	fs.DurationVar(&cs.readFor, "curve-read-for", 20*time.Second, "curves: how long the restore curve's point reads are measured (after a fifth of it not)")
 	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -234,6 +253,35 @@ func runBench(args []string) int {
 			}
 		}
 	}
+	if *curveNamesFlag != "" {
+		var errs []error
+		for _, name := range strings.Split(*curveNamesFlag, ",") {
+			if name = strings.TrimSpace(name); !slices.Contains(curveNames, name) {
+				errs = append(errs, fmt.Errorf("-curves: no curve %q (%s)", name, strings.Join(curveNames, ", ")))
+			}
+			cs.names = append(cs.names, name)
+		}
+		var err error
+		if cs.restoreGB, err = parseList(*restoreGB, strconv.ParseFloat); err != nil {
+			errs = append(errs, fmt.Errorf("-restore-gb: %w", err))
+		}
+		if cs.keys, err = parseList(*curveKeys, func(s string, _ int) (int, error) { return strconv.Atoi(s) }); err != nil {
+			errs = append(errs, fmt.Errorf("-curve-keys: %w", err))
+		}
+		if cs.partitions, err = parseList(*curvePartitions, func(s string, _ int) (int, error) { return strconv.Atoi(s) }); err != nil {
+			errs = append(errs, fmt.Errorf("-curve-partitions: %w", err))
+		}
+		if !isFlagSet(fs, "memory-budget") {
+			c.memBudget = curveMemoryBudget
+		}
+		if cs.reps < 1 || cs.readRate <= 0 || cs.readFor <= 0 {
+			errs = append(errs, errors.New("-curve-reps, -curve-read-rate and -curve-read-for must be positive"))
+		}
+		if len(errs) > 0 {
+			fmt.Fprintln(os.Stderr, "bench:", errors.Join(errs...))
+			return 2
+		}
+	}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			c.brokers = append(c.brokers, b)
@@ -258,6 +306,13 @@ func runBench(args []string) int {
 			return 1
 		}
 		c.brokers = b
+	}
+	if len(cs.names) > 0 {
+		if err := curves(ctx, c, cs); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	if c.kstreams {
 		jar, err := buildKStreams(ctx)
@@ -291,6 +346,19 @@ func (c benchConfig) write(rep *report) int {
 		return 1
 	}
 	return 0
+}
+
+// parseList parses a comma-separated list of positive numbers.
+func parseList[T int | float64](s string, parse func(string, int) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func isFlagSet(fs *flag.FlagSet, name string) bool {

@@ -86,10 +86,19 @@ func (h *restoreLogHandler) WithGroup(name string) slog.Handler {
 	return &restoreLogHandler{next: h.next.WithGroup(name), log: h.log}
 }
 
-// serveCounts serves the count topology's store as the view "counts" over
-// HTTP at addr (httpapi) and prints "SERVING <base URL>".
-func serveCounts(app *engine.App, addr string) (stop func(), err error) {
-	view, err := projection.NewKeyValue("counts", "counts", serde.String, serde.Int64)
+// serveStore serves the topology's store over HTTP at addr (httpapi) and
+// prints "SERVING <base URL>": the count topology's as the view "counts",
+// the kv topology's as "kv".
+func serveStore(app *engine.App, topology, addr string) (stop func(), err error) {
+	var view *projection.View
+	switch topology {
+	case "count":
+		view, err = projection.NewKeyValue("counts", "counts", serde.String, serde.Int64)
+	case "kv":
+		view, err = projection.NewKeyValue("kv", "kv", serde.String, serde.String)
+	default:
+		err = fmt.Errorf("the %s topology has no store to serve", topology)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,7 @@ type report struct {
 type runner struct {
 	c            benchConfig
 	adm          *kadm.Client
+	cl           *kgo.Client // the loads' producer (adm's client)
 	live         *kgo.Client // the latency phases' producer
 	id           string
 	input, table string
@@ -97,28 +98,11 @@ type runner struct {
 
 func bench(ctx context.Context, c benchConfig) (*report, error) {
 	rep := &report{started: time.Now(), revision: revisionOf(".")}
-	// A short metadata age: a run's new topics are listed as soon as the
-	// broker has them, not 5 s later (franz-go's default MetadataMinAge),
-	// which every run used to wait in createTopics.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
-		kgo.MetadataMinAge(100*time.Millisecond))
+	rn, cl, err := newRunner(c, rep)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	// The latency phases' records go out as they come.
-	live, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(0))
-	if err != nil {
-		return nil, err
-	}
-	defer live.Close()
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	id := strconv.FormatInt(time.Now().Unix(), 36)
-	rn := &runner{c: c, adm: kadm.NewClient(cl), live: live, id: id, input: "oxbench-" + id + "-input", table: "oxbench-" + id + "-table",
-		self: self, rep: rep}
+	defer rn.close()
 	if err := createTopics(ctx, rn.adm, c.partitions, rn.input, rn.table); err != nil {
 		return nil, err
 	}
@@ -231,6 +215,39 @@ func bench(ctx context.Context, c benchConfig) (*report, error) {
 	return rep, nil
 }
 
+// newRunner connects the runner's clients (cl: the loads' producer); the
+// caller pins, and closes the runner.
+func newRunner(c benchConfig, rep *report) (*runner, *kgo.Client, error) {
+	// A short metadata age: a run's new topics are listed as soon as the
+	// broker has them, not 5 s later (franz-go's default MetadataMinAge),
+	// which every run used to wait in createTopics.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	// The latency phases' records go out as they come.
+	live, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		cl.Close()
+		live.Close()
+		return nil, nil, err
+	}
+	id := strconv.FormatInt(time.Now().Unix(), 36)
+	return &runner{c: c, adm: kadm.NewClient(cl), cl: cl, live: live, id: id, input: "oxbench-" + id + "-input", table: "oxbench-" + id + "-table",
+		self: self, rep: rep}, cl, nil
+}
+
+func (rn *runner) close() {
+	rn.live.Close()
+	rn.cl.Close()
+}
+
 // logf logs a line to standard error, with the time since the start.
 func (rn *runner) logf(format string, args ...any) {
 	d := time.Since(rn.rep.started).Round(time.Second)
@@ -262,7 +279,7 @@ func (rn *runner) command(ctx context.Context, s spec, input, output, group, dir
 			kind = "oxbow"
 		}
 		f := childFlags{kind: kind, topology: s.topology, guarantee: s.guarantee, input: input, table: rn.table, output: output, app: group,
-			brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, s.guarantee), cacheBytes: c.cacheBytes, workers: c.threads, stateDir: dir,
+			brokers: strings.Join(c.brokers, ","), commitMs: commitMs(c, s.guarantee), cacheBytes: c.cacheBytes, memoryBudget: c.memBudget, workers: c.threads, stateDir: dir,
 			batchBytes: cfg.batchBytes, lingerMs: cfg.lingerMs(), compression: cfg.compression}
 		return rn.pin.command(ctx, cfg.goEnv(os.Environ()), rn.self, f.args()...)
 	}

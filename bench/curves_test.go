@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFmtNum(t *testing.T) {
+	for v, want := range map[float64]string{12: "12", 12.5: "12.5", 0.1234: "0.123", 1234567: "1,230,000", 999.6: "1,000", 250: "250", -4321: "-4,320"} {
+		if got := fmtNum(v); got != want {
+			t.Errorf("fmtNum(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// The README's cells are the medians over the repetitions with their
+// range, and every plot is drawn, one line of medians a series.
+func TestCurvesReadme(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "keys.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(f)
+	for i, v := range []float64{300, 100, 200} {
+		if err := enc.Encode(curvePoint{Curve: "keys", X: 1000, Rep: i, Values: map[string]float64{"records_per_s": v, "peak_rss_mb": 50}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Encode(curvePoint{Curve: "keys", X: 10, Rep: 0, Values: map[string]float64{"records_per_s": 7}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := writeCurvesReadme(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{"| 10 | 1 | – | 7 |", "| 1,000 | 3 | – | 200 [100–300] |", "![Count throughput against keys](keys-throughput.svg)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("README lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "## Restore") {
+		t.Error("README has a section for a curve with no points")
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "keys-throughput.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(svg), "<circle"); n != 4 {
+		t.Errorf("the throughput plot has %d dots, want 4 (one a repetition)", n)
+	}
+}
