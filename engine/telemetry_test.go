@@ -226,6 +226,19 @@ func TestTelemetryMetrics(t *testing.T) {
 	if n, least := telHistogram(ms, "oxbow.process.latency"); n != uint64(len(recs1)+len(recs2)) || least < 0 {
 		t.Errorf("oxbow.process.latency: %d observations (smallest %v), want %d", n, least, len(recs1)+len(recs2))
 	}
+	// The memory pebble holds for the state, by part, the group named.
+	mem := telInt64s(ms, "oxbow.state.memory")
+	var parts []string
+	for key, v := range mem {
+		group, part, _ := strings.Cut(key, ",")
+		if group != "group="+k.prefix+"-v7" || v < 0 || part == "part=memtables" && v == 0 {
+			t.Errorf("oxbow.state.memory: %s = %d", key, v)
+		}
+		parts = append(parts, part)
+	}
+	if slices.Sort(parts); !slices.Equal(parts, []string{"part=block_cache", "part=memtables"}) {
+		t.Errorf("oxbow.state.memory: %v, want the memtables and the block cache", mem)
+	}
 	if got := a.Skipped(); got["decode-error"] != 1 {
 		t.Errorf("App.Skipped: %v, want decode-error: 1", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -21,9 +22,14 @@ import (
 // PrometheusMetrics returns a MeterProvider for engine.Config.MeterProvider
 // (the engine's instruments, and any of the application's) and a handler
 // that serves what it records in Prometheus' text format, for
-// Config.Metrics. Shut the provider down when the instance stops.
+// Config.Metrics, with the Go runtime's (go_*: heap, goroutines, GC) and
+// the process's (process_*: CPU, resident memory, open files). Shut the
+// provider down when the instance stops.
 func PrometheusMetrics() (*sdkmetric.MeterProvider, http.Handler, error) {
 	reg := prometheus.NewRegistry()
+	if err := errors.Join(reg.Register(collectors.NewGoCollector()), reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
+		return nil, nil, fmt.Errorf("httpapi: the runtime's collectors: %w", err)
+	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, nil, fmt.Errorf("httpapi: a Prometheus exporter: %w", err)

@@ -38,6 +38,12 @@ func TestPrometheusMetrics(t *testing.T) {
 	if status != 200 || !strings.Contains(body, "oxbow_test_requests_total") || !strings.Contains(body, " 3") {
 		t.Errorf("/metrics: %d %s", status, body)
 	}
+	// The runtime's and the process's, for a soak or a dashboard.
+	for _, name := range []string{"go_goroutines ", "go_memstats_heap_inuse_bytes ", "process_resident_memory_bytes ", "process_open_fds "} {
+		if !strings.Contains(body, "\n"+name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
 }
 
 // accepting is a Submitter that accepts every command but "bad".

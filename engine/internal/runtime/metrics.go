@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/oxbow-dev/oxbow/engine/internal/state"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
@@ -35,7 +36,10 @@ type metrics struct {
 	cacheHits        atomic.Int64
 	cacheMisses      atomic.Int64
 	workers          atomic.Int64
-	reg              metric.Registration
+	// db is the instance's state while it is open, for the gauge of the
+	// memory pebble holds.
+	db  atomic.Pointer[state.DB]
+	reg metric.Registration
 }
 
 // close unregisters the gauges' callback.
@@ -62,12 +66,12 @@ var (
 	latenessBuckets = []float64{0.001, 0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
 )
 
-func newMetrics(m metric.Meter) (*metrics, error) {
+func newMetrics(m metric.Meter, group string) (*metrics, error) {
 	x := &metrics{enabled: m != nil}
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("oxbow")
 	}
-	var errs [11]error
+	var errs [11]error // e11 joins errs[6]
 	x.recordsProcessed, errs[0] = m.Int64Counter("oxbow.records.processed", metric.WithDescription("Records processed, by input topic."))
 	x.processLatency, errs[1] = m.Float64Histogram("oxbow.process.latency", metric.WithUnit("s"), metric.WithDescription("Time to process one record through its sub-topology."),
 		metric.WithExplicitBucketBoundaries(processBuckets...))
@@ -81,9 +85,14 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	lag, e7 := m.Int64ObservableGauge("oxbow.consumer.lag", metric.WithDescription("Records between the last one processed and the partition's high watermark."))
 	hitRatio, e8 := m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."))
 	workers, e9 := m.Int64ObservableGauge("oxbow.workers", metric.WithDescription("Goroutines processing the instance's tasks (Config.Workers, or as App.SetWorkers set it)."))
+	stateMemory, e11 := m.Int64ObservableGauge("oxbow.state.memory", metric.WithUnit("By"),
+		metric.WithDescription("Memory the instance's state store (pebble) has allocated, by part: memtables (writes not yet flushed, the queued ones too) and block_cache; outside the Go heap when built with cgo."))
 	x.panics, errs[8] = m.Int64Counter("oxbow.panics", metric.WithDescription("Panics in user code recovered by the engine (each also counts as a processing error)."))
 	x.reconnects, errs[10] = m.Int64Counter("oxbow.kafka.reconnects", metric.WithDescription("Rounds Kafka failed (a broker away, a transaction its coordinator aborted) after which the instance closed its tasks and reconnected."))
-	errs[6] = errors.Join(e6, e7, e8, e9)
+	errs[6] = errors.Join(e6, e7, e8, e9, e11)
+	groupAttr := attribute.String("group", group)
+	memtables := metric.WithAttributes(groupAttr, attribute.String("part", "memtables"))
+	blockCache := metric.WithAttributes(groupAttr, attribute.String("part", "block_cache"))
 	// One callback, unregistered when the instance stops, so that a process
 	// running many instances one after another does not keep them alive.
 	x.reg, errs[7] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -97,8 +106,14 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		if h, m := x.cacheHits.Load(), x.cacheMisses.Load(); h+m > 0 {
 			o.ObserveFloat64(hitRatio, float64(h)/float64(h+m))
 		}
+		if db := x.db.Load(); db != nil {
+			if pm := db.PebbleMetrics(); pm != nil { // nil: closed since
+				o.ObserveInt64(stateMemory, int64(pm.MemTable.Size), memtables)
+				o.ObserveInt64(stateMemory, pm.BlockCache.Size, blockCache)
+			}
+		}
 		return nil
-	}, remaining, lag, hitRatio, workers)
+	}, remaining, lag, hitRatio, workers, stateMemory)
 	return x, errors.Join(errs[:]...)
 }
 

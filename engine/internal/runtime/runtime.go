@@ -157,7 +157,7 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 	if cfg.MaxBufferedRecords <= 0 {
 		cfg.MaxBufferedRecords = 10000
 	}
-	m, err := newMetrics(cfg.Meter)
+	m, err := newMetrics(cfg.Meter, cfg.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -333,6 +333,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.m.db.Store(r.db)
 	if subs := r.globalSubs(); len(subs) > 0 {
 		if r.global, err = newGlobalTask(r, subs, base); err != nil {
 			return err
@@ -826,6 +827,7 @@ func (r *Runtime) teardown(err error) {
 		r.adm.Close()
 	}
 	if r.db != nil {
+		r.m.db.Store(nil)
 		if err := r.db.Close(); err != nil {
 			r.log.Warn("close state", "err", err)
 		}
