@@ -22,7 +22,7 @@ import (
 // The curves (-curves): how Oxbow's costs grow with the size of what it
 // holds, each measured at several sizes on this machine, -curve-reps
 // times a point, written to -curve-dir as JSON lines (<curve>.jsonl, one
-// line a point's repetition), SVG plots and a README.md of tables that
+// line a point's repetition), PNG plots (gonum/plot) and a README.md of tables that
 // every curve's file there makes:
 //
 //   - restore: a fresh instance restoring a table's store of -restore-gb
@@ -444,37 +444,37 @@ var curveDocs = map[string]curveDoc{
 			"against a franz-go consumer reading the same changelog; then serves it, and point reads of random keys (the block cache holds a " +
 			"fraction of the store) run open loop at a fixed rate.",
 		table: []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
-			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MB"}, {"restore_rss_mb", "peak RSS MB"}, {"read_p50_ms", "read p50 ms"},
+			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
 			{"read_p99_ms", "read p99 ms"}},
 		plots: []curvePlot{
-			{file: "restore-rate.svg", title: "Restore against the raw consume", xLabel: "changelog GB", yLabel: "MB/s",
+			{file: "restore-rate.png", title: "Restore against the raw consume", xLabel: "changelog GB", yLabel: "MB/s",
 				series: []curveSeries{{"restore_mb_s", "Oxbow restore"}, {"raw_mb_s", "franz-go consume"}}},
-			{file: "restore-reads.svg", title: "HTTP point reads of random keys", xLabel: "changelog GB", yLabel: "ms",
+			{file: "restore-reads.png", title: "HTTP point reads of random keys", xLabel: "changelog GB", yLabel: "ms",
 				series: []curveSeries{{"read_p50_ms", "p50"}, {"read_p99_ms", "p99"}}},
 		},
 	},
 	"keys": {
 		title: "The count against distinct keys", xLabel: "keys",
-		about: "The count topology at least once, the engine's defaults, one instance (2 workers) on one CPU; as many input records as keys, " +
-			"2M at least, 6 partitions.",
+		about: "The count topology at least once, the engine's defaults but a MemoryBudget, one instance (2 workers) on one CPU; as many input records as keys, " +
+			"-records (5M) at least, 6 partitions; the changelog records are the ones written (the record cache absorbs repeated keys).",
 		table: []curveSeries{{"records", "records"}, {"records_per_s", "records/s"}, {"steady_records_per_s", "steady records/s"},
-			{"budget_mb", "budget MB"}, {"peak_rss_mb", "peak RSS MB"}, {"changelog_records", "changelog records"}},
+			{"budget_mb", "budget MiB"}, {"peak_rss_mb", "peak RSS MiB"}, {"changelog_records", "changelog records"}},
 		plots: []curvePlot{
-			{file: "keys-throughput.svg", title: "Count throughput against keys", xLabel: "distinct keys", yLabel: "records/s", logX: true,
+			{file: "keys-throughput.png", title: "Count throughput against keys", xLabel: "distinct keys", yLabel: "records/s", logX: true,
 				series: []curveSeries{{"records_per_s", "end to end"}, {"steady_records_per_s", "steady window"}}},
-			{file: "keys-rss.svg", title: "Peak RSS against keys", xLabel: "distinct keys", yLabel: "MB", logX: true,
+			{file: "keys-rss.png", title: "Peak RSS against keys", xLabel: "distinct keys", yLabel: "MiB", logX: true,
 				series: []curveSeries{{"peak_rss_mb", "peak RSS"}, {"budget_mb", "MemoryBudget"}}},
 		},
 	},
 	"partitions": {
 		title: "The count against input partitions", xLabel: "partitions",
-		about: "The count topology at least once, the engine's defaults, one instance (2 workers) on one CPU, every partition's task on it.",
+		about: "The count topology at least once, the engine's defaults but a MemoryBudget, one instance (2 workers) on one CPU, every partition's task on it.",
 		table: []curveSeries{{"records", "records"}, {"keys", "keys"}, {"records_per_s", "records/s"}, {"steady_records_per_s", "steady records/s"},
-			{"budget_mb", "budget MB"}, {"peak_rss_mb", "peak RSS MB"}},
+			{"budget_mb", "budget MiB"}, {"peak_rss_mb", "peak RSS MiB"}},
 		plots: []curvePlot{
-			{file: "partitions-throughput.svg", title: "Count throughput against partitions", xLabel: "partitions", yLabel: "records/s", logX: true,
+			{file: "partitions-throughput.png", title: "Count throughput against partitions", xLabel: "partitions", yLabel: "records/s", logX: true,
 				series: []curveSeries{{"records_per_s", "end to end"}, {"steady_records_per_s", "steady window"}}},
-			{file: "partitions-rss.svg", title: "Peak RSS against partitions", xLabel: "partitions", yLabel: "MB", logX: true,
+			{file: "partitions-rss.png", title: "Peak RSS against partitions", xLabel: "partitions", yLabel: "MiB", logX: true,
 				series: []curveSeries{{"peak_rss_mb", "peak RSS"}, {"budget_mb", "MemoryBudget"}}},
 		},
 	},
@@ -577,8 +577,8 @@ func writeCurvesReadme(dir string) error {
 			b.WriteString("\n")
 		}
 		for _, pl := range doc.plots {
-			if err := os.WriteFile(filepath.Join(dir, pl.file), []byte(plotSVG(pl, pts)), 0o644); err != nil {
-				return err
+			if err := plotPNG(pl, pts, filepath.Join(dir, pl.file)); err != nil {
+				return fmt.Errorf("%s: %w", pl.file, err)
 			}
 			fmt.Fprintf(&b, "\n![%s](%s)\n", pl.title, pl.file)
 		}

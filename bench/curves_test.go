@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func TestFmtNum(t *testing.T) {
@@ -42,7 +45,7 @@ func TestCurvesReadme(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	for _, want := range []string{"| 10 | 1 | – | 7 |", "| 1,000 | 3 | – | 200 [100–300] |", "![Count throughput against keys](keys-throughput.svg)"} {
+	for _, want := range []string{"| 10 | 1 | – | 7 |", "| 1,000 | 3 | – | 200 [100–300] |", "![Count throughput against keys](keys-throughput.png)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("README lacks %q:\n%s", want, md)
 		}
@@ -50,11 +53,29 @@ func TestCurvesReadme(t *testing.T) {
 	if strings.Contains(md, "## Restore") {
 		t.Error("README has a section for a curve with no points")
 	}
-	svg, err := os.ReadFile(filepath.Join(dir, "keys-throughput.svg"))
+	img, err := os.Open(filepath.Join(dir, "keys-throughput.png"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(svg), "<circle"); n != 4 {
-		t.Errorf("the throughput plot has %d dots, want 4 (one a repetition)", n)
+	defer img.Close()
+	cfg, err := png.DecodeConfig(img)
+	if err != nil {
+		t.Fatalf("keys-throughput.png: %v", err)
 	}
+	if cfg.Width < 300 || cfg.Height < 200 {
+		t.Errorf("the throughput plot is %d×%d pixels", cfg.Width, cfg.Height)
+	}
+	d := seriesData(curveDocs["keys"].plots[0], readPoints(t, filepath.Join(dir, "keys.jsonl")))
+	if len(d[0].dots) != 4 || len(d[0].medians) != 2 || d[0].medians[1] != (plotter.XY{X: 1000, Y: 200}) {
+		t.Errorf("the throughput series is drawn as %d dots and medians %v, want 4 dots (one a repetition) and medians at 10 and 1,000 (200)", len(d[0].dots), d[0].medians)
+	}
+}
+
+func readPoints(t *testing.T, path string) []curvePoint {
+	t.Helper()
+	pts, err := readCurve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pts
 }

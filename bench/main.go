@@ -60,9 +60,22 @@
 // (curves.go): restore time and point-read latency against the store's
 // size, throughput and peak RSS against distinct keys and against
 // partitions, each point -curve-reps times, into bench/curves (points as
-// JSON lines, SVG plots, a README of tables):
+// JSON lines, PNG plots, a README of tables):
 //
 //	go run ./bench -curves restore,keys,partitions
+//
+// -curves-render redraws the README and plots of -curve-dir from its
+// points, measuring nothing.
+//
+// With -soak DURATION it runs the shoe store for that long on real Kafka
+// and PostgreSQL under steady load (soak.go): commands, view reads, a
+// change feed, prices changed in the database and captured; it samples the
+// store's RSS, heap, goroutines, open files and state on disk every
+// -soak-every, fails unless each is flat after -soak-warmup and the views
+// agree with the load at the end, and writes the samples, fits and plots
+// to -soak-dir (bench/soak: an hour's; CI runs five minutes):
+//
+//	go run ./bench -soak 1h
 //
 // The smoke (CI) runs every code path once on a small input: each
 // baseline but Kafka Streams' passthrough exactly once, every Oxbow
@@ -175,6 +188,14 @@ func runBench(args []string) int {
 	curvePartitions := fs.String("curve-partitions", "6,24,96", "curves: the partitions curve's partition counts")
 	fs.Float64Var(&cs.readRate, "curve-read-rate", 2000, "curves: the restore curve's point reads a second")
 	fs.DurationVar(&cs.readFor, "curve-read-for", 20*time.Second, "curves: how long the restore curve's point reads are measured (after a fifth of it not)")
+	curvesRender := fs.Bool("curves-render", false, "measure nothing: rewrite -curve-dir's README.md and plots from its points")
+	ss := soakSettings{}
+	fs.DurationVar(&ss.duration, "soak", 0, "run no report: the shoe store under steady load for this long on real Kafka and PostgreSQL, sampled (soak.go)")
+	fs.DurationVar(&ss.warmup, "soak-warmup", 0, "soak: how long from the start the samples are left out of the fits (0: a sixth of -soak, two minutes at least)")
+	fs.DurationVar(&ss.every, "soak-every", 10*time.Second, "soak: how often the store is sampled")
+	fs.Float64Var(&ss.rate, "soak-rate", 50, "soak: commands a second, and as many view reads")
+	fs.IntVar(&ss.shoes, "soak-shoes", 20, "soak: the shoes the commands go to (each a row of the catalog)")
+	fs.StringVar(&ss.dir, "soak-dir", "bench/soak", "soak: where the samples, fits and plots go")
 	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -253,6 +274,22 @@ func runBench(args []string) int {
 			}
 		}
 	}
+	if *curvesRender {
+		if err := writeCurvesReadme(cs.dir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	if ss.duration > 0 {
+		if ss.warmup == 0 {
+			ss.warmup = max(2*time.Minute, ss.duration/6)
+		}
+		if ss.warmup >= ss.duration || ss.every <= 0 || ss.rate <= 0 || ss.shoes < 1 {
+			fmt.Fprintln(os.Stderr, "bench: -soak-warmup must be shorter than -soak; -soak-every, -soak-rate and -soak-shoes positive")
+			return 2
+		}
+	}
 	if *curveNamesFlag != "" {
 		var errs []error
 		for _, name := range strings.Split(*curveNamesFlag, ",") {
@@ -306,6 +343,13 @@ func runBench(args []string) int {
 			return 1
 		}
 		c.brokers = b
+	}
+	if ss.duration > 0 {
+		if err := soak(ctx, c, ss); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 	if len(cs.names) > 0 {
 		if err := curves(ctx, c, cs); err != nil {

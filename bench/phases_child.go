@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine"
@@ -120,6 +121,28 @@ func serveStore(app *engine.App, topology, addr string) (stop func(), err error)
 	return func() { _ = srv.Close() }, nil
 }
 
+// listOffsets lists a topic's offsets, again while the broker answers with
+// a retriable error (a partition without a leader for the moment, as when
+// a loaded broker was fenced), for a minute at most.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		offs, err := list(ctx, topic)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return offs, err
+		}
+		fmt.Fprintf(os.Stderr, "bench child: listing %s's offsets: %v; again in a second\n", topic, err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // runChangelog is the restore's baseline: a franz-go consumer reading every
 // partition of a topic (-input) from its start to its end offset as they
 // are when it starts, counting the records and their keys' and values'
@@ -133,17 +156,11 @@ func runChangelog(ctx context.Context, c childFlags) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, c.input)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listOffsets(ctx, adm.ListStartOffsets, c.input)
 	if err != nil {
 		return err
 	}
-	ends, err := adm.ListEndOffsets(ctx, c.input)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listOffsets(ctx, adm.ListEndOffsets, c.input)
 	if err != nil {
 		return err
 	}

@@ -2,81 +2,190 @@ package main
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// plotSVG draws a curve's series against x: each repetition a dot, the
-// medians joined by a line; x on a log scale with logX, y from 0.
-func plotSVG(pl curvePlot, pts []curvePoint) string {
-	const w, h, left, right, top, bottom = 640.0, 400.0, 80.0, 170.0, 40.0, 56.0
-	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
-	xs, at := byX(pts)
-	fx := func(x float64) float64 { return x }
-	if pl.logX {
-		fx = math.Log10
-	}
-	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
+// seriesColors are the plots' series, in order.
+var seriesColors = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff},
+}
+
+// plotPNG draws a curve's series against x into path (a PNG): each
+// repetition a dot, the medians joined by a line; x on a log scale with
+// logX, ticked at the measured points, y from 0.
+func plotPNG(pl curvePlot, pts []curvePoint, path string) error {
+	p := plot.New()
+	p.Title.Text = pl.title
+	p.X.Label.Text, p.Y.Label.Text = pl.xLabel, pl.yLabel
+	xs, _ := byX(pts)
+	var ticks plot.ConstantTicks
 	for _, x := range xs {
-		xmin, xmax = min(xmin, fx(x)), max(xmax, fx(x))
-		for _, s := range pl.series {
-			for _, v := range valuesOf(at[x], s.value) {
-				ymax = max(ymax, v)
-			}
+		ticks = append(ticks, plot.Tick{Value: x, Label: fmtNum(x)})
+	}
+	p.X.Tick.Marker = ticks
+	if pl.logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Label.Text += " (log scale)"
+	}
+	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		var ts []plot.Tick
+		step := niceStep((hi - lo) / 5)
+		for y := math.Ceil(lo/step) * step; y <= hi+step/1e6; y += step {
+			ts = append(ts, plot.Tick{Value: y, Label: fmtNum(y)})
+		}
+		return ts
+	})
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	ymax := 0.0
+	for i, d := range seriesData(pl, pts) {
+		col := seriesColors[i%len(seriesColors)]
+		if len(d.dots) == 0 {
+			continue
+		}
+		for _, xy := range d.dots {
+			ymax = max(ymax, xy.Y)
+		}
+		sc, err := plotter.NewScatter(d.dots)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: draw.RingGlyph{}}
+		ln, err := plotter.NewLine(d.medians)
+		if err != nil {
+			return err
+		}
+		ln.LineStyle.Color, ln.LineStyle.Width = col, vg.Points(1.5)
+		p.Add(sc, ln)
+		p.Legend.Add(d.label, ln)
+	}
+	// y from 0, with room above the highest dot for the legend.
+	p.Y.Min, p.Y.Max = 0, max(ymax*1.25, 1)
+	if len(xs) > 0 {
+		lo, hi := xs[0], xs[len(xs)-1]
+		if pl.logX {
+			p.X.Min, p.X.Max = lo/1.4, hi*1.4
+		} else {
+			pad := max((hi-lo)*0.05, math.Abs(hi)*0.05, 0.5)
+			p.X.Min, p.X.Max = lo-pad, hi+pad
 		}
 	}
-	if len(xs) == 0 || ymax == 0 {
-		xmin, xmax, ymax = 0, 1, 1
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+}
+
+// plotSoak draws a soak's series against time into path (a PNG): the
+// samples joined, the warm-up shaded out by leaving it grey, and the line
+// fitted after it.
+func plotSoak(r soakResult, f soakFit, path string) error {
+	p := plot.New()
+	verdict := map[bool]string{true: "flat", false: "not flat"}[f.Flat]
+	if f.Sum {
+		verdict = "the state store's and the rest"
 	}
-	if xmax == xmin {
-		xmin, xmax = xmin-1, xmax+1
+	if f.Bounded {
+		verdict = map[bool]string{true: "under its bound", false: "over its bound"}[f.Flat]
 	}
-	pad := (xmax - xmin) * 0.05
-	xmin, xmax = xmin-pad, xmax+pad
-	ystep := niceStep(ymax / 5)
-	ymax = math.Ceil(ymax*1.05/ystep) * ystep
-	px := func(x float64) float64 { return left + (fx(x)-xmin)/(xmax-xmin)*(w-left-right) }
-	py := func(y float64) float64 { return h - bottom - y/ymax*(h-top-bottom) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15" text-anchor="middle">%s</text>`+"\n", (left+w-right)/2, esc(pl.title))
-	// Axes and grid.
-	for y := 0.0; y <= ymax+ystep/2; y += ystep {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, py(y), w-right, py(y))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py(y)+4, fmtNum(y))
+	p.Title.Text = f.Label + ": " + verdict
+	p.X.Label.Text, p.Y.Label.Text = "minutes", strings.TrimSpace(f.Label+" ("+strings.TrimSpace(f.Unit)+")")
+	if f.Unit == "" {
+		p.Y.Label.Text = f.Label
 	}
-	for _, x := range xs {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", px(x), top, px(x), h-bottom)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px(x), h-bottom+16, fmtNum(x))
+	p.Add(plotter.NewGrid())
+	var warm, measured plotter.XYs
+	ymax := 0.0
+	for _, s := range r.Samples {
+		v, ok := s.Values[f.Series]
+		if !ok {
+			continue
+		}
+		ymax = max(ymax, v)
+		xy := plotter.XY{X: s.At / 60, Y: v}
+		if s.At < r.Warmup {
+			warm = append(warm, xy)
+		} else {
+			measured = append(measured, xy)
+		}
 	}
-	fmt.Fprintf(&b, `<polyline points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="none" stroke="black"/>`+"\n", left, top, left, h-bottom, w-right, h-bottom)
-	scale := ""
-	if pl.logX {
-		scale = " (log scale)"
+	if len(warm) > 0 && len(measured) > 0 {
+		warm = append(warm, measured[0])
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", (left+w-right)/2, h-12, esc(pl.xLabel+scale))
-	fmt.Fprintf(&b, `<text transform="translate(18,%.0f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (top+h-bottom)/2, esc(pl.yLabel))
-	// The series.
-	for i, s := range pl.series {
-		col := colors[i%len(colors)]
-		var line []string
+	for i, pts := range []plotter.XYs{warm, measured} {
+		if len(pts) < 2 {
+			continue
+		}
+		ln, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		ln.LineStyle.Width = vg.Points(1)
+		ln.LineStyle.Color = seriesColors[0]
+		if i == 0 {
+			ln.LineStyle.Color = color.Gray{Y: 0xa0}
+			p.Legend.Add("warm-up", ln)
+		} else {
+			p.Legend.Add("samples", ln)
+		}
+		p.Add(ln)
+	}
+	if f.Bounded && f.Bound > 0 {
+		t0, t1 := r.Samples[0].At/60, r.Samples[len(r.Samples)-1].At/60
+		b, err := plotter.NewLine(plotter.XYs{{X: t0, Y: f.Bound}, {X: t1, Y: f.Bound}})
+		if err != nil {
+			return err
+		}
+		b.LineStyle.Color, b.LineStyle.Width = seriesColors[2], vg.Points(1.5)
+		p.Add(b)
+		p.Legend.Add(fmt.Sprintf("bound: %.3g%s", f.Bound, f.Unit), b)
+		ymax = max(ymax, f.Bound)
+	}
+	if f.N >= soakMinSamples {
+		t0, t1 := measured[0].X*60, measured[len(measured)-1].X*60
+		fit, err := plotter.NewLine(plotter.XYs{{X: t0 / 60, Y: f.Intercept + f.Slope*t0}, {X: t1 / 60, Y: f.Intercept + f.Slope*t1}})
+		if err != nil {
+			return err
+		}
+		fit.LineStyle.Color, fit.LineStyle.Width = seriesColors[1], vg.Points(2)
+		fit.LineStyle.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		p.Add(fit)
+		p.Legend.Add(fmt.Sprintf("fit: %+.3g%s per hour", f.Slope*3600, f.Unit), fit)
+	}
+	p.Legend.Top, p.Legend.Left = false, true
+	p.Y.Min, p.Y.Max = 0, max(ymax*1.15, 1)
+	return p.Save(7*vg.Inch, 3.5*vg.Inch, path)
+}
+
+// plotted is a series as drawn: a dot a repetition, a line through the
+// medians.
+type plotted struct {
+	label         string
+	dots, medians plotter.XYs
+}
+
+func seriesData(pl curvePlot, pts []curvePoint) []plotted {
+	xs, at := byX(pts)
+	var out []plotted
+	for _, s := range pl.series {
+		d := plotted{label: s.label}
 		for _, x := range xs {
 			vs := valuesOf(at[x], s.value)
 			for _, v := range vs {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s" fill-opacity="0.5"/>`+"\n", px(x), py(v), col)
+				d.dots = append(d.dots, plotter.XY{X: x, Y: v})
 			}
 			if len(vs) > 0 {
-				line = append(line, fmt.Sprintf("%.1f,%.1f", px(x), py(median(vs))))
+				d.medians = append(d.medians, plotter.XY{X: x, Y: median(vs)})
 			}
 		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(line, " "), col)
-		ly := top + 10 + float64(i)*20
-		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"/>`+"\n", w-right+12, ly, w-right+32, ly, col)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">%s</text>`+"\n", w-right+38, ly+4, esc(s.label))
+		out = append(out, d)
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return out
 }
 
 // niceStep rounds a step up to 1, 2 or 5 times a power of ten.
@@ -91,8 +200,4 @@ func niceStep(raw float64) float64 {
 		}
 	}
 	return 10 * p
-}
-
-func esc(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
