@@ -86,7 +86,7 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 	hitRatio, e8 := m.Float64ObservableGauge("oxbow.cache.hit_ratio", metric.WithDescription("Share of record-cache reads answered by the cache."))
 	workers, e9 := m.Int64ObservableGauge("oxbow.workers", metric.WithDescription("Goroutines processing the instance's tasks (Config.Workers, or as App.SetWorkers set it)."))
 	stateMemory, e11 := m.Int64ObservableGauge("oxbow.state.memory", metric.WithUnit("By"),
-		metric.WithDescription("Memory the instance's state store (pebble) has allocated, by part: memtables (writes not yet flushed, the queued ones too) and block_cache; outside the Go heap when built with cgo."))
+		metric.WithDescription("Memory the instance's state store (pebble) has allocated, by part: memtables (writes not yet flushed, the queued ones, and flushed ones still held or kept for reuse) and block_cache; outside the Go heap when built with cgo."))
 	x.panics, errs[8] = m.Int64Counter("oxbow.panics", metric.WithDescription("Panics in user code recovered by the engine (each also counts as a processing error)."))
 	x.reconnects, errs[10] = m.Int64Counter("oxbow.kafka.reconnects", metric.WithDescription("Rounds Kafka failed (a broker away, a transaction its coordinator aborted) after which the instance closed its tasks and reconnected."))
 	errs[6] = errors.Join(e6, e7, e8, e9, e11)
@@ -108,7 +108,10 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 		}
 		if db := x.db.Load(); db != nil {
 			if pm := db.PebbleMetrics(); pm != nil { // nil: closed since
-				o.ObserveInt64(stateMemory, int64(pm.MemTable.Size), memtables)
+				// The memtables written and queued, and those no longer
+				// referenced but still held (by an iterator, or one kept
+				// for reuse at the next rotation).
+				o.ObserveInt64(stateMemory, int64(pm.MemTable.Size+pm.MemTable.ZombieSize), memtables)
 				o.ObserveInt64(stateMemory, pm.BlockCache.Size, blockCache)
 			}
 		}
