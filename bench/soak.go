@@ -734,14 +734,16 @@ func sampleStore(ctx context.Context, client *http.Client, base string, pid int,
 
 // stateDisk is the disk a state directory's pebble stores take: their
 // write-ahead logs (*.log), everything else (tables, manifests), and the
-// logs' bound. A store's log holds what its memtables hold, and pebble
-// flushes a full memtable and stops writes while stop-writes-threshold of
-// them are queued; with the one log it keeps to recycle, the logs of a
-// store stay under (threshold + 1) × memtable size, as its OPTIONS file
-// gives them. Between flushes the log grows with every write (at the
-// soak's rate a memtable of 16 MiB fills in tens of minutes), so the logs
-// are held to that bound where the tables must be flat. memBound is the
-// same for the memory of the memtables, with the block cache's size added.
+// logs' bound. A store's logs hold what its memtables hold: the one
+// written and the queued ones, at most stop-writes threshold + 1 before
+// pebble stops writes; and pebble keeps as many flushed logs again to
+// recycle (wal.Options.MaxNumRecyclableLogs). So a store's logs stay under
+// 2 × (threshold + 1) × memtable size, as its OPTIONS file gives them.
+// Between flushes the logs grow with every write (at the soak's rate a
+// memtable of 16 MiB takes tens of minutes to fill), so they are held to
+// that bound where the tables must be flat. memBound bounds the memory of
+// the same memtables, with the one pebble keeps for reuse, plus the block
+// cache: (threshold + 2) × memtable size + cache size.
 func stateDisk(dir string) (tables, logs, bound, memBound float64, err error) {
 	options := map[string]string{} // by store directory: its newest OPTIONS file
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -795,8 +797,8 @@ func stateDisk(dir string) (tables, logs, bound, memBound float64, err error) {
 		if size == 0 || threshold == 0 {
 			return 0, 0, 0, 0, fmt.Errorf("%s names no memtable size or stop-writes threshold", path)
 		}
-		bound += (threshold + 1) * size
-		memBound += (threshold+1)*size + cache
+		bound += 2 * (threshold + 1) * size
+		memBound += (threshold+2)*size + cache
 	}
 	return tables, logs, bound, memBound, nil
 }
@@ -1005,9 +1007,9 @@ func writeSoak(dir string, r soakResult, fits []soakFit) error {
 		"(`scripts/services.sh`). The shoe store's views' service ran %.0f minutes under steady load; a sample every %s; the first %.0f s are the warm-up, "+
 		"left out of the fits. A series is flat when its line moves over the window by no more than the larger of three standard deviations of the samples "+
 		"about it and 5%% of its mean. The stores' write-ahead logs grow with every write until a memtable fills and is flushed (tens of minutes at this "+
-		"rate), so they are held instead to their bound, (stop-writes threshold + 1) × memtable size a store, from each store's OPTIONS file; so is the "+
-		"memory of those memtables and the block cache (oxbow.state.memory), its bound that plus the cache's size, and the resident memory apart from "+
-		"it must be flat.\n\n", r.Settings, r.Revision, last/60, soakEvery(r), r.Warmup)
+		"rate), so they are held instead to their bound, 2 × (stop-writes threshold + 1) × memtable size a store (the live logs and as many kept to "+
+		"recycle), from each store's OPTIONS file; so is the memory of the memtables and the block cache (oxbow.state.memory), its bound "+
+		"(threshold + 2) × memtable size plus the cache's size, and the resident memory apart from it must be flat.\n\n", r.Settings, r.Revision, last/60, soakEvery(r), r.Warmup)
 	md.WriteString("| series | samples | mean | slope per hour | line's move over the window | noise (sd about the line) | bound | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range fits {
 		verdict, bound := "flat", fmt.Sprintf("%.3g", f.Tolerance)

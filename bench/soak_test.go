@@ -99,8 +99,9 @@ func TestWriteSoak(t *testing.T) {
 	}
 }
 
-// The logs' bound is (stop-writes threshold + 1) × memtable size a store,
-// read from each store's newest OPTIONS file.
+// The logs' bound is 2 × (stop-writes threshold + 1) × memtable size a
+// store, the memory's (threshold + 2) × memtable size plus the block
+// cache, read from each store's newest OPTIONS file.
 func TestStateDisk(t *testing.T) {
 	dir := t.TempDir()
 	write := func(path, content string) {
@@ -113,7 +114,7 @@ func TestStateDisk(t *testing.T) {
 		}
 	}
 	opts := func(size, threshold int) string {
-		return fmt.Sprintf("[Options]\n  mem_table_size=%d\n  mem_table_stop_writes_threshold=%d\n", size, threshold)
+		return fmt.Sprintf("[Options]\n  cache_size=1000\n  mem_table_size=%d\n  mem_table_stop_writes_threshold=%d\n", size, threshold)
 	}
 	write(filepath.Join(dir, "a", "OPTIONS-000003"), opts(1000, 9)) // superseded
 	write(filepath.Join(dir, "a", "OPTIONS-000007"), opts(1<<20, 2))
@@ -126,10 +127,10 @@ func TestStateDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	optBytes := float64(len(opts(1000, 9)) + len(opts(1<<20, 2)) + len(opts(2<<20, 4)))
-	if memBound != bound {
-		t.Errorf("memory bound %v with no block cache, want the logs' %v", memBound, bound)
+	if want := float64(4*(1<<20) + 1000 + 6*(2<<20) + 1000); memBound != want {
+		t.Errorf("memory bound %v, want %v", memBound, want)
 	}
-	if logs != 500 || tables != 100+optBytes || bound != 3*(1<<20)+5*(2<<20) {
-		t.Errorf("stateDisk = tables %v, logs %v, bound %v; want %v, 500, %v", tables, logs, bound, 100+optBytes, 3*(1<<20)+5*(2<<20))
+	if logs != 500 || tables != 100+optBytes || bound != 2*(3*(1<<20)+5*(2<<20)) {
+		t.Errorf("stateDisk = tables %v, logs %v, bound %v; want %v, 500, %v", tables, logs, bound, 100+optBytes, 2*(3*(1<<20)+5*(2<<20)))
 	}
 }
