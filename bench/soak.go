@@ -286,7 +286,7 @@ sampling:
 	for _, f := range fits {
 		logf("%s\n", f)
 		if !f.Flat && !f.Sum {
-			problems = append(problems, fmt.Sprintf("%s: %s", f.Label, f))
+			problems = append(problems, f.String())
 		}
 	}
 	if res.Errors > 0 {
