@@ -23,17 +23,23 @@ func readProc(pid int) (procStats, error) {
 	if s.cpuSeconds, err = cpuSeconds(pid); err != nil {
 		return s, err
 	}
+	kb, err := procStatusKB(pid, "VmHWM")
+	s.peakRSSMB = kb / 1024
+	return s, err
+}
+
+// procStatusKB reads a field in kB of /proc/<pid>/status (VmRSS, VmHWM).
+func procStatusKB(pid int, field string) (float64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return s, err
+		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			s.peakRSSMB = kb / 1024
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
 		}
 	}
-	return s, nil
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
 
 // cpuSeconds reads a process's CPU seconds (utime + stime of

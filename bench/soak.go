@@ -657,16 +657,11 @@ func (l *soakLoad) settle(ctx context.Context, client *http.Client, base string,
 // size of its state directory.
 func sampleStore(ctx context.Context, client *http.Client, base string, pid int, stateDir string) (soakSample, error) {
 	s := soakSample{Values: map[string]float64{}}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := procStatusKB(pid, "VmRSS")
 	if err != nil {
 		return s, err
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			s.Values["rss_mb"] = kb / 1024
-		}
-	}
+	s.Values["rss_mb"] = rss / 1024
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return s, err
@@ -831,39 +826,31 @@ func soakCleanup(ctx context.Context, pg *pgx.Conn, adm *kadm.Client, name strin
 			errs = append(errs, err)
 		}
 	}
-	if topics, err := adm.ListTopics(ctx); err == nil {
-		var mine []string
-		for _, t := range topics.Names() {
-			if strings.HasPrefix(t, name) {
-				mine = append(mine, t)
-			}
-		}
-		if len(mine) > 0 {
-			if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	} else {
+	if topics, err := adm.ListTopics(ctx); err != nil {
+		errs = append(errs, err)
+	} else if mine := withPrefix(topics.Names(), name); len(mine) > 0 {
+		_, err := adm.DeleteTopics(ctx, mine...)
 		errs = append(errs, err)
 	}
-	if groups, err := adm.ListGroups(ctx); err == nil {
-		var mine []string
-		for _, g := range groups.Groups() {
-			if strings.HasPrefix(g, name) {
-				mine = append(mine, g)
-			}
-		}
-		if len(mine) > 0 {
-			if _, err := adm.DeleteGroups(ctx, mine...); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	} else {
+	if groups, err := adm.ListGroups(ctx); err != nil {
+		errs = append(errs, err)
+	} else if mine := withPrefix(groups.Groups(), name); len(mine) > 0 {
+		_, err := adm.DeleteGroups(ctx, mine...)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		logf("cleaning up %s: %v\n", name, err)
 	}
+}
+
+func withPrefix(names []string, prefix string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // soakResult is what a soak writes: its settings, samples and counts.
