@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/oxbow-dev/oxbow/engine/internal/cmalloc"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 )
 
@@ -135,6 +136,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		}
 		return nil, &LockedError{Dir: dir, Err: err}
 	}
+	cmalloc.Limit() // before pebble's first C allocation
 	popts := &pebble.Options{
 		CacheSize:          opts.CacheSize,
 		MemTableSize:       opts.MemTableSize,

@@ -1,0 +1,5 @@
+//go:build !cgo || !linux
+
+package cmalloc
+
+func setArenaMax(int) bool { return false }

@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package cmalloc
+
+const cgoEnabled = false
