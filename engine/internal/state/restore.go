@@ -1,10 +1,20 @@
 package state
 
 import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Restorer writes a changelog's records into one store partition directly,
@@ -19,6 +29,21 @@ import (
 // update of a busy key (an aggregate's every update, with no record cache),
 // and writing each of them into pebble was most of a restore's time.
 //
+// A full batch is sorted and written as a table that pebble ingests, with
+// no write-ahead log, memtable or flush: a store's first table lands at the
+// bottom of the tree, later ones where they overlap nothing or in level 0,
+// from where pebble's compactions merge them. It is written on a goroutine
+// of its own while the caller goes on fetching and applying the next batch
+// (one batch in flight: Apply waits for the previous one before it hands
+// over the next). A smaller batch (the last one, a standby's few records)
+// is an ordinary write. If the process dies between a table's ingestion and
+// its checkpoint, the restore resumes at the previous checkpoint and writes
+// the same keys again, last values last: a map's state is the same.
+//
+// The open Restorers of a DB share Options.RestoreBatchSize: each batches
+// its share, so that restoring many partitions at once takes no more memory
+// than one.
+//
 // A Restorer is used by one goroutine at a time. No Task may write the same
 // store partition while it restores.
 type Restorer struct {
@@ -27,26 +52,87 @@ type Restorer struct {
 	partition int32
 	topic     string
 	prefix    []byte
-	// The pending batch: each key's last record, in recs (its index in
-	// pending), and the bytes of every record applied since the last
-	// commit. Keys and values are the caller's, kept until the commit.
-	pending   map[string]int
-	recs      []pendingRecord
+	// The pending batch: the records applied since the last batch handed
+	// over, in order, and their bytes.
+	cur       batch
+	spare     batch // a written batch's buffers, for the next one
 	bytes     int
 	next      int64 // checkpoint to write: the offset after the last record applied
 	committed int64 // the checkpoint in the database
-	scratch   []byte
-	closed    bool
+	// inflight is the batch being written, nil if none. The fields below
+	// it are the writer's: the goroutine's while a batch is in flight.
+	inflight *batchWrite
+	scratch  []byte
+	value    []byte    // an ingested record's stored value
+	order    []sortKey // the batch's records, sorted
+	closed   bool
 }
 
-// pendingRecord is a key's last record in the pending batch.
+// batchWrite is a batch written on its own goroutine.
+type batchWrite struct {
+	b    batch
+	next int64 // its checkpoint
+	done chan struct{}
+	err  error // set before done closes
+}
+
+// batch is records copied into one buffer: the caller's fetched records go
+// as soon as they are applied, and the collector, which would scan a
+// pointer to each key and value for as long as a batch fills, finds none.
+type batch struct {
+	buf  []byte
+	recs []pendingRecord
+}
+
+// pendingRecord is a record of a batch: its key at buf[off:off+klen], its
+// value right after it.
 type pendingRecord struct {
-	key, value []byte // value nil: a deletion
-	ts         int64
+	off, klen, vlen uint32
+	del             bool // a deletion (a nil value)
+	ts              int64
+}
+
+func (b *batch) add(key, value []byte, ts int64) {
+	b.recs = append(b.recs, pendingRecord{off: uint32(len(b.buf)), klen: uint32(len(key)), vlen: uint32(len(value)), del: value == nil, ts: ts})
+	b.buf = append(append(b.buf, key...), value...)
+}
+
+func (b *batch) key(i uint32) []byte {
+	r := &b.recs[i]
+	return b.buf[r.off : r.off+r.klen]
+}
+
+func (b *batch) value(i uint32) []byte {
+	r := &b.recs[i]
+	return b.buf[r.off+r.klen : r.off+r.klen+r.vlen]
+}
+
+func (b *batch) reset() { b.buf, b.recs = b.buf[:0], b.recs[:0] }
+
+// sortKey is a pending record's place in the sorted order.
+type sortKey struct {
+	head uint64 // keyHead of its key
+	i    uint32 // its index in recs
+}
+
+// keyHead is a key's first 8 bytes as a big-endian number, zero-padded:
+// keys compare as their heads do, unless the heads are equal.
+func keyHead(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // recordOverhead is what a pending record counts for besides its bytes.
 const recordOverhead = 48
+
+// minIngestBytes is the least batch written as a table rather than through
+// the write-ahead log and memtable: below it, a table's fixed costs (its
+// file, index, filter and the version edit) outweigh the writes it saves.
+const minIngestBytes = 1 << 20
 
 // Restorer starts restoring a store partition from its changelog topic
 // (Options.ChangelogTopic), at its committed checkpoint, or at 0 without
@@ -57,7 +143,17 @@ func (db *DB) Restorer(store string, partition int32) (*Restorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), pending: map[string]int{}, next: off, committed: off}, nil
+	db.restorers.Add(1)
+	return &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), next: off, committed: off}, nil
+}
+
+// restoreBatch is the batch size of each open Restorer: the DB's
+// Options.RestoreBatchSize shared among them, so that their batches, each
+// filling while the previous one is written, hold at most twice it
+// together; a megabyte at least (or all of it, if less).
+func (db *DB) restoreBatch() int {
+	size := db.opts.RestoreBatchSize
+	return max(min(minIngestBytes, size), size/int(max(1, db.restorers.Load())))
 }
 
 // Topic is the changelog topic the Restorer reads.
@@ -69,8 +165,7 @@ func (r *Restorer) Position() int64 { return r.next }
 
 // Apply writes one changelog record at offset: a nil value deletes the key.
 // Offsets must grow; a gap (compaction, transaction markers) is fine. The
-// Restorer keeps key and value until the batch is committed: the caller
-// must not change them.
+// Restorer copies key and value. An error may be the previous batch's.
 func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	if r.closed {
 		return ErrClosed
@@ -78,23 +173,49 @@ func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	if offset < r.next {
 		return fmt.Errorf("engine: state: restore %s/%d: record at offset %d is behind position %d", r.topic, r.partition, offset, r.next)
 	}
-	rec := pendingRecord{key: key, value: value, ts: ts}
-	if i, ok := r.pending[string(key)]; ok {
-		r.recs[i] = rec
-	} else {
-		r.pending[string(key)] = len(r.recs)
-		r.recs = append(r.recs, rec)
-	}
+	r.cur.add(key, value, ts)
 	r.next = offset + 1
 	r.bytes += len(key) + len(value) + recordOverhead
-	if r.bytes < r.db.opts.RestoreBatchSize {
+	if r.bytes < r.db.restoreBatch() {
 		return nil
 	}
-	if err := r.db.enter(); err != nil {
+	if err := r.wait(); err != nil {
 		return err
 	}
-	defer r.db.exit()
-	return r.commit(pebble.NoSync)
+	if r.bytes < minIngestBytes {
+		return r.commit(pebble.NoSync) // too small to be worth a table, or a goroutine
+	}
+	w := &batchWrite{b: r.cur, next: r.next, done: make(chan struct{})}
+	r.cur, r.spare, r.bytes, r.inflight = r.spare, batch{}, 0, w
+	r.cur.reset()
+	go func() {
+		defer close(w.done)
+		if w.err = r.db.enter(); w.err == nil {
+			w.err = r.write(&w.b, w.next, pebble.NoSync, true)
+			r.db.exit()
+		}
+	}()
+	return nil
+}
+
+// wait waits for the batch in flight, if any, and takes its result.
+func (r *Restorer) wait() error {
+	w := r.inflight
+	if w == nil {
+		return nil
+	}
+	<-w.done
+	r.inflight = nil
+	r.spare = w.b
+	if w.err != nil {
+		// The records applied since are not written either: resume where
+		// the database is.
+		r.cur.reset()
+		r.bytes, r.next = 0, r.committed
+		return w.err
+	}
+	r.committed = w.next
+	return nil
 }
 
 // Flush commits, and syncs, the records applied so far with checkpoint next, the
@@ -108,40 +229,60 @@ func (r *Restorer) Flush(next int64) error {
 	if next < r.next {
 		return fmt.Errorf("engine: state: restore %s/%d: position %d is behind the last record applied (%d)", r.topic, r.partition, next, r.next-1)
 	}
-	r.next = next
-	if err := r.db.enter(); err != nil {
+	if err := r.wait(); err != nil {
 		return err
 	}
-	defer r.db.exit()
+	r.next = next
 	return r.commit(pebble.Sync)
 }
 
-// commit writes the pending batch with its checkpoint; the caller is inside
-// db.enter.
+// commit writes the pending batch with its checkpoint, on the caller's
+// goroutine; no batch is in flight.
 func (r *Restorer) commit(sync *pebble.WriteOptions) error {
-	if len(r.recs) == 0 && r.next == r.committed {
+	if len(r.cur.recs) == 0 && r.next == r.committed {
 		return nil
 	}
+	err := r.db.enter()
+	if err == nil {
+		err = r.write(&r.cur, r.next, sync, r.bytes >= minIngestBytes)
+		r.db.exit()
+	}
+	r.cur.reset()
+	r.bytes = 0
+	if err != nil {
+		r.next = r.committed // the records are gone; resume where the database is
+		return err
+	}
+	r.committed = r.next
+	return nil
+}
+
+// write writes a batch's records, each key's last, as a table to ingest or
+// in a batch, and the checkpoint next after them; the caller is inside
+// db.enter.
+func (r *Restorer) write(recs *batch, next int64, sync *pebble.WriteOptions, ingest bool) error {
+	r.sort(recs)
 	b := r.db.pdb.NewBatch()
 	defer b.Close()
 	var err error
-	for _, rec := range r.recs {
-		r.scratch = append(append(r.scratch[:0], r.prefix...), rec.key...)
-		if rec.value == nil {
-			err = b.Delete(r.scratch, nil)
-		} else {
-			err = setEntry(b, r.scratch, rec.value, rec.ts)
-		}
-		if err != nil {
-			break
+	if ingest && len(r.order) > 0 {
+		err = r.ingest(recs)
+	} else {
+		for _, o := range r.order {
+			r.scratch = append(append(r.scratch[:0], r.prefix...), recs.key(o.i)...)
+			if rec := &recs.recs[o.i]; rec.del {
+				err = b.Delete(r.scratch, nil)
+			} else {
+				err = setEntry(b, r.scratch, recs.value(o.i), rec.ts)
+			}
+			if err != nil {
+				break
+			}
 		}
 	}
-	clear(r.pending)
-	clear(r.recs) // let the records' buffers go
-	r.recs, r.bytes = r.recs[:0], 0
 	if err == nil {
 		err = errors.Join(
-			b.Set(checkpointKey(r.topic, r.partition), encodeOffset(r.next), nil),
+			b.Set(checkpointKey(r.topic, r.partition), encodeOffset(next), nil),
 			b.Set(storeKey(r.store, r.partition), []byte(r.topic), nil),
 		)
 	}
@@ -150,26 +291,85 @@ func (r *Restorer) commit(sync *pebble.WriteOptions) error {
 		err = b.Commit(sync)
 	}
 	if err != nil {
-		r.next = r.committed // the records are gone; resume where the database is
 		return fmt.Errorf("engine: state: restore %s/%d: %w", r.topic, r.partition, err)
 	}
-	r.committed = r.next
 	return nil
 }
 
-// Close commits the records applied since the last batch, then releases the
-// Restorer.
+// sort orders recs by key into r.order, each key's last record only.
+func (r *Restorer) sort(recs *batch) {
+	// The records' indexes, with the keys' first 8 bytes as a number,
+	// which decide most comparisons and move with the index; a key's
+	// records in the order applied.
+	r.order = r.order[:0]
+	for i := range recs.recs {
+		r.order = append(r.order, sortKey{keyHead(recs.key(uint32(i))), uint32(i)})
+	}
+	slices.SortFunc(r.order, func(a, b sortKey) int {
+		if c := cmp.Compare(a.head, b.head); c != 0 {
+			return c
+		}
+		if c := bytes.Compare(recs.key(a.i), recs.key(b.i)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	last := r.order[:0]
+	for k, o := range r.order {
+		if k+1 < len(r.order) && o.head == r.order[k+1].head && bytes.Equal(recs.key(o.i), recs.key(r.order[k+1].i)) {
+			continue // a later record of the same key follows
+		}
+		last = append(last, o)
+	}
+	r.order = last
+}
+
+// ingest writes the sorted records as a table and has pebble ingest it.
+func (r *Restorer) ingest(recs *batch) error {
+	path := filepath.Join(r.db.ingestDir, fmt.Sprintf("%d.sst", r.db.ingests.Add(1)))
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	// Linked into the database by Ingest, or never used: either way this
+	// name goes.
+	defer os.Remove(path)
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), r.db.tableOpts)
+	for _, o := range r.order {
+		r.scratch = append(append(r.scratch[:0], r.prefix...), recs.key(o.i)...)
+		if rec := &recs.recs[o.i]; rec.del {
+			err = w.Delete(r.scratch)
+		} else {
+			r.value = binary.BigEndian.AppendUint64(r.value[:0], uint64(rec.ts))
+			r.value = append(r.value, recs.value(o.i)...)
+			err = w.Set(r.scratch, r.value)
+		}
+		if err != nil {
+			_ = w.Close()
+			return err
+		}
+	}
+	// Close writes the table's index and footer and syncs the file, as
+	// Ingest requires.
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return r.db.pdb.Ingest(context.Background(), []string{path})
+}
+
+// Close waits for the batch in flight, commits the records applied since,
+// then releases the Restorer.
 func (r *Restorer) Close() error {
 	if r.closed {
 		return nil
 	}
 	r.closed = true
-	if len(r.recs) == 0 {
-		return nil
-	}
-	if err := r.db.enter(); err != nil {
+	defer r.db.restorers.Add(-1)
+	if err := r.wait(); err != nil {
 		return err
 	}
-	defer r.db.exit()
+	if len(r.cur.recs) == 0 {
+		return nil
+	}
 	return r.commit(pebble.NoSync)
 }

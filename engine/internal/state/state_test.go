@@ -3,6 +3,9 @@ package state_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -501,6 +504,170 @@ func TestRestoreKeepsEachKeysLast(t *testing.T) {
 	}
 	if got := checkpoint(t, db, "agg-changelog", 0); got != "1000" {
 		t.Errorf("checkpoint %s, want 1000", got)
+	}
+}
+
+// Batches past a megabyte are written as tables and ingested: the store
+// holds each key's last record, deletions included, beside its neighbours
+// (the same store's other partitions, written through a task, and another
+// store) untouched; a restore resumed from an earlier checkpoint (a crash
+// after an ingestion, before its checkpoint) writes the same state again;
+// and all of it survives a reopen, with nothing left in the staging
+// directory.
+func TestRestoreIngests(t *testing.T) {
+	dir := t.TempDir()
+	db, err := state.Open(dir, state.Options{RestoreBatchSize: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := db.Task()
+	for _, p := range []int32{3, 5} {
+		for i := range 100 {
+			mustPut(t, task.Store("agg", p), fmt.Sprintf("k%05d", i), fmt.Sprintf("neighbour%d", p), 1)
+		}
+	}
+	mustPut(t, task.Store("other", 4), "k00001", "other", 1)
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	const records, keys = 60_000, 15_000
+	type rec struct {
+		key, value []byte
+		ts         int64
+	}
+	log := make([]rec, records)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range log {
+		log[i] = rec{key: fmt.Appendf(nil, "k%05d", rng.IntN(keys)), ts: int64(i)}
+		if rng.IntN(10) > 0 {
+			log[i].value = fmt.Appendf(nil, "%0100d", i)
+		}
+	}
+	model := func(upTo int) map[string]rec {
+		m := map[string]rec{}
+		for _, r := range log[:upTo] {
+			if r.value == nil {
+				delete(m, string(r.key))
+			} else {
+				m[string(r.key)] = r
+			}
+		}
+		return m
+	}
+	restore := func(db *state.DB, from int) {
+		t.Helper()
+		r, err := db.Restorer("agg", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Position() != int64(from) {
+			t.Fatalf("restorer at %d, want %d", r.Position(), from)
+		}
+		for i := from; i < records; i++ {
+			if err := r.Apply(int64(i), log[i].key, log[i].value, log[i].ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Flush(records); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(db *state.DB) {
+		t.Helper()
+		want := model(records)
+		reader := db.Task().Store("agg", 4)
+		n := 0
+		for e, err := range reader.Range(nil, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			w, ok := want[string(e.Key)]
+			if !ok || string(e.Value) != string(w.value) || e.Timestamp != w.ts {
+				t.Fatalf("%s = %.12q… at %d, want %.12q… at %d (present %v)", e.Key, e.Value, e.Timestamp, w.value, w.ts, ok)
+			}
+		}
+		if n != len(want) {
+			t.Fatalf("%d keys restored, want %d", n, len(want))
+		}
+		for _, p := range []int32{3, 5} {
+			if got := value(t, db.Task().Store("agg", p), "k00042"); got != fmt.Sprintf("neighbour%d", p) {
+				t.Fatalf("partition %d's k00042 = %q", p, got)
+			}
+		}
+		if got := value(t, db.Task().Store("other", 4), "k00001"); got != "other" {
+			t.Fatalf("the other store's key = %q", got)
+		}
+		if got := checkpoint(t, db, "agg-changelog", 4); got != fmt.Sprint(records) {
+			t.Fatalf("checkpoint %s, want %d", got, records)
+		}
+	}
+	restore(db, 0)
+	if db.PebbleMetrics().Total().TableBytesIngested == 0 {
+		t.Fatal("no table was ingested")
+	}
+	check(db)
+	// The checkpoint of a batch ingested but not recorded: back to a
+	// third of the way.
+	task = db.Task()
+	if err := task.SetCheckpoint("agg-changelog", 4, records/3); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	restore(db, records/3)
+	check(db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir, state.Options{})
+	check(db)
+	left, err := os.ReadDir(filepath.Join(dir, "ingest"))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("the staging directory holds %d files (%v)", len(left), err)
+	}
+}
+
+// A DB closed under a restore whose batch is being written: the batch is
+// written in full or not at all, the Restorer then fails with ErrClosed,
+// and its position falls back to the checkpoint the database holds, from
+// which a restore resumes.
+func TestRestoreClosedInFlight(t *testing.T) {
+	dir := t.TempDir()
+	db, err := state.Open(dir, state.Options{RestoreBatchSize: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Restorer("agg", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 200)
+	var off int64
+	for ; off < 20_000; off++ { // about 5 MiB: two batches handed over
+		if err := r.Apply(off, fmt.Appendf(nil, "k%06d", off), value, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(off); !errors.Is(err, state.ErrClosed) {
+		t.Fatalf("Flush after the DB closed: %v", err)
+	}
+	db = openDB(t, dir, state.Options{})
+	cp := checkpoint(t, db, "agg-changelog", 0)
+	if fmt.Sprint(r.Position()) != cp {
+		t.Fatalf("position %d after the failure, the database's checkpoint %s", r.Position(), cp)
+	}
+	// The store holds exactly the records before the checkpoint.
+	n := len(strings.Fields(dump(t, db.Task().Store("agg", 0))))
+	if fmt.Sprint(n) != cp {
+		t.Fatalf("%d keys restored under checkpoint %s", n, cp)
 	}
 }
 
