@@ -82,6 +82,12 @@ type config struct {
 	// or $PGPASSWORD.
 	PGPasswordFile string
 	StateDir       string // none: a temporary directory
+	// OutcomeRetention is how long a command's outcome is kept to answer
+	// a repeat of its Idempotency-Key (0: a day, aggregate's default).
+	OutcomeRetention time.Duration
+	// MemoryBudget is each of the store's two applications' (the
+	// engine's Config.MemoryBudget; 0: none).
+	MemoryBudget int64
 	// Token, if set, is the bearer token every request but /healthz and
 	// /readyz needs (it may do everything); none: the API is open.
 	Token string
@@ -137,6 +143,8 @@ func main() {
 	warehouseInstance := fs.String("warehouse-instance", "warehouse-0", "this warehouse instance's id, unique among the warehouse's instances")
 	leadTime := fs.Duration("lead-time", 5*time.Second, "how long the warehouse's supplier takes to deliver a shipment")
 	version := fs.String("version", Versions[0], fmt.Sprintf("the version of the store's views this instance runs (%s); a new version computes its views from the whole history beside the one serving, and the oxbow tool promotes it", strings.Join(Versions, ", ")))
+	memoryBudget := fs.Int64("memory-budget", 0, "bytes of memory each of the store's applications (the decider and the views) divides between its caches and heap (engine.Config.MemoryBudget; 0: the engine's separate defaults)")
+	outcomeRetention := fs.Duration("outcome-retention", 24*time.Hour, "how long a command's outcome is kept to answer a repeat of its Idempotency-Key")
 	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -166,7 +174,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, InstanceID: *instance, Version: *version, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, OutcomeRetention: *outcomeRetention, MemoryBudget: *memoryBudget, InstanceID: *instance, Version: *version, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		auth := ""
 		if *token != "" {
 			auth = `-H "Authorization: Bearer $SHOESTORE_TOKEN" `
@@ -286,7 +294,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	inv, err := inventory.NewWith(cfg.Name+"-inventory", cmdTypes, eventTypes)
+	inv, err := inventory.NewWith(cfg.Name+"-inventory", cmdTypes, eventTypes, cfg.OutcomeRetention)
 	if err != nil {
 		return err
 	}
@@ -338,7 +346,7 @@ func run(ctx context.Context, cfg config) error {
 			OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name),
 			// Stopped, an instance hands its tasks over at once (and a
 			// version whose instances have all stopped may be retired).
-			LeaveGroupOnClose: true}
+			LeaveGroupOnClose: true, MemoryBudget: cfg.MemoryBudget}
 	}
 	dec, err := engine.NewApp(decTop, engineConfig(deciderApp(cfg.Name), ""))
 	if err != nil {
