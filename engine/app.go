@@ -172,13 +172,16 @@ type Config struct {
 	// the copy has caught up, the instance asks for a rebalance (Kafka
 	// Streams' probing rebalance) and the task moves, its restore down to
 	// the last few records. So scaling out never stalls a task behind a
-	// restore. Default 2; negative: none, a task moves at once and its new
+	// restore. A task whose instance has left goes to an instance whose
+	// state of it is caught up (its standby's, say), even past its share,
+	// while the instance the balance chooses warms up. Default 2; negative: none, a task moves at once and its new
 	// owner restores it before processing. Every instance of the group
 	// must run a version with warm-ups for the group to use them.
 	MaxWarmupReplicas int
 	// AcceptableRecoveryLag is how many changelog records behind its
-	// previous owner an instance's state of a task may be for the task to
-	// move to it at once (Kafka Streams' acceptable.recovery.lag). Default
+	// previous owner (or, if that has left, the most caught-up instance)
+	// an instance's state of a task may be for the task to move to it at
+	// once (Kafka Streams' acceptable.recovery.lag). Default
 	// 10,000; negative: 0.
 	AcceptableRecoveryLag int64
 	// Workers is the number of goroutines processing tasks. Default:

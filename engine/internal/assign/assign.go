@@ -134,13 +134,14 @@ type Plan struct {
 
 // Warmups configures warm-up replicas, as Kafka Streams'
 // max.warmup.replicas and acceptable.recovery.lag (KIP-441): a task the
-// balanced plan would move to a member whose state of it is more than
-// AcceptableLag records behind stays with its previous, caught-up owner, and
-// the new member keeps a warm-up replica of it (a standby) until it has
-// caught up, when a rebalance (a probing one, asked for by the member) moves
-// it. Max bounds the warm-up replicas of the group at a time; a task beyond
-// it stays where it is until a later rebalance has room. Max 0 moves tasks
-// at once, restored by their new owner.
+// balanced plan would give to a member whose state of it is more than
+// AcceptableLag records behind stays with its previous, caught-up owner (or,
+// if that owner has left, goes to a member whose state is caught up, such as
+// its standby), and the new member keeps a warm-up replica of it (a standby)
+// until it has caught up, when a rebalance (a probing one, asked for by the
+// member) moves it. Max bounds the warm-up replicas of the group at a time;
+// a task beyond it stays where it is until a later rebalance has room. Max 0
+// moves tasks at once, restored by their new owner.
 type Warmups struct {
 	Max           int
 	AcceptableLag int64
@@ -198,15 +199,20 @@ func Assign(members []Member, tasks []topo.TaskID, standbys int) (Plan, error) {
 
 // AssignWarm is [Assign] with warm-up replicas: after the steps of Assign,
 //
-//  5. A task that the plan moves away from the member that ran it active
-//     last generation, to a member whose state of it lags that member's by
-//     more than w.AcceptableLag (offset sums; no sum counts as 0), stays
-//     where it was. Its planned owner keeps a replica of it instead, as
-//     standby if it is one already, else as a warm-up while fewer than
-//     w.Max are placed; the previous owner is no longer its standby.
+//  5. A task that the plan gives to a member whose state of it lags by more
+//     than w.AcceptableLag (offset sums; no sum counts as 0) goes instead
+//     to a member whose state is caught up: the member that ran it active
+//     last generation, whose state is taken as caught up since it ran the
+//     task until now; or, if that member has left, the least loaded of the
+//     members within w.AcceptableLag of the most caught-up state reported
+//     (Kafka Streams' HighAvailabilityTaskAssignor). The planned owner keeps
+//     a replica of it instead, as standby if it is one already or if the
+//     caught-up member was one (it takes that place), else as a warm-up
+//     while fewer than w.Max are placed; the caught-up member is no longer
+//     its standby.
 //
-// The previous owner's state is taken as caught up: it ran the task until
-// now. A task whose previous owner has left goes where Assign puts it.
+// A task whose previous owner has left, and whose state no member reports,
+// goes where Assign puts it.
 func AssignWarm(members []Member, tasks []topo.TaskID, standbys int, w Warmups) (Plan, error) {
 	if w.Max < 0 || w.AcceptableLag < 0 {
 		return Plan{}, fmt.Errorf("assign: warm-ups %+v; neither can be negative", w)
@@ -260,28 +266,30 @@ func AssignWarm(members []Member, tasks []topo.TaskID, standbys int, w Warmups) 
 	return p, nil
 }
 
-// warmups is step 5 of [AssignWarm]: it moves back the tasks whose new
-// owner has not caught up and returns the warm-up replicas it placed (also
-// in a.replicas).
+// warmups is step 5 of [AssignWarm]: it gives back to a caught-up member
+// the tasks whose planned owner has not caught up and returns the warm-up
+// replicas it placed (also in a.replicas).
 func (a *assigner) warmups(w Warmups) map[topo.TaskID]int {
 	warm := map[topo.TaskID]int{}
 	if w.Max == 0 {
 		return warm
 	}
-	sum := func(m int, t topo.TaskID) int64 { return a.ms[m].Info.OffsetSums[t] }
+	load := slices.Clone(a.active.count)
 	for _, t := range a.ts {
-		prev, ok := a.prev[t]
 		to := a.owner[t]
-		if !ok || to == prev || sum(prev, t)-sum(to, t) <= w.AcceptableLag {
+		from, ok := a.caughtUpMember(t, w.AcceptableLag, load)
+		if !ok || to == from || a.sum(from, t)-a.sum(to, t) <= w.AcceptableLag {
 			continue
 		}
-		a.owner[t] = prev
-		rs := slices.DeleteFunc(a.replicas[t], func(m int) bool { return m == prev })
+		a.owner[t] = from
+		load[to]--
+		load[from]++
+		rs := slices.DeleteFunc(a.replicas[t], func(m int) bool { return m == from })
 		switch {
 		case slices.Contains(rs, to):
 			// A standby already: it warms up as one.
 		case len(rs) < len(a.replicas[t]):
-			// The previous owner was a standby: the planned owner
+			// The caught-up member was a standby: the planned owner
 			// takes that place, and warms up there.
 			rs = append(rs, to)
 		case len(warm) < w.Max:
@@ -292,6 +300,37 @@ func (a *assigner) warmups(w Warmups) map[topo.TaskID]int {
 		a.replicas[t] = rs
 	}
 	return warm
+}
+
+// sum is m's offset sum of t as step 5 of [AssignWarm] compares them: 0 if
+// m reported none.
+func (a *assigner) sum(m int, t topo.TaskID) int64 { return a.ms[m].Info.OffsetSums[t] }
+
+// caughtUpMember is the member whose state of t step 5 of [AssignWarm]
+// takes as caught up: t's previous owner; if it has left, among the members
+// within lag of the largest offset sum reported for t, the one with the
+// fewest active tasks (load), then the first. ok is false when t has no
+// previous owner and no member reports a sum of it.
+func (a *assigner) caughtUpMember(t topo.TaskID, lag int64, load []int) (m int, ok bool) {
+	if prev, ok := a.prev[t]; ok {
+		return prev, true
+	}
+	best, found := int64(0), false
+	for m := range a.ms {
+		if s, ok := a.ms[m].Info.OffsetSums[t]; ok && (!found || s > best) {
+			best, found = s, true
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	m = -1
+	for i := range a.ms {
+		if s, ok := a.ms[i].Info.OffsetSums[t]; ok && best-s <= lag && (m < 0 || load[i] < load[m]) {
+			m = i
+		}
+	}
+	return m, true
 }
 
 func compareTasks(a, b topo.TaskID) int {

@@ -778,7 +778,7 @@ func sumsOf(sum int64, ts ...topo.TaskID) map[topo.TaskID]int64 {
 // than the acceptable recovery lag stays with its previous owner, and the
 // new member warms it up, within the group's bound; a member within the
 // lag, a task whose state is small, and a task whose previous owner has
-// left move at once.
+// left with no one else holding its state move at once.
 func TestAssignWarmups(t *testing.T) {
 	ts := tasksOf(0, 4)
 	w := Warmups{Max: 2, AcceptableLag: 10000}
@@ -855,5 +855,85 @@ func TestAssignWarmupsWithStandbys(t *testing.T) {
 	}
 	if _, err := AssignWarm(members, ts, 1, Warmups{Max: -1}); err == nil {
 		t.Error("a negative warm-up bound was accepted")
+	}
+}
+
+// When an instance leaves, each of its tasks goes to a member whose state of
+// it is caught up, its standby, even where balance would put it elsewhere
+// (Kafka Streams' HighAvailabilityTaskAssignor): the member balance picks
+// keeps a replica of it and takes it once caught up. A settled group of N
+// members, one standby, loses each member in turn.
+func TestAssignWarmupsAfterLeave(t *testing.T) {
+	ts := tasksOf(0, 12)
+	w := Warmups{Max: 2, AcceptableLag: 10000}
+	for _, n := range []int{2, 3, 4, 6} {
+		var all []Member
+		for i := range n {
+			all = append(all, member(string(rune('a'+i))))
+		}
+		all = settle(t, all, ts, 1)
+		for gone := range all {
+			name := fmt.Sprintf("N=%d, %s left", n, all[gone].ID)
+			members := slices.Delete(slices.Clone(all), gone, gone+1)
+			p, err := AssignWarm(members, ts, 1, w)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			byID := map[string]Member{}
+			for _, m := range members {
+				byID[m.ID] = m
+			}
+			for _, task := range ts {
+				// The most caught-up state of the task among those who stay.
+				best := int64(0)
+				for _, m := range members {
+					best = max(best, m.Info.OffsetSums[task])
+				}
+				owner := p.Active[task]
+				if lag := best - byID[owner].Info.OffsetSums[task]; lag > w.AcceptableLag {
+					t.Errorf("%s: task %s active on %s, %d records behind the most caught-up member", name, task, owner, lag)
+				}
+				for _, m := range members {
+					if slices.Contains(m.Info.Active, task) && owner != m.ID {
+						t.Errorf("%s: task %s moved from %s, which stayed, to %s", name, task, m.ID, owner)
+					}
+				}
+			}
+			for _, task := range ts {
+				reps := p.Standby[task]
+				if len(reps) == 0 && n > 2 || slices.Contains(reps, p.Active[task]) {
+					t.Errorf("%s: task %s active on %s, standbys %v", name, task, p.Active[task], reps)
+				}
+			}
+			if t.Failed() {
+				t.Fatalf("%s:\n%s", name, render(p, members))
+			}
+			// Once the warm-ups have caught up, the probing rebalance
+			// evens the counts, every task still on caught-up state.
+			for i := range members {
+				active, standby := p.Of(members[i].ID)
+				sums := map[topo.TaskID]int64{}
+				for _, task := range active {
+					sums[task] = scaleSum(task)
+				}
+				for _, task := range standby {
+					sums[task] = scaleSum(task) - 100
+				}
+				members[i].Info.Active, members[i].Info.Standby, members[i].Info.OffsetSums = active, standby, sums
+				byID[members[i].ID] = members[i]
+			}
+			if p, err = AssignWarm(members, ts, 1, w); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			checkPlan(t, p, members, ts, 1)
+			for _, task := range ts {
+				if _, ok := byID[p.Active[task]].Info.OffsetSums[task]; !ok {
+					t.Errorf("%s, after the warm-ups: task %s on %s, which has no state of it", name, task, p.Active[task])
+				}
+			}
+			if t.Failed() {
+				t.Fatalf("%s, after the warm-ups:\n%s", name, render(p, members))
+			}
+		}
 	}
 }

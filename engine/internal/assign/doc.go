@@ -36,9 +36,11 @@
 //
 // Under [WarmProtocol], a task moves only once its new owner has caught up
 // ([AssignWarm], as Kafka Streams' warm-up replicas): until then it stays
-// with its previous owner and the new one keeps a warm-up replica of it,
-// sent as a standby; the member asks for the rebalance that moves it when
-// that standby has caught up ([Assignment].Warmups).
+// with its previous owner (or, if that owner has left, goes to a member
+// whose state is caught up, its standby, beyond balance) and the new one
+// keeps a warm-up replica of it, sent as a standby; the member asks for the
+// rebalance that moves it when that standby has caught up
+// ([Assignment].Warmups).
 //
 // The encodings are in encode.go; cooperative rebalancing, and why the
 // classic protocol, are explained on [Balancer].
