@@ -40,6 +40,12 @@ type childFlags struct {
 	leave        bool
 	restoreStats bool
 	serve        string
+	// The instances curve's (instances.go): the instance's id (a static
+	// member; "": the one kept in the state directory), its standby
+	// replicas, and how often it prints a PROGRESS line (0: never).
+	instanceID string
+	standbys   int
+	progressMs int
 }
 
 func (c childFlags) args() []string {
@@ -47,7 +53,8 @@ func (c childFlags) args() []string {
 		"-output", c.output, "-app", c.app, "-brokers", c.brokers, "-commit-ms", fmt.Sprint(c.commitMs),
 		"-cache-bytes", fmt.Sprint(c.cacheBytes), "-memory-budget", fmt.Sprint(c.memoryBudget), "-workers", fmt.Sprint(c.workers), "-state-dir", c.stateDir,
 		"-batch-bytes", fmt.Sprint(c.batchBytes), "-linger-ms", fmt.Sprint(c.lingerMs), "-compression", c.compression,
-		"-leave=" + fmt.Sprint(c.leave), "-restore-stats=" + fmt.Sprint(c.restoreStats), "-serve", c.serve}
+		"-leave=" + fmt.Sprint(c.leave), "-restore-stats=" + fmt.Sprint(c.restoreStats), "-serve", c.serve,
+		"-instance-id", c.instanceID, "-standbys", fmt.Sprint(c.standbys), "-progress-ms", fmt.Sprint(c.progressMs)}
 }
 
 // runChild runs a measured process: Oxbow or a franz-go baseline, until
@@ -74,6 +81,9 @@ func runChild(args []string) int {
 	fs.BoolVar(&c.leave, "leave", false, "")
 	fs.BoolVar(&c.restoreStats, "restore-stats", false, "")
 	fs.StringVar(&c.serve, "serve", "", "")
+	fs.StringVar(&c.instanceID, "instance-id", "", "")
+	fs.IntVar(&c.standbys, "standbys", 0, "")
+	fs.IntVar(&c.progressMs, "progress-ms", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -139,9 +149,16 @@ func runOxbow(ctx context.Context, c childFlags) error {
 	}
 	app, err := engine.NewApp(top, engine.Config{AppID: c.app, Brokers: strings.Split(c.brokers, ","), Guarantee: g,
 		CommitInterval: time.Duration(c.commitMs) * time.Millisecond, CacheBytes: cacheBytes, MemoryBudget: c.memoryBudget, Workers: c.workers, StateDir: c.stateDir,
-		KafkaOptions: popts, Logger: logger, LeaveGroupOnClose: c.leave})
+		KafkaOptions: popts, Logger: logger, LeaveGroupOnClose: c.leave, InstanceID: c.instanceID, StandbyReplicas: c.standbys})
 	if err != nil {
 		return err
+	}
+	if c.progressMs > 0 {
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { printProgress(pctx, app, time.Duration(c.progressMs)*time.Millisecond) })
+		defer wg.Wait()
+		defer cancel()
 	}
 	start := time.Now()
 	done, ended, err := runReady(ctx, app)

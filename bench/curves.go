@@ -36,11 +36,16 @@ import (
 //     on inputs of -curve-keys distinct keys (as many records as keys, at
 //     least -records): records/s and peak RSS against keys;
 //   - partitions: the same on -curve-partitions input partitions, at
-//     -keys keys and -records records: records/s and peak RSS.
+//     -keys keys and -records records: records/s and peak RSS;
+//   - instances: -curve-instances instance processes of one application
+//     (instances.go): the group's records/s, the pause and settling of a
+//     rebalance as one more instance joins, and the time a stopped
+//     instance's tasks take to serve again elsewhere with a warm standby
+//     and without.
 //
 // Each point's output or store is checked as the report's runs are: a
 // wrong one fails the curve.
-var curveNames = []string{"restore", "keys", "partitions"}
+var curveNames = []string{"restore", "keys", "partitions", "instances"}
 
 // curveMemoryBudget is the Oxbow instances' MemoryBudget in the curves
 // unless -memory-budget says otherwise: at 10M keys the state is well past
@@ -70,6 +75,12 @@ type curveSettings struct {
 	partitions []int
 	readRate   float64
 	readFor    time.Duration
+	// The instances curve's: instance counts, input partitions and
+	// records, keys of the move part's store.
+	instances      []int
+	instPartitions int
+	instRecords    int
+	moveKeys       int
 }
 
 // curves runs the selected curves, one after the other, each point's
@@ -112,6 +123,8 @@ func curves(ctx context.Context, c benchConfig, cs curveSettings) error {
 			err = rn.restoreCurve(ctx, cs, add)
 		case "keys", "partitions":
 			err = rn.throughputCurve(ctx, cs, name, add)
+		case "instances":
+			err = rn.instancesCurve(ctx, cs, add)
 		}
 		err = errors.Join(err, f.Close())
 		if err != nil {
@@ -476,6 +489,23 @@ var curveDocs = map[string]curveDoc{
 				series: []curveSeries{{"records_per_s", "end to end"}, {"steady_records_per_s", "steady window"}}},
 			{file: "partitions-rss.png", title: "Peak RSS against partitions", xLabel: "partitions", yLabel: "MiB", logX: true,
 				series: []curveSeries{{"peak_rss_mb", "peak RSS"}, {"budget_mb", "MemoryBudget"}}},
+		},
+	},
+	"instances": {
+		title: "Instances of one application", xLabel: "instances",
+		about: instancesAbout,
+		table: []curveSeries{{"records_per_s", "records/s"}, {"window_s", "window s"}, {"steady_pause_s", "steady pause s"},
+			{"join_pause_s", "join pause s"}, {"join_settle_s", "join settle s"}, {"join_records_per_s", "records/s joining"},
+			{"move_warm_tasks", "tasks moved warm"}, {"move_warm_assigned_s", "warm assigned s"}, {"move_warm_s", "move warm s"}, {"move_warm_restored", "warm restored"},
+			{"move_cold_tasks", "tasks moved cold"}, {"move_cold_assigned_s", "cold assigned s"}, {"move_cold_s", "move cold s"}, {"move_cold_restored", "cold restored"},
+			{"move_cold_changelog", "cold moved changelog"}},
+		plots: []curvePlot{
+			{file: "instances-throughput.png", title: "Count throughput of the group against instances (one CPU)", xLabel: "instances", yLabel: "records/s",
+				series: []curveSeries{{"records_per_s", "steady window"}, {"join_records_per_s", "while one more joins"}}},
+			{file: "instances-rebalance.png", title: "One more instance joining", xLabel: "instances before the join", yLabel: "s",
+				series: []curveSeries{{"join_pause_s", "longest partition pause"}, {"join_settle_s", "settled after"}, {"steady_pause_s", "longest pause, no join"}}},
+			{file: "instances-move.png", title: "A stopped instance's tasks serving again elsewhere", xLabel: "instances", yLabel: "s",
+				series: []curveSeries{{"move_warm_s", "warm standby"}, {"move_cold_s", "no standby"}, {"move_cold_assigned_s", "assigned elsewhere (no standby)"}}},
 		},
 	},
 }

@@ -59,10 +59,12 @@
 // With -curves it writes no report but measures how costs grow
 // (curves.go): restore time and point-read latency against the store's
 // size, throughput and peak RSS against distinct keys and against
-// partitions, each point -curve-reps times, into bench/curves (points as
-// JSON lines, PNG plots, a README of tables):
+// partitions, and against instance processes the group's throughput, a
+// join's pause and a task's move with a warm standby and without
+// (instances.go), each point -curve-reps times, into bench/curves (points
+// as JSON lines, PNG plots, a README of tables):
 //
-//	go run ./bench -curves restore,keys,partitions
+//	go run ./bench -curves restore,keys,partitions,instances
 //
 // -curves-render redraws the README and plots of -curve-dir from its
 // points, measuring nothing.
@@ -186,6 +188,10 @@ func runBench(args []string) int {
 	restoreGB := fs.String("restore-gb", "0.25,1,2", "curves: the restore curve's changelog sizes, GB of keys and values")
 	curveKeys := fs.String("curve-keys", "10000,100000,1000000,10000000", "curves: the keys curve's distinct keys")
 	curvePartitions := fs.String("curve-partitions", "6,24,96", "curves: the partitions curve's partition counts")
+	curveInstances := fs.String("curve-instances", "1,2,4,6", "curves: the instances curve's instance counts (processes on this machine)")
+	fs.IntVar(&cs.instPartitions, "curve-instance-partitions", 12, "curves: the instances curve's input partitions (at least the largest -curve-instances)")
+	fs.IntVar(&cs.instRecords, "curve-instance-records", 20_000_000, "curves: the instances curve's input records (at -keys keys)")
+	fs.IntVar(&cs.moveKeys, "curve-move-keys", 2_000_000, "curves: the keys of the store whose tasks the instances curve moves (111 bytes each)")
 	fs.Float64Var(&cs.readRate, "curve-read-rate", 2000, "curves: the restore curve's point reads a second")
 	fs.DurationVar(&cs.readFor, "curve-read-for", 20*time.Second, "curves: how long the restore curve's point reads are measured (after a fifth of it not)")
 	curvesRender := fs.Bool("curves-render", false, "measure nothing: rewrite -curve-dir's README.md and plots from its points")
@@ -194,6 +200,8 @@ func runBench(args []string) int {
 	fs.DurationVar(&ss.warmup, "soak-warmup", 0, "soak: how long from the start the samples are left out of the fits (0: a sixth of -soak, two minutes at least)")
 	fs.DurationVar(&ss.every, "soak-every", 10*time.Second, "soak: how often the store is sampled")
 	fs.Float64Var(&ss.rate, "soak-rate", 50, "soak: commands a second, and as many view reads")
+	fs.DurationVar(&ss.retention, "soak-retention", 5*time.Minute, "soak: how long the store keeps each command's outcome (its -outcome-retention; the tables grow until it has passed)")
+	fs.Int64Var(&ss.budget, "soak-budget", 64<<20, "soak: the store's -memory-budget in bytes, each application's (0: none); its memtables' size is a sixteenth of it, and the resident memory settles once they have filled and been recycled")
 	fs.IntVar(&ss.shoes, "soak-shoes", 20, "soak: the shoes the commands go to (each a row of the catalog)")
 	fs.StringVar(&ss.dir, "soak-dir", "bench/soak", "soak: where the samples, fits and plots go")
 	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")
@@ -307,6 +315,12 @@ func runBench(args []string) int {
 		}
 		if cs.partitions, err = parseList(*curvePartitions, func(s string, _ int) (int, error) { return strconv.Atoi(s) }); err != nil {
 			errs = append(errs, fmt.Errorf("-curve-partitions: %w", err))
+		}
+		if cs.instances, err = parseList(*curveInstances, func(s string, _ int) (int, error) { return strconv.Atoi(s) }); err != nil {
+			errs = append(errs, fmt.Errorf("-curve-instances: %w", err))
+		}
+		if len(cs.instances) > 0 && cs.instPartitions < slices.Max(cs.instances) || cs.instRecords < 1 || cs.moveKeys < 1 {
+			errs = append(errs, errors.New("-curve-instance-partitions must be at least the largest -curve-instances; -curve-instance-records and -curve-move-keys positive"))
 		}
 		if !isFlagSet(fs, "memory-budget") {
 			c.memBudget = curveMemoryBudget

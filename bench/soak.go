@@ -52,9 +52,14 @@ import (
 // soakSettings are the soak's flags.
 type soakSettings struct {
 	duration, warmup, every time.Duration
-	rate                    float64
-	shoes                   int
-	dir                     string
+	// retention is the store's -outcome-retention: outcomes older than
+	// it are deleted, so the tables stop growing once it has passed.
+	retention time.Duration
+	// budget is the store's -memory-budget (0: none).
+	budget int64
+	rate   float64
+	shoes  int
+	dir    string
 }
 
 // soakSample is one sample of the store's process.
@@ -76,7 +81,12 @@ type soakSample struct {
 // memtables start at 256 KiB and double at each rotation, so at the soak's
 // rate they grow for tens of minutes before the first flush), held to their
 // bound; and the rest, which must be flat. The RSS is shown, its line
-// fitted, and judged by those two.
+// fitted, and judged by those two. pebble reports what it has allocated,
+// and a memtable's pages become resident only as it fills (pebble keeps the
+// last flushed one to recycle), so the rest rises with the first fill of
+// each memtable at its full size: with the default 16 MiB memtables, past
+// the hour at 50 commands a second; with -soak-budget's 4 MiB, within the
+// warm-up.
 var soakSeries = []struct{ name, label, unit, bound string }{
 	{"rss_mb", "resident memory", "MiB", "-"},
 	{"rss_apart_mb", "resident memory apart from the state store's", "MiB", ""},
@@ -178,7 +188,8 @@ func soak(ctx context.Context, c benchConfig, ss soakSettings) error {
 	// ends, killed if the harness dies.
 	var unpinned *pinning
 	cmd := unpinned.command(ctx, os.Environ(), bin, "-name", name, "-addr", addr, "-brokers", strings.Join(c.brokers, ","), "-pg", dsn,
-		"-state-dir", stateDir, "-services", "store")
+		"-state-dir", stateDir, "-services", "store", "-outcome-retention", ss.retention.String(),
+		"-memory-budget", strconv.FormatInt(ss.budget, 10))
 	store, err := startHelper(cmd)
 	if err != nil {
 		return err
@@ -309,7 +320,7 @@ sampling:
 }
 
 func (ss soakSettings) String() string {
-	return fmt.Sprintf("-soak %s -soak-warmup %s -soak-every %s -soak-rate %g -soak-shoes %d", ss.duration, ss.warmup, ss.every, ss.rate, ss.shoes)
+	return fmt.Sprintf("-soak %s -soak-warmup %s -soak-every %s -soak-rate %g -soak-shoes %d -soak-retention %s -soak-budget %d", ss.duration, ss.warmup, ss.every, ss.rate, ss.shoes, ss.retention, ss.budget)
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
