@@ -107,7 +107,7 @@ type soakLoad struct {
 
 	commands, accepted, rejected, retried atomic.Int64
 	reads, feedEvents, feedReconnects     atomic.Int64
-	priceChanges, skipped                 atomic.Int64
+	priceChanges, skipped, pgReconnects   atomic.Int64
 	errs                                  []string
 	errCount                              atomic.Int64
 }
@@ -177,7 +177,7 @@ func soak(ctx context.Context, c benchConfig, ss soakSettings) error {
 			return fmt.Errorf("the catalog's rows: %w", err)
 		}
 	}
-	defer soakCleanup(context.WithoutCancel(ctx), pg, adm, name, logf)
+	defer soakCleanup(context.WithoutCancel(ctx), dsn, adm, name, logf)
 
 	addr, err := freeAddr()
 	if err != nil {
@@ -228,7 +228,7 @@ func soak(ctx context.Context, c benchConfig, ss soakSettings) error {
 	wg.Go(func() { load.sendCommands(loadCtx, client, base, shoes, ss.rate) })
 	wg.Go(func() { load.readViews(loadCtx, client, base, shoes, ss.rate) })
 	wg.Go(func() { load.followFeed(loadCtx, feedClient, base) })
-	wg.Go(func() { load.changePrices(loadCtx, pg, shoes) })
+	wg.Go(func() { load.changePrices(loadCtx, dsn, shoes) })
 
 	var samples []soakSample
 	tick := time.NewTicker(ss.every)
@@ -275,9 +275,9 @@ sampling:
 	if runErr != nil {
 		return runErr
 	}
-	logf("load stopped after %s: %d commands (%d accepted, %d rejected, %d retried with their key), %d reads, %d changes on the feed (%d reconnects), %d price changes, %d ticks skipped\n",
+	logf("load stopped after %s: %d commands (%d accepted, %d rejected, %d retried with their key), %d reads, %d changes on the feed (%d reconnects), %d price changes (%d reconnects to the database), %d ticks skipped\n",
 		time.Since(start).Round(time.Second), load.commands.Load(), load.accepted.Load(), load.rejected.Load(), load.retried.Load(), load.reads.Load(),
-		load.feedEvents.Load(), load.feedReconnects.Load(), load.priceChanges.Load(), load.skipped.Load())
+		load.feedEvents.Load(), load.feedReconnects.Load(), load.priceChanges.Load(), load.pgReconnects.Load(), load.skipped.Load())
 	checkErr := load.settle(ctx, client, base, shoes, logf)
 	store.stop()
 	stopped = true
@@ -600,29 +600,65 @@ func (l *soakLoad) followFeed(ctx context.Context, client *http.Client, base str
 	}
 }
 
-// changePrices changes a shoe's price in the catalog table once a second.
-func (l *soakLoad) changePrices(ctx context.Context, pg *pgx.Conn, shoes []string) {
+// changePrices changes a shoe's price in the catalog table once a second,
+// on a connection of its own. A connection cut (an administrator's
+// pg_terminate_backend, a restart) is counted and made again, and the
+// change it cut, made or not, is made again with the same price: an update
+// that sets a value is the same done twice. A database unreachable for a
+// minute is a failure.
+func (l *soakLoad) changePrices(ctx context.Context, dsn string, shoes []string) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	for i := 0; ; i++ {
+	var pg *pgx.Conn
+	defer func() {
+		if pg != nil {
+			pg.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	var down time.Time // since when the database has been unreachable
+	i, price := 0, int64(5000+rng.IntN(4000))
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		shoe := shoes[i%len(shoes)]
-		price := int64(5000 + rng.IntN(4000))
-		if _, err := pg.Exec(ctx, `UPDATE catalog SET price_cents = $1 WHERE model = $2`, price, shoe); err != nil {
-			if ctx.Err() == nil {
-				l.fail("a price change: %v", err)
+		err := func() error {
+			if pg == nil {
+				c, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					return err
+				}
+				pg = c
 			}
+			_, err := pg.Exec(ctx, `UPDATE catalog SET price_cents = $1 WHERE model = $2`, price, shoe)
+			return err
+		}()
+		if ctx.Err() != nil {
 			return
 		}
+		if err != nil {
+			if pg != nil {
+				pg.Close(context.WithoutCancel(ctx))
+				pg = nil
+				l.pgReconnects.Add(1)
+			}
+			if down.IsZero() {
+				down = time.Now()
+			} else if time.Since(down) > time.Minute {
+				l.fail("a price change: the catalog database unreachable for a minute: %v", err)
+				return
+			}
+			continue // the same change again
+		}
+		down = time.Time{}
 		l.mu.Lock()
 		l.prices[shoe] = price
 		l.mu.Unlock()
 		l.priceChanges.Add(1)
+		i, price = i+1, int64(5000+rng.IntN(4000))
 	}
 }
 
@@ -811,10 +847,17 @@ func stateDisk(dir string) (tables, logs, bound, memBound float64, err error) {
 
 // soakCleanup removes what the soak made: its catalog rows, the replication
 // slot and publication of its capture, its topics and consumer groups.
-func soakCleanup(ctx context.Context, pg *pgx.Conn, adm *kadm.Client, name string, logf func(string, ...any)) {
+func soakCleanup(ctx context.Context, dsn string, adm *kadm.Client, name string, logf func(string, ...any)) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var errs []error
+	// A connection of its own: the soak's may have been cut meanwhile.
+	pg, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		logf("cleaning up %s: the catalog database: %v\n", name, err)
+		return
+	}
+	defer pg.Close(ctx)
 	if _, err := pg.Exec(ctx, `DELETE FROM catalog WHERE model LIKE $1`, name+"-%"); err != nil {
 		errs = append(errs, err)
 	}
