@@ -7,9 +7,11 @@
 // per CPU, and Go calls C from whichever thread runs the goroutine, so
 // blocks are allocated in one arena and freed into another. An arena keeps
 // the free space between the blocks it still holds; over an hour of
-// steady load the process's resident memory grew by 61 MiB beside a
-// constant cache and memtables (bench/soak), in 64 MiB arena heaps. Two
-// arenas bound that growth at little cost: pebble calls malloc once per
+// steady load the process's resident memory apart from pebble's
+// allocations grew by 61 MiB (bench/soak), much of it in 64 MiB arena
+// heaps, and by 19 MiB with two arenas (the rest was memtables' pages
+// becoming resident as they first filled). Two arenas bound that growth
+// at little cost: pebble calls malloc once per
 // block read from disk, not once per record. It is the setting Kafka
 // Streams' operators give RocksDB (MALLOC_ARENA_MAX=2) for the same
 // reason.

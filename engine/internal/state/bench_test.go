@@ -100,8 +100,6 @@ func BenchmarkGet(b *testing.B) {
 // and syncs it, a byte a second reported as the changelog's keys and
 // values: what pebble's side of a restore costs, to set against the
 // consumer's read of the same bytes.
-var restoreBatch = 0
-
 func BenchmarkRestore(b *testing.B) {
 	const records = 2_000_000
 	keys := make([][]byte, records)
@@ -120,7 +118,7 @@ func BenchmarkRestore(b *testing.B) {
 	b.SetBytes(int64(records * (11 + benchValueLen)))
 	for b.Loop() {
 		b.StopTimer()
-		db := openDB(b, b.TempDir(), state.Options{RestoreBatchSize: restoreBatch})
+		db := openDB(b, b.TempDir(), state.Options{})
 		b.StartTimer()
 		r, err := db.Restorer("bench", 0)
 		if err != nil {

@@ -69,9 +69,13 @@ func parseNamedKey(k []byte) (tag byte, name string, partition int32, err error)
 func setEntry(b *pebble.Batch, key, value []byte, ts int64) error {
 	op := b.SetDeferred(len(key), 8+len(value))
 	copy(op.Key, key)
-	binary.BigEndian.PutUint64(op.Value, uint64(ts))
-	copy(op.Value[8:], value)
+	appendEntry(op.Value[:0], value, ts)
 	return op.Finish()
+}
+
+// appendEntry appends a stored value (the timestamp, then the value) to dst.
+func appendEntry(dst, value []byte, ts int64) []byte {
+	return append(binary.BigEndian.AppendUint64(dst, uint64(ts)), value...)
 }
 
 // decodeEntry copies a stored key (without its prefix) and value into one

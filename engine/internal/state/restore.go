@@ -53,10 +53,9 @@ type Restorer struct {
 	topic     string
 	prefix    []byte
 	// The pending batch: the records applied since the last batch handed
-	// over, in order, and their bytes.
+	// over, in order.
 	cur       batch
 	spare     batch // a written batch's buffers, for the next one
-	bytes     int
 	next      int64 // checkpoint to write: the offset after the last record applied
 	committed int64 // the checkpoint in the database
 	// inflight is the batch being written, nil if none. The fields below
@@ -108,6 +107,10 @@ func (b *batch) value(i uint32) []byte {
 }
 
 func (b *batch) reset() { b.buf, b.recs = b.buf[:0], b.recs[:0] }
+
+// size is what the batch counts for against the batch size: its keys and
+// values and recordOverhead a record.
+func (b *batch) size() int { return len(b.buf) + recordOverhead*len(b.recs) }
 
 // sortKey is a pending record's place in the sorted order.
 type sortKey struct {
@@ -175,18 +178,17 @@ func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	}
 	r.cur.add(key, value, ts)
 	r.next = offset + 1
-	r.bytes += len(key) + len(value) + recordOverhead
-	if r.bytes < r.db.restoreBatch() {
+	if r.cur.size() < r.db.restoreBatch() {
 		return nil
 	}
 	if err := r.wait(); err != nil {
 		return err
 	}
-	if r.bytes < minIngestBytes {
+	if r.cur.size() < minIngestBytes {
 		return r.commit(pebble.NoSync) // too small to be worth a table, or a goroutine
 	}
 	w := &batchWrite{b: r.cur, next: r.next, done: make(chan struct{})}
-	r.cur, r.spare, r.bytes, r.inflight = r.spare, batch{}, 0, w
+	r.cur, r.spare, r.inflight = r.spare, batch{}, w
 	r.cur.reset()
 	go func() {
 		defer close(w.done)
@@ -211,7 +213,7 @@ func (r *Restorer) wait() error {
 		// The records applied since are not written either: resume where
 		// the database is.
 		r.cur.reset()
-		r.bytes, r.next = 0, r.committed
+		r.next = r.committed
 		return w.err
 	}
 	r.committed = w.next
@@ -244,11 +246,10 @@ func (r *Restorer) commit(sync *pebble.WriteOptions) error {
 	}
 	err := r.db.enter()
 	if err == nil {
-		err = r.write(&r.cur, r.next, sync, r.bytes >= minIngestBytes)
+		err = r.write(&r.cur, r.next, sync, r.cur.size() >= minIngestBytes)
 		r.db.exit()
 	}
 	r.cur.reset()
-	r.bytes = 0
 	if err != nil {
 		r.next = r.committed // the records are gone; resume where the database is
 		return err
@@ -340,8 +341,7 @@ func (r *Restorer) ingest(recs *batch) error {
 		if rec := &recs.recs[o.i]; rec.del {
 			err = w.Delete(r.scratch)
 		} else {
-			r.value = binary.BigEndian.AppendUint64(r.value[:0], uint64(rec.ts))
-			r.value = append(r.value, recs.value(o.i)...)
+			r.value = appendEntry(r.value[:0], recs.value(o.i), rec.ts)
 			err = w.Set(r.scratch, r.value)
 		}
 		if err != nil {
