@@ -18,8 +18,10 @@ import (
 // on one task with pebble state, without Kafka: each iteration a record of
 // key i mod keys, event times rising over half an hour for 2M records as
 // the harness's input; a commit (cache flush, state commit) every 10,000
-// records. Run with -benchtime=Nx; OXBOW_BENCH_KEYS sets the keys
-// (default 100,000).
+// records. Run with -benchtime=Nx (8M records are two hours of event
+// time); OXBOW_BENCH_KEYS sets the keys (default 100,000),
+// OXBOW_BENCH_PLAIN=1 lays the store out plainly rather than in time
+// segments (state.Layout), to compare.
 func BenchmarkTaskWindowPebble(b *testing.B) {
 	keys := 100_000
 	if s := os.Getenv("OXBOW_BENCH_KEYS"); s != "" {
@@ -39,7 +41,14 @@ func BenchmarkTaskWindowPebble(b *testing.B) {
 	t := topo.Unwrap(top)
 	mt, _ := strconv.Atoi(os.Getenv("OXBOW_BENCH_MEMTABLE_MB"))
 	cs, _ := strconv.Atoi(os.Getenv("OXBOW_BENCH_CACHE_MB"))
-	db, err := state.Open(b.TempDir(), state.Options{MemTableSize: uint64(mt) << 20, CacheSize: int64(cs) << 20})
+	db, err := state.Open(b.TempDir(), state.Options{MemTableSize: uint64(mt) << 20, CacheSize: int64(cs) << 20,
+		Layout: func(store string) state.Layout {
+			l := state.LayoutOf(t.Stores[store])
+			if os.Getenv("OXBOW_BENCH_PLAIN") != "" {
+				l = state.Layout{}
+			}
+			return l
+		}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -85,7 +85,16 @@ type winTable interface {
 // retention); size the window size, time difference or gap.
 func newWindowBase(b *Builder, node string, o *options, kind windowKind, storeKind topo.StoreKind, kc, vc topo.Codec, size, keep, grace time.Duration) (windowBase, error) {
 	store := storeName(o, node)
-	b.addStore(o, store).Kind = storeKind
+	spec := b.addStore(o, store)
+	spec.Kind = storeKind
+	// Filed locally by time (state.Layout), in segments of four times
+	// what the windows need: a record's windows then mostly fall in one
+	// segment, one seek (with Kafka Streams' segments, half of it, two or
+	// three), and the segments being written are a small part of a store
+	// kept for hours. Measured with BenchmarkTaskWindowPebble, 100,000 keys
+	// over two hours of event time on one CPU: 23,900 records/s against
+	// 19,500 plainly, 6.7 GB written by pebble against 8.5 GB.
+	spec.Segment = max(4*keep, minSegment)
 	wb := windowBase{store: store, emitStore: store + "-emit", kind: kind, final: o.emitFinal,
 		kc: kc, vc: vc, size: size.Milliseconds(), grace: grace.Milliseconds(), times: &storeTimes{m: map[topo.KVStore]*storeTime{}}}
 	wb.emitEvery = -1 // the task's default
@@ -272,7 +281,7 @@ func (wb *windowBase) getMany(kbs [][]byte, found []windowFound) error {
 		}
 		return nil
 	}
-	return ts.GetMany(kbs, func(i int, e topo.Entry, ok bool) error {
+	return ts.GetMany(kbs, wb.keySuffix(), func(i int, e topo.Entry, ok bool) error {
 		if !ok {
 			found[i] = windowFound{}
 			return nil
@@ -661,8 +670,9 @@ func (ts *storeTimes) release(st *storeTime) {
 	}
 }
 
-// rangeWindows iterates the entries of the store of a range-reading window
-// aggregation in [lo, hi).
+// rangeWindows iterates the entries of one record key in [lo, hi) of the
+// store of a range-reading window aggregation: lo is one of its keys, hi
+// another or the end of its keys (see topo.RangeKey).
 func (wb *windowBase) rangeWindows(lo, hi []byte) iter.Seq2[topo.Entry, error] {
-	return wb.st.(*topo.RangeTableStore).Range(lo, hi)
+	return wb.st.(*topo.RangeTableStore).RangeKey(lo, hi, wb.keySuffix())
 }

@@ -329,6 +329,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 			return plan.name(topo.TopicRef{Name: topo.ChangelogTopic(store), Internal: true})
 		},
 		Logger: r.log,
+		Layout: func(store string) state.Layout { return state.LayoutOf(r.topo.Stores[store]) },
 	})
 	if err != nil {
 		return err

@@ -31,8 +31,8 @@ func seed(t testing.TB, task *state.Task) {
 
 // openConformance opens the store under test, ("s", 7), with committed
 // neighbours and, in the same task, pending ones.
-func openConformance(t *testing.T) (*state.Task, topo.KVStore) {
-	db := openDB(t, t.TempDir(), state.Options{})
+func openConformance(t *testing.T, opts state.Options) (*state.Task, topo.KVStore) {
+	db := openDB(t, t.TempDir(), opts)
 	setup := db.Task()
 	seed(t, setup)
 	if err := setup.Commit(); err != nil {
@@ -46,14 +46,14 @@ func openConformance(t *testing.T) (*state.Task, topo.KVStore) {
 
 func TestConformancePending(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) topo.KVStore {
-		_, s := openConformance(t)
+		_, s := openConformance(t, state.Options{})
 		return s
 	})
 }
 
 func TestConformanceCommitted(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) topo.KVStore {
-		task, s := openConformance(t)
+		task, s := openConformance(t, state.Options{})
 		return autoCommit{s, task}
 	})
 }

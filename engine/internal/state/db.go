@@ -70,6 +70,10 @@ type Options struct {
 	ChangelogTopic func(store string) string
 	// Logger receives pebble's log messages. Default: discarded.
 	Logger *slog.Logger
+	// Layout gives each store's layout (see [Layout]). Open wipes the
+	// partitions held in another layout, to be restored from their
+	// changelogs. Default: every store plain.
+	Layout func(store string) Layout
 }
 
 func (o Options) withDefaults() Options {
@@ -87,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Layout == nil {
+		o.Layout = func(string) Layout { return Layout{} }
 	}
 	return o
 }
@@ -181,7 +188,11 @@ func Open(dir string, opts Options) (*DB, error) {
 	db.tableOpts = popts.MakeWriterOptions(0, pdb.TableFormat())
 	// Tables written but never ingested (a crash in between) are
 	// replayed from the changelog.
-	if err := errors.Join(os.RemoveAll(db.ingestDir), os.Mkdir(db.ingestDir, 0o755), db.checkFormat()); err != nil {
+	err = errors.Join(os.RemoveAll(db.ingestDir), os.Mkdir(db.ingestDir, 0o755), db.checkFormat())
+	if err == nil {
+		err = db.openLayouts()
+	}
+	if err != nil {
 		return nil, errors.Join(err, pdb.Close(), lock.Close())
 	}
 	return db, nil
@@ -318,7 +329,8 @@ func (db *DB) Wipe(store string, partition int32) error {
 	defer db.exit()
 	b := db.pdb.NewBatch()
 	defer b.Close()
-	prefix := dataPrefix(store, partition)
+	// Both layouts' keys (openLayouts wipes a partition in the old one).
+	plain, seg := dataPrefix(store, partition), namedKey(tagSegData, store, partition, 0)
 	sk := storeKey(store, partition)
 	topics := []string{db.opts.ChangelogTopic(store)}
 	v, closer, err := db.pdb.Get(sk)
@@ -331,7 +343,7 @@ func (db *DB) Wipe(store string, partition int32) error {
 	case !errors.Is(err, pebble.ErrNotFound):
 		return fmt.Errorf("engine: state: wipe %s/%d: %w", store, partition, err)
 	}
-	err = b.DeleteRange(prefix, topo.PrefixEnd(prefix), nil)
+	err = errors.Join(b.DeleteRange(plain, topo.PrefixEnd(plain), nil), b.DeleteRange(seg, topo.PrefixEnd(seg), nil))
 	for _, t := range topics {
 		err = errors.Join(err, b.Delete(checkpointKey(t, partition), nil))
 	}

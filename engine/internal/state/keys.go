@@ -16,6 +16,7 @@ const (
 	tagData       byte = 0x01 // a store's key
 	tagCheckpoint byte = 0x02 // a changelog position
 	tagStore      byte = 0x03 // a store partition held locally
+	tagSegData    byte = 0x04 // a segmented store's key (Layout)
 )
 
 // formatVersion is the key and value layout this package writes. Open

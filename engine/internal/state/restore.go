@@ -52,12 +52,14 @@ type Restorer struct {
 	partition int32
 	topic     string
 	prefix    []byte
+	layout    Layout
 	// The pending batch: the records applied since the last batch handed
 	// over, in order.
 	cur       batch
-	spare     batch // a written batch's buffers, for the next one
-	next      int64 // checkpoint to write: the offset after the last record applied
-	committed int64 // the checkpoint in the database
+	spare     batch  // a written batch's buffers, for the next one
+	next      int64  // checkpoint to write: the offset after the last record applied
+	committed int64  // the checkpoint in the database
+	seg       []byte // Apply's, for a segmented key
 	// inflight is the batch being written, nil if none. The fields below
 	// it are the writer's: the goroutine's while a batch is in flight.
 	inflight *batchWrite
@@ -147,7 +149,13 @@ func (db *DB) Restorer(store string, partition int32) (*Restorer, error) {
 		return nil, err
 	}
 	db.restorers.Add(1)
-	return &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), next: off, committed: off}, nil
+	r := &Restorer{db: db, store: store, partition: partition, topic: topic, prefix: dataPrefix(store, partition), next: off, committed: off}
+	if l := db.opts.Layout(store); l.segmented() {
+		// Records are kept (and sorted, and written) by their keys after
+		// the prefix: segment, then key.
+		r.layout, r.prefix = l, segPrefix(store, partition, l.interval())
+	}
+	return r, nil
 }
 
 // restoreBatch is the batch size of each open Restorer: the DB's
@@ -175,6 +183,10 @@ func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 	}
 	if offset < r.next {
 		return fmt.Errorf("engine: state: restore %s/%d: record at offset %d is behind position %d", r.topic, r.partition, offset, r.next)
+	}
+	if r.layout.segmented() {
+		r.seg = r.layout.appendPhysical(r.seg[:0], key)
+		key = r.seg
 	}
 	r.cur.add(key, value, ts)
 	r.next = offset + 1

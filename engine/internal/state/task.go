@@ -49,9 +49,8 @@ func (db *DB) Task() *Task {
 // the task's pending state. Closing the view does not discard the task's
 // writes.
 func (t *Task) Store(name string, partition int32) topo.KVStore {
-	prefix := dataPrefix(name, partition)
 	t.pending[string(storeKey(name, partition))] = storePartition{name, partition}
-	return &store{t: t, name: name, prefix: prefix, end: topo.PrefixEnd(prefix)}
+	return t.db.newStore(t, name, partition)
 }
 
 // OpenStore opens the task's partition of a store; it fits
@@ -164,12 +163,28 @@ func (t *Task) Close() error {
 
 // store is a view of one store partition through a task's pending state.
 type store struct {
-	t       *Task
-	name    string
-	prefix  []byte // tagData | name | partition
+	t      *Task
+	name   string
+	layout Layout
+	// prefix is tagData | name | partition, or, segmented, tagSegData |
+	// name | partition | segment length; a key follows it, segmented after
+	// its segment.
+	prefix  []byte
 	end     []byte // PrefixEnd(prefix): every key of the partition is below it
 	scratch []byte // reused for full keys; pebble copies them
 	closed  bool
+}
+
+// newStore returns a view of a store partition through t's pending state.
+func (db *DB) newStore(t *Task, name string, partition int32) *store {
+	l := db.opts.Layout(name)
+	prefix := dataPrefix(name, partition)
+	if l.segmented() {
+		prefix = segPrefix(name, partition, l.interval())
+	} else {
+		l = Layout{}
+	}
+	return &store{t: t, name: name, layout: l, prefix: prefix, end: topo.PrefixEnd(prefix)}
 }
 
 var _ topo.KVStore = (*store)(nil)
@@ -200,8 +215,14 @@ func (s *store) reader() (pebble.Reader, *pending) {
 	return s.t.db.pdb, nil
 }
 
+// key is the pebble key of a store key, in s.scratch.
 func (s *store) key(k []byte) []byte {
-	s.scratch = append(append(s.scratch[:0], s.prefix...), k...)
+	s.scratch = append(s.scratch[:0], s.prefix...)
+	if s.layout.segmented() {
+		s.scratch = s.layout.appendPhysical(s.scratch, k)
+	} else {
+		s.scratch = append(s.scratch, k...)
+	}
 	return s.scratch
 }
 
@@ -248,13 +269,26 @@ func (s *store) Delete(key []byte, _ int64) error {
 // state, as of when the loop starts: writes in the loop body are not seen by
 // it, and a Commit or Discard in the loop body does not disturb it.
 func (s *store) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return func(func(topo.Entry, error) bool) {}
+	}
+	if s.layout.segmented() {
+		return s.rangeSegmented(lo, hi)
+	}
 	return func(yield func(topo.Entry, error) bool) {
-		it, p, err := s.openIter(lo, hi)
-		if err != nil {
-			yield(topo.Entry{}, err)
-			return
+		// Fresh bounds, in one allocation: pebble keeps them for the
+		// iterator's life.
+		buf := make([]byte, 0, 2*len(s.prefix)+len(lo)+len(hi))
+		buf = append(append(buf, s.prefix...), lo...)
+		lower, upper := buf[:len(buf):len(buf)], s.end
+		if hi != nil {
+			upper = append(append(buf[len(buf):], s.prefix...), hi...)
 		}
-		if it == nil {
+		it, p, err := s.openIter(lower, upper)
+		if err != nil || it == nil {
+			if err != nil {
+				yield(topo.Entry{}, err)
+			}
 			return
 		}
 		defer s.closeIter(it, p)
@@ -278,26 +312,19 @@ func (s *store) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
 	}
 }
 
-// openIter returns nil for an empty range. The pending batch it reads, if
-// any, stays open until closeIter.
-func (s *store) openIter(lo, hi []byte) (*pebble.Iterator, *pending, error) {
+// openIter opens an iterator over the pebble keys in [lower, upper) (which
+// pebble keeps: the caller gives them up), nil if the range is empty. The
+// pending batch it reads, if any, stays open until closeIter.
+func (s *store) openIter(lower, upper []byte) (*pebble.Iterator, *pending, error) {
 	if err := s.enter(); err != nil {
 		return nil, nil, err
 	}
 	defer s.t.db.exit()
-	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+	if bytes.Compare(lower, upper) >= 0 {
 		return nil, nil, nil
 	}
-	// Fresh bounds, in one allocation: pebble keeps them for the
-	// iterator's life.
-	buf := make([]byte, 0, 2*len(s.prefix)+len(lo)+len(hi))
-	buf = append(append(buf, s.prefix...), lo...)
-	opts := &pebble.IterOptions{LowerBound: buf[:len(buf):len(buf)], UpperBound: s.end}
-	if hi != nil {
-		opts.UpperBound = append(append(buf[len(buf):], s.prefix...), hi...)
-	}
 	r, p := s.reader()
-	it, err := r.NewIter(opts)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: state: range over %q: %w", s.name, err)
 	}

@@ -295,12 +295,13 @@ func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	return s.store.Get(key)
 }
 
-// GetMany reads keys, ascending, seeing updates still in the cache: fn
-// gets each key's index, entry and presence, in order. The keys the cache
-// does not hold are read from the store with one range, from the first of
-// them to just past the last, so that keys near each other (a record key's
-// windows) cost one seek of the store rather than one each.
-func (s *TableStore) GetMany(keys [][]byte, fn func(i int, e Entry, ok bool) error) error {
+// GetMany reads keys of one record key of a window or session store (the
+// record key, then suffix bytes), ascending, seeing updates still in the
+// cache: fn gets each key's index, entry and presence, in order. The keys
+// the cache does not hold are read from the store with one range
+// (RangeKey), from the first of them to just past the last, so that keys
+// near each other cost one seek of the store rather than one each.
+func (s *TableStore) GetMany(keys [][]byte, suffix int, fn func(i int, e Entry, ok bool) error) error {
 	var missBuf [8]int
 	miss := missBuf[:0]
 	for i, k := range keys {
@@ -338,7 +339,7 @@ func (s *TableStore) GetMany(keys [][]byte, fn func(i int, e Entry, ok bool) err
 	s.scratch = append(append(s.scratch[:0], last...), 0) // the store copies its bounds
 	hi := s.scratch
 	j := 0
-	for e, err := range s.store.Range(lo, hi) {
+	for e, err := range RangeKey(s.store, lo, hi, suffix) {
 		if err != nil {
 			return err
 		}

@@ -259,6 +259,11 @@ type StoreSpec struct {
 	// Topic is the store's changelog topic base name, or, for a global store,
 	// its source topic.
 	Topic string
+	// Segment, for a window or session store (Kind) of a windowed
+	// aggregation, is the length of the time segments its keys are filed
+	// under locally, by their window's start or session's end (see the
+	// state package's Layout); 0: none.
+	Segment time.Duration
 }
 
 // ChangelogTopic is the base name of a store's changelog topic.

@@ -69,6 +69,12 @@ func (s *RangeTableStore) Get(key []byte) (Entry, bool, error) { return s.store.
 // Range iterates the keys in [lo, hi) in order (nil: unbounded).
 func (s *RangeTableStore) Range(lo, hi []byte) iter.Seq2[Entry, error] { return s.store.Range(lo, hi) }
 
+// RangeKey iterates one record key's keys in [lo, hi) in order (see
+// [RangeKey]).
+func (s *RangeTableStore) RangeKey(lo, hi []byte, suffix int) iter.Seq2[Entry, error] {
+	return RangeKey(s.store, lo, hi, suffix)
+}
+
 // Update sets key to value (nil: deletes it) with timestamp ts, and
 // forwards rec (its Key and Headers) with the change from old to new, at
 // once or, with a cache, when the key's entry is flushed.

@@ -120,6 +120,44 @@ func (m *MemStore) Close() error {
 	return nil
 }
 
+// KeyRanger is a store that reads one record key's windows or sessions
+// faster than Range does (state's segmented stores).
+type KeyRanger interface {
+	// RangeKey is RangeKey of the store.
+	RangeKey(lo, hi []byte, suffix int) iter.Seq2[Entry, error]
+}
+
+// RangeKey iterates the keys of s in [lo, hi) that belong to one record
+// key of a window or session store, whose keys are the record key then
+// suffix bytes of times: lo is a key of it, hi another or the end of its
+// keys. Keys of other record keys that sort between (longer ones that
+// begin with it) are left out.
+func RangeKey(s KVStore, lo, hi []byte, suffix int) iter.Seq2[Entry, error] {
+	if l, ok := s.(*loggedStore); ok {
+		s = l.KVStore // reads are not logged
+	}
+	if r, ok := s.(KeyRanger); ok {
+		return r.RangeKey(lo, hi, suffix)
+	}
+	return FilterKey(s.Range(lo, hi), lo, suffix)
+}
+
+// FilterKey keeps the entries of seq whose key is lo's record key (all but
+// its last suffix bytes) followed by suffix bytes.
+func FilterKey(seq iter.Seq2[Entry, error], lo []byte, suffix int) iter.Seq2[Entry, error] {
+	rk := lo[:max(len(lo)-suffix, 0)]
+	return func(yield func(Entry, error) bool) {
+		for e, err := range seq {
+			if err == nil && (len(e.Key) != len(rk)+suffix || !bytes.HasPrefix(e.Key, rk)) {
+				continue
+			}
+			if !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
 // loggedStore writes every change to the store's changelog topic, on the
 // partition of the task that owns it.
 type loggedStore struct {
