@@ -99,7 +99,7 @@ func (db *DB) openLayouts() error {
 			return err
 		}
 		if stale {
-			db.opts.Logger.Info("engine: state: the layout of a store changed; its local state is deleted and restored from the changelog",
+			db.opts.Logger.Warn("engine: state: the local layout of a store changed: its local state is deleted, to be restored from its changelog (a store without one starts empty)",
 				"store", sp.Store, "partition", sp.Partition)
 			if err := db.Wipe(sp.Store, sp.Partition); err != nil {
 				return err
@@ -230,14 +230,13 @@ func (s *store) RangeKey(lo, hi []byte, suffix int) iter.Seq2[topo.Entry, error]
 		}
 		defer s.closeIter(it, p)
 		n := len(s.prefix) + 8
-		seek := s.segKey(first, lo)
-		for ok := it.SeekGE(seek); ok; {
+		for ok := it.SeekGE(s.seekKey(first, lo)); ok; {
 			k := it.Key()
 			seg := binary.BigEndian.Uint64(k[len(s.prefix):n])
 			key := k[n:]
 			if bytes.Compare(key, lo) < 0 {
 				// A segment's keys below lo: on to lo in it.
-				ok = it.SeekGE(s.segKey(seg, lo))
+				ok = it.SeekGE(s.seekKey(seg, lo))
 				continue
 			}
 			if hi != nil && bytes.Compare(key, hi) >= 0 || !bytes.HasPrefix(key, rk) {
@@ -245,7 +244,7 @@ func (s *store) RangeKey(lo, hi []byte, suffix int) iter.Seq2[topo.Entry, error]
 				if seg == last {
 					break
 				}
-				ok = it.SeekGE(s.segKey(seg+1, lo))
+				ok = it.SeekGE(s.seekKey(seg+1, lo))
 				continue
 			}
 			if len(key) == len(lo) {
@@ -285,7 +284,7 @@ func (s *store) segments(first, last uint64) ([]uint64, error) {
 		if seg == last {
 			break
 		}
-		ok = it.SeekGE(s.segKey(seg+1, nil))
+		ok = it.SeekGE(s.seekKey(seg+1, nil))
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("engine: state: range over %q: %w", s.name, err)
@@ -298,6 +297,12 @@ func (s *store) segments(first, last uint64) ([]uint64, error) {
 func (s *store) segKey(seg uint64, key []byte) []byte {
 	k := make([]byte, 0, len(s.prefix)+8+len(key))
 	return append(binary.BigEndian.AppendUint64(append(k, s.prefix...), seg), key...)
+}
+
+// seekKey is segKey in s.scratch, for a seek: pebble does not keep it.
+func (s *store) seekKey(seg uint64, key []byte) []byte {
+	s.scratch = append(binary.BigEndian.AppendUint64(append(s.scratch[:0], s.prefix...), seg), key...)
+	return s.scratch
 }
 
 // segEnd is the pebble key bounding segment seg's keys below hi (nil: the
