@@ -3,8 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
+	"github.com/oxbow-dev/oxbow/engine/internal/topo"
 	"github.com/oxbow-dev/oxbow/engine/kv"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 )
@@ -117,6 +119,12 @@ func (s publicStore) Get(key []byte) (RawEntry, bool, error) {
 		err = publicErr(err)
 	}
 	return e, ok, err
+}
+
+// RangeKey reads one record key's windows or sessions through the store's
+// own way, if it has one (see topo.RangeKey).
+func (s publicStore) RangeKey(lo, hi []byte, suffix int) iter.Seq2[RawEntry, error] {
+	return topo.RangeKey(s.RawStore, lo, hi, suffix)
 }
 
 // KeyOwner returns the instance that owns key in store, and whether it is

@@ -394,10 +394,7 @@ func (s *sessionStore[K, V]) FindSessions(key K, earliestEnd, latestStart time.T
 	lo, hi := sessionKey(kb, max(earliestEnd.UnixMilli(), 0), 0), prefixEnd(kb)
 	latest := latestStart.UnixMilli()
 	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
-		for kv, err := range s.kv.scanRaw(lo, hi, func(k []byte) bool {
-			if len(k) != len(kb)+16 {
-				return false
-			}
+		for kv, err := range s.kv.scanKey(lo, hi, 16, func(k []byte) bool {
 			_, start := sessionBounds(k)
 			return start <= latest
 		}) {

@@ -170,8 +170,20 @@ func (s *kvStore[K, V]) scan(lo, hi []byte) iter.Seq2[KeyValue[K, V], error] {
 // scanRaw is scan of the entries whose encoded key keep accepts (all if
 // keep is nil).
 func (s *kvStore[K, V]) scanRaw(lo, hi []byte, keep func([]byte) bool) iter.Seq2[KeyValue[K, V], error] {
+	return s.decoded(s.raw.Range(lo, hi), keep)
+}
+
+// scanKey is scanRaw of one record key's windows or sessions in a window
+// or session store (see topo.RangeKey): lo one of its keys, hi another or
+// the end of its keys, suffix the length of the times after it.
+func (s *kvStore[K, V]) scanKey(lo, hi []byte, suffix int, keep func([]byte) bool) iter.Seq2[KeyValue[K, V], error] {
+	return s.decoded(topo.RangeKey(s.raw, lo, hi, suffix), keep)
+}
+
+// decoded decodes the entries of seq whose encoded key keep accepts.
+func (s *kvStore[K, V]) decoded(seq iter.Seq2[topo.Entry, error], keep func([]byte) bool) iter.Seq2[KeyValue[K, V], error] {
 	return func(yield func(KeyValue[K, V], error) bool) {
-		for e, err := range s.raw.Range(lo, hi) {
+		for e, err := range seq {
 			if err == nil && keep != nil && !keep(e.Key) {
 				continue
 			}

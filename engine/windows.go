@@ -488,7 +488,7 @@ func (s *windowStore[K, V]) Fetch(key K, from, to time.Time) iter.Seq2[KeyValue[
 	lo := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(max(from.UnixMilli(), 0)))
 	hi := binary.BigEndian.AppendUint64(bytes.Clone(kb), uint64(to.UnixMilli()+1))
 	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
-		for kv, err := range s.kv.scanRaw(lo, hi, func(k []byte) bool { return len(k) == len(kb)+8 }) {
+		for kv, err := range s.kv.scanKey(lo, hi, 8, nil) {
 			if !yield(kv, err) || err != nil {
 				return
 			}

@@ -181,24 +181,52 @@ func (q *queryStore) readable(id topo.TaskID) bool {
 }
 
 func (q *queryStore) Get(key []byte) (topo.Entry, bool, error) {
-	p := int32(globalPartition)
-	if !q.sub.Global {
-		owner, local, err := q.r.Owner(q.name, key)
-		if err != nil {
-			return topo.Entry{}, false, err
-		}
-		id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, q.r.topo.Stores[q.name].Kind.PartitionKey(key))
-		switch {
-		case !local && !q.r.standbyOK(id, q.maxLag):
-			return topo.Entry{}, false, &NotLocalError{Store: q.name, Task: id, Owner: owner}
-		case local && !q.readable(id):
-			return topo.Entry{}, false, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady)
-		}
-		p = id.Partition
+	p, err := q.keyPartition(key)
+	if err != nil {
+		return topo.Entry{}, false, err
 	}
 	st := q.db.Task()
 	defer st.Close()
 	return st.Store(q.name, p).Get(key)
+}
+
+// keyPartition is the partition holding key, if this instance can read
+// it now.
+func (q *queryStore) keyPartition(key []byte) (int32, error) {
+	if q.sub.Global {
+		return globalPartition, nil
+	}
+	owner, local, err := q.r.Owner(q.name, key)
+	if err != nil {
+		return 0, err
+	}
+	id, _, _ := q.r.balancer.Current().KeyOwner(q.sub.ID, q.r.topo.Stores[q.name].Kind.PartitionKey(key))
+	switch {
+	case !local && !q.r.standbyOK(id, q.maxLag):
+		return 0, &NotLocalError{Store: q.name, Task: id, Owner: owner}
+	case local && !q.readable(id):
+		return 0, fmt.Errorf("engine: store %s: task %s is restoring its state: %w", q.name, id, ErrNotReady)
+	}
+	return id.Partition, nil
+}
+
+// RangeKey reads one record key's windows or sessions (topo.RangeKey)
+// from the partition holding them.
+func (q *queryStore) RangeKey(lo, hi []byte, suffix int) iter.Seq2[topo.Entry, error] {
+	return func(yield func(topo.Entry, error) bool) {
+		p, err := q.keyPartition(lo)
+		if err != nil {
+			yield(topo.Entry{}, err)
+			return
+		}
+		st := q.db.Task()
+		defer st.Close()
+		for e, err := range topo.RangeKey(st.Store(q.name, p), lo, hi, suffix) {
+			if !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 func (q *queryStore) Range(lo, hi []byte) iter.Seq2[topo.Entry, error] {
