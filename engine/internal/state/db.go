@@ -330,7 +330,7 @@ func (db *DB) Wipe(store string, partition int32) error {
 	b := db.pdb.NewBatch()
 	defer b.Close()
 	// Both layouts' keys (openLayouts wipes a partition in the old one).
-	plain, seg := dataPrefix(store, partition), namedKey(tagSegData, store, partition, 0)
+	plain, seg := dataPrefix(store, partition), segDataPrefix(store, partition, 0)
 	sk := storeKey(store, partition)
 	topics := []string{db.opts.ChangelogTopic(store)}
 	v, closer, err := db.pdb.Get(sk)

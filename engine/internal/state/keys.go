@@ -43,6 +43,12 @@ func dataPrefix(store string, partition int32) []byte {
 	return namedKey(tagData, store, partition, 0)
 }
 
+// segDataPrefix is the prefix of every key of one segmented store
+// partition, whatever its segment length (segPrefix).
+func segDataPrefix(store string, partition int32, extra int) []byte {
+	return namedKey(tagSegData, store, partition, extra)
+}
+
 func checkpointKey(topic string, partition int32) []byte {
 	return namedKey(tagCheckpoint, topic, partition, 0)
 }

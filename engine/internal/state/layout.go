@@ -65,7 +65,7 @@ func (l Layout) interval() uint64 { return uint64(max(l.Segment.Milliseconds(), 
 // under another length are never read as this one's (openLayouts wipes
 // them).
 func segPrefix(store string, partition int32, interval uint64) []byte {
-	return binary.BigEndian.AppendUint64(namedKey(tagSegData, store, partition, 8), interval)
+	return binary.BigEndian.AppendUint64(segDataPrefix(store, partition, 8), interval)
 }
 
 // segOf is the segment of a key's time, as 8 big-endian bytes: the time
@@ -113,8 +113,7 @@ func (db *DB) openLayouts() error {
 // other than its store's.
 func (db *DB) staleLayout(store string, partition int32) (bool, error) {
 	l := db.opts.Layout(store)
-	plain := namedKey(tagData, store, partition, 0)
-	seg := namedKey(tagSegData, store, partition, 0)
+	plain, seg := dataPrefix(store, partition), segDataPrefix(store, partition, 0)
 	has := func(lo, hi []byte) (bool, error) {
 		it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
