@@ -116,19 +116,37 @@ func (b *batch) size() int { return len(b.buf) + recordOverhead*len(b.recs) }
 
 // sortKey is a pending record's place in the sorted order.
 type sortKey struct {
-	head uint64 // keyHead of its key
-	i    uint32 // its index in recs
+	hi, lo uint64 // the key's 16 bytes after the batch's common prefix
+	i      uint32 // its index in recs
 }
 
-// keyHead is a key's first 8 bytes as a big-endian number, zero-padded:
-// keys compare as their heads do, unless the heads are equal.
-func keyHead(key []byte) uint64 {
-	if len(key) >= 8 {
-		return binary.BigEndian.Uint64(key)
+// keyHead is the 16 bytes of key from skip on as two big-endian numbers,
+// zero-padded: keys that share their first skip bytes compare as their
+// heads do, unless the heads are equal.
+func keyHead(key []byte, skip int) (hi, lo uint64) {
+	var b [16]byte
+	copy(b[:], key[skip:])
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+}
+
+// commonPrefix is the length of the prefix that every key of recs shares.
+func (b *batch) commonPrefix() int {
+	if len(b.recs) == 0 {
+		return 0
 	}
-	var b [8]byte
-	copy(b[:], key)
-	return binary.BigEndian.Uint64(b[:])
+	first := b.key(0)
+	n := len(first)
+	for i := 1; i < len(b.recs) && n > 0; i++ {
+		k := b.key(uint32(i))
+		n = min(n, len(k))
+		for j := range n {
+			if k[j] != first[j] {
+				n = j
+				break
+			}
+		}
+	}
+	return n
 }
 
 // recordOverhead is what a pending record counts for besides its bytes.
@@ -311,15 +329,22 @@ func (r *Restorer) write(recs *batch, next int64, sync *pebble.WriteOptions, ing
 
 // sort orders recs by key into r.order, each key's last record only.
 func (r *Restorer) sort(recs *batch) {
-	// The records' indexes, with the keys' first 8 bytes as a number,
-	// which decide most comparisons and move with the index; a key's
-	// records in the order applied.
+	// The records' indexes, each with 16 bytes of its key after the
+	// prefix all keys share: keys of one kind ("order-17", a window
+	// store's segment) differ only after it. The heads decide most
+	// comparisons without reading the keys, scattered over the batch's
+	// buffer; a key's records stay in the order applied.
+	skip := recs.commonPrefix()
 	r.order = r.order[:0]
 	for i := range recs.recs {
-		r.order = append(r.order, sortKey{keyHead(recs.key(uint32(i))), uint32(i)})
+		hi, lo := keyHead(recs.key(uint32(i)), skip)
+		r.order = append(r.order, sortKey{hi, lo, uint32(i)})
 	}
 	slices.SortFunc(r.order, func(a, b sortKey) int {
-		if c := cmp.Compare(a.head, b.head); c != 0 {
+		if c := cmp.Compare(a.hi, b.hi); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.lo, b.lo); c != 0 {
 			return c
 		}
 		if c := bytes.Compare(recs.key(a.i), recs.key(b.i)); c != 0 {
@@ -329,8 +354,11 @@ func (r *Restorer) sort(recs *batch) {
 	})
 	last := r.order[:0]
 	for k, o := range r.order {
-		if k+1 < len(r.order) && o.head == r.order[k+1].head && bytes.Equal(recs.key(o.i), recs.key(r.order[k+1].i)) {
-			continue // a later record of the same key follows
+		if k+1 < len(r.order) {
+			n := r.order[k+1]
+			if o.hi == n.hi && o.lo == n.lo && bytes.Equal(recs.key(o.i), recs.key(n.i)) {
+				continue // a later record of the same key follows
+			}
 		}
 		last = append(last, o)
 	}
