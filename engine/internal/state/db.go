@@ -203,7 +203,13 @@ func Open(dir string, opts Options) (*DB, error) {
 func (db *DB) checkFormat() error {
 	v, closer, err := db.pdb.Get(formatKey)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return db.pdb.Set(formatKey, []byte{formatVersion}, pebble.Sync)
+		// Flushed alone: a level 0 table holding it and a checkpoint would
+		// span every store key between (the format's tag sorts first), and
+		// its compaction would rewrite the tables of every store.
+		if err := db.pdb.Set(formatKey, []byte{formatVersion}, pebble.Sync); err != nil {
+			return err
+		}
+		return db.pdb.Flush()
 	}
 	if err != nil {
 		return fmt.Errorf("engine: state: read layout version in %q: %w", db.dir, err)

@@ -3,25 +3,19 @@ package state
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Restorer writes a changelog's records into one store partition directly,
 // without a Task, in batches of at most Options.RestoreBatchSize bytes of
-// records applied. Each batch carries the checkpoint of the records in it,
-// so an interrupted restore resumes after the last batch written and never
-// re-applies or skips a record.
+// records applied. What is written carries the checkpoint of the records
+// in it, so an interrupted restore resumes after the last records written
+// and never skips one.
 //
 // A batch writes each key's last record only: a store is a map, so a key's
 // last write (a value with its timestamp, or a deletion) leaves it as all
@@ -30,14 +24,25 @@ import (
 // and writing each of them into pebble was most of a restore's time.
 //
 // A full batch is sorted and written as a table that pebble ingests, with
-// no write-ahead log, memtable or flush: a store's first table lands at the
-// bottom of the tree, later ones where they overlap nothing or in level 0,
-// from where pebble's compactions merge them. It is written on a goroutine
-// of its own while the caller goes on fetching and applying the next batch
-// (one batch in flight: Apply waits for the previous one before it hands
-// over the next). A smaller batch (the last one, a standby's few records)
-// is an ordinary write. If the process dies between a table's ingestion and
-// its checkpoint, the restore resumes at the previous checkpoint and writes
+// no write-ahead log, memtable or flush, where its keys follow everything
+// the Restorer wrote before: a changelog in key order lands at the bottom
+// of the tree, table after table. A batch whose keys overlap what came
+// before (a compacted changelog holds its keys in the order of their last
+// updates, and every batch spans the store) is kept sorted in a run file
+// aside instead, and the runs are merged once, with the last batch, into
+// tables ingested together (runs.go): ingested over each other, the tables
+// would land in level 0 and pebble's compactions merge them again and
+// again. The first full batch is a run too, until the next shows which
+// order the changelog is in. The checkpoint moves with each table written
+// or merge, at least every maxRunBytes of runs; a crash in between loses
+// the runs, and the restore fetches their records again.
+//
+// A batch is written on a goroutine of its own while the caller goes on
+// fetching and applying the next one (one batch in flight: Apply waits for
+// the previous one before it hands over the next). A smaller batch (the
+// last one, a standby's few records) with no runs kept is an ordinary
+// write. If the process dies between a table's ingestion and its
+// checkpoint, the restore resumes at the previous checkpoint and writes
 // the same keys again, last values last: a map's state is the same.
 //
 // The open Restorers of a DB share Options.RestoreBatchSize: each batches
@@ -66,7 +71,12 @@ type Restorer struct {
 	scratch  []byte
 	value    []byte    // an ingested record's stored value
 	order    []sortKey // the batch's records, sorted
-	closed   bool
+	runs     []run     // batches kept sorted aside, not yet ingested
+	hi       []byte    // the largest key written, or in runs; nil: none
+	// bulk is whether a full batch was handed over since the last
+	// commit: a restore under way, not a standby following its changelog.
+	bulk   bool
+	closed bool
 }
 
 // batchWrite is a batch written on its own goroutine.
@@ -74,7 +84,10 @@ type batchWrite struct {
 	b    batch
 	next int64 // its checkpoint
 	done chan struct{}
-	err  error // set before done closes
+	// Set before done closes: whether the checkpoint was written (not if
+	// the batch went to a run), and the error.
+	checkpointed bool
+	err          error
 }
 
 // batch is records copied into one buffer: the caller's fetched records go
@@ -218,12 +231,12 @@ func (r *Restorer) Apply(offset int64, key, value []byte, ts int64) error {
 		return r.commit(pebble.NoSync) // too small to be worth a table, or a goroutine
 	}
 	w := &batchWrite{b: r.cur, next: r.next, done: make(chan struct{})}
-	r.cur, r.spare, r.inflight = r.spare, batch{}, w
+	r.cur, r.spare, r.inflight, r.bulk = r.spare, batch{}, w, true
 	r.cur.reset()
 	go func() {
 		defer close(w.done)
 		if w.err = r.db.enter(); w.err == nil {
-			w.err = r.write(&w.b, w.next, pebble.NoSync, true)
+			w.checkpointed, w.err = r.write(&w.b, w.next, pebble.NoSync, false)
 			r.db.exit()
 		}
 	}()
@@ -243,10 +256,13 @@ func (r *Restorer) wait() error {
 		// The records applied since are not written either: resume where
 		// the database is.
 		r.cur.reset()
+		r.dropRuns()
 		r.next = r.committed
 		return w.err
 	}
-	r.committed = w.next
+	if w.checkpointed {
+		r.committed = w.next
+	}
 	return nil
 }
 
@@ -271,16 +287,18 @@ func (r *Restorer) Flush(next int64) error {
 // commit writes the pending batch with its checkpoint, on the caller's
 // goroutine; no batch is in flight.
 func (r *Restorer) commit(sync *pebble.WriteOptions) error {
-	if len(r.cur.recs) == 0 && r.next == r.committed {
+	if len(r.cur.recs) == 0 && len(r.runs) == 0 && r.next == r.committed {
 		return nil
 	}
 	err := r.db.enter()
 	if err == nil {
-		err = r.write(&r.cur, r.next, sync, r.cur.size() >= minIngestBytes)
+		_, err = r.write(&r.cur, r.next, sync, true)
 		r.db.exit()
 	}
 	r.cur.reset()
+	r.bulk = false
 	if err != nil {
+		r.dropRuns()
 		r.next = r.committed // the records are gone; resume where the database is
 		return err
 	}
@@ -288,28 +306,41 @@ func (r *Restorer) commit(sync *pebble.WriteOptions) error {
 	return nil
 }
 
-// write writes a batch's records, each key's last, as a table to ingest or
-// in a batch, and the checkpoint next after them; the caller is inside
-// db.enter.
-func (r *Restorer) write(recs *batch, next int64, sync *pebble.WriteOptions, ingest bool) error {
+// write writes a batch's records, each key's last, and the checkpoint
+// next after them; the caller is inside db.enter. It reports whether it
+// wrote the checkpoint: a full batch (not final) that overlaps what the
+// Restorer wrote before, or the first one, goes to a run instead, and the
+// checkpoint waits for the merge. A final batch (Flush, Close) is merged
+// with the runs, written as a table if large enough, or written through
+// the write-ahead log and memtable.
+func (r *Restorer) write(recs *batch, next int64, sync *pebble.WriteOptions, final bool) (bool, error) {
 	r.sort(recs)
+	big := recs.size() >= minIngestBytes && len(r.order) > 0
 	b := r.db.pdb.NewBatch()
 	defer b.Close()
 	var err error
-	if ingest && len(r.order) > 0 {
-		err = r.ingest(recs)
-	} else {
-		for _, o := range r.order {
-			r.scratch = append(append(r.scratch[:0], r.prefix...), recs.key(o.i)...)
-			if rec := &recs.recs[o.i]; rec.del {
-				err = b.Delete(r.scratch, nil)
-			} else {
-				err = setEntry(b, r.scratch, recs.value(o.i), rec.ts)
-			}
-			if err != nil {
-				break
-			}
+	switch {
+	case !final && big:
+		switch {
+		case r.after(recs):
+			// After everything written and in runs: keys come in order, and
+			// the batch overlaps nothing it could go below.
+			err = r.mergeRuns(recs)
+		case len(r.runs)+1 < maxRuns && r.runBytes()+int64(recs.size()) < maxRunBytes:
+			r.wrote(recs.key(r.order[len(r.order)-1].i))
+			return false, r.writeRun(recs)
+		default:
+			// Enough runs: a crash would fetch no more than these again.
+			err = r.mergeRuns(recs)
 		}
+	case len(r.runs) > 0 || big || r.bulk && r.after(recs):
+		// The last batch of a restore goes where the tables before it
+		// went. Through the memtable, the last records of every partition
+		// restored would be flushed into one level 0 table that spans
+		// them all, and its compaction would rewrite every table between.
+		err = r.mergeRuns(recs)
+	default:
+		err = r.addTo(b, recs)
 	}
 	if err == nil {
 		err = errors.Join(
@@ -322,7 +353,32 @@ func (r *Restorer) write(recs *batch, next int64, sync *pebble.WriteOptions, ing
 		err = b.Commit(sync)
 	}
 	if err != nil {
-		return fmt.Errorf("engine: state: restore %s/%d: %w", r.topic, r.partition, err)
+		return false, fmt.Errorf("engine: state: restore %s/%d: %w", r.topic, r.partition, err)
+	}
+	return true, nil
+}
+
+// after reports whether the sorted records of recs all follow the keys the
+// Restorer wrote before (and there are some of each): as a table, they
+// would overlap nothing of it.
+func (r *Restorer) after(recs *batch) bool {
+	return r.hi != nil && len(r.order) > 0 && bytes.Compare(recs.key(r.order[0].i), r.hi) > 0
+}
+
+// addTo adds the sorted records to b, a batch written through the
+// write-ahead log and memtable.
+func (r *Restorer) addTo(b *pebble.Batch, recs *batch) error {
+	for _, o := range r.order {
+		r.scratch = append(append(r.scratch[:0], r.prefix...), recs.key(o.i)...)
+		var err error
+		if rec := &recs.recs[o.i]; rec.del {
+			err = b.Delete(r.scratch, nil)
+		} else {
+			err = setEntry(b, r.scratch, recs.value(o.i), rec.ts)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -363,38 +419,6 @@ func (r *Restorer) sort(recs *batch) {
 		last = append(last, o)
 	}
 	r.order = last
-}
-
-// ingest writes the sorted records as a table and has pebble ingest it.
-func (r *Restorer) ingest(recs *batch) error {
-	path := filepath.Join(r.db.ingestDir, fmt.Sprintf("%d.sst", r.db.ingests.Add(1)))
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	// Linked into the database by Ingest, or never used: either way this
-	// name goes.
-	defer os.Remove(path)
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), r.db.tableOpts)
-	for _, o := range r.order {
-		r.scratch = append(append(r.scratch[:0], r.prefix...), recs.key(o.i)...)
-		if rec := &recs.recs[o.i]; rec.del {
-			err = w.Delete(r.scratch)
-		} else {
-			r.value = appendEntry(r.value[:0], recs.value(o.i), rec.ts)
-			err = w.Set(r.scratch, r.value)
-		}
-		if err != nil {
-			_ = w.Close()
-			return err
-		}
-	}
-	// Close writes the table's index and footer and syncs the file, as
-	// Ingest requires.
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return r.db.pdb.Ingest(context.Background(), []string{path})
 }
 
 // Close waits for the batch in flight, commits the records applied since,

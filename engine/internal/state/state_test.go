@@ -690,6 +690,187 @@ func TestRestoreSortsKeysAlike(t *testing.T) {
 	}
 }
 
+// Batches whose keys overlap what the Restorer wrote before are kept as
+// sorted runs aside, and merged into tables once maxRuns of them are kept
+// (the checkpoint moving with each merge) or at the end. A crash between
+// merges loses the runs and nothing else: the store holds exactly the
+// records before its checkpoint, and a restore resumed there ends where
+// an uninterrupted one does, with the staging directory empty.
+func TestRestoreRunsMergeAndResume(t *testing.T) {
+	defer state.SetMaxRuns(3)()
+	dir := t.TempDir()
+	opts := state.Options{RestoreBatchSize: 1 << 20}
+	db, err := state.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rec struct {
+		key, value []byte
+	}
+	const records = 90_000 // about 9 MiB: 9 batches, 8 of them runs
+	rng := rand.New(rand.NewPCG(9, 10))
+	log := make([]rec, records)
+	for i := range log {
+		log[i].key = fmt.Appendf(nil, "k%06d", rng.IntN(40_000))
+		if rng.IntN(10) > 0 {
+			log[i].value = fmt.Appendf(nil, "%060d", i)
+		}
+	}
+	model := func(upTo int) map[string]string {
+		m := map[string]string{}
+		for _, r := range log[:upTo] {
+			if r.value == nil {
+				delete(m, string(r.key))
+			} else {
+				m[string(r.key)] = string(r.value)
+			}
+		}
+		return m
+	}
+	check := func(db *state.DB, upTo int) {
+		t.Helper()
+		want := model(upTo)
+		n := 0
+		for e, err := range db.Task().Store("agg", 1).Range(nil, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n++; string(e.Value) != want[string(e.Key)] {
+				t.Fatalf("%s = %.10q…, want %.10q… (of the first %d records)", e.Key, e.Value, want[string(e.Key)], upTo)
+			}
+		}
+		if n != len(want) {
+			t.Fatalf("%d keys, want %d (of the first %d records)", n, len(want), upTo)
+		}
+	}
+	runs := func() int {
+		t.Helper()
+		files, err := filepath.Glob(filepath.Join(dir, "ingest", "*.run"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(files)
+	}
+	r, err := db.Restorer("agg", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for i := range records {
+		if err := r.Apply(int64(i), log[i].key, log[i].value, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, runs())
+	}
+	if most == 0 || most > 3 {
+		t.Fatalf("at most %d runs kept, want 1 to 3", most)
+	}
+	// The crash: the DB goes, the Restorer with it.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir, opts)
+	cp := checkpoint(t, db, "agg-changelog", 1)
+	var at int
+	if _, err := fmt.Sscan(cp, &at); err != nil || at == 0 || at >= records {
+		t.Fatalf("checkpoint %s after the crash, want one from a merge before the end", cp)
+	}
+	check(db, at)
+	r, err = db.Restorer("agg", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := at; i < records; i++ {
+		if err := r.Apply(int64(i), log[i].key, log[i].value, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(r.Flush(records), r.Close()); err != nil {
+		t.Fatal(err)
+	}
+	check(db, records)
+	if got := checkpoint(t, db, "agg-changelog", 1); got != fmt.Sprint(records) {
+		t.Fatalf("checkpoint %s, want %d", got, records)
+	}
+	if left, err := os.ReadDir(filepath.Join(dir, "ingest")); err != nil || len(left) != 0 {
+		t.Fatalf("the staging directory holds %d files (%v)", len(left), err)
+	}
+}
+
+// Partitions restored at once from changelogs in key order leave every
+// store key at the bottom of the tree, their last small batches included:
+// through the memtable, those would be flushed into one level 0 table
+// spanning all the partitions, whose compaction rewrites every table
+// between them. A standby's small batches, after its restore, go through
+// the memtable.
+func TestRestoreInOrderStaysAtTheBottom(t *testing.T) {
+	db := openDB(t, t.TempDir(), state.Options{RestoreBatchSize: 6 << 20})
+	const parts, records = 6, 120_000 // about 3 MiB a partition: runs, tables and a last batch
+	rs := make([]*state.Restorer, parts)
+	for p := range rs {
+		r, err := db.Restorer("agg", int32(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[p] = r
+	}
+	value := make([]byte, 100)
+	for i := range records {
+		if err := rs[i%parts].Apply(int64(i/parts), fmt.Appendf(nil, "k%08d", i), value, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rs {
+		if err := r.Flush(r.Position()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FlushMemtable(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.DataTablesAbove(); err != nil || n != 0 {
+		t.Fatalf("%d tables of store keys above the bottom level (%v)\n%s", n, err, db.TableList())
+	}
+	// Followed as a standby: a few records a flush.
+	for i := range 10 {
+		for p, r := range rs {
+			if err := r.Apply(r.Position(), fmt.Appendf(nil, "k%08d", records+i*parts+p), value, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Flush(r.Position()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ingested := db.PebbleMetrics().Total().TableBytesIngested
+	for _, r := range rs {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FlushMemtable(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.DataTablesAbove(); err != nil || n == 0 {
+		t.Fatalf("%d tables of store keys above the bottom level after the standby's writes, want the memtable's (%v)", n, err)
+	}
+	if got := db.PebbleMetrics().Total().TableBytesIngested; got != ingested {
+		t.Fatalf("the standby's batches ingested %d bytes", got-ingested)
+	}
+	n := 0
+	for p := range parts {
+		for _, err := range db.Task().Store("agg", int32(p)).Range(nil, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n != records+10*parts {
+		t.Fatalf("%d keys, want %d", n, records+10*parts)
+	}
+}
+
 // A DB closed under a restore whose batch is being written: the batch is
 // written in full or not at all, the Restorer then fails with ErrClosed,
 // and its position falls back to the checkpoint the database holds, from
