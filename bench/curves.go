@@ -31,7 +31,12 @@ import (
 //     from one repetition to the next), its peak RSS; then, served by that
 //     instance, a sample of its keys read and checked over HTTP and an
 //     open loop of point reads of random keys (reads that miss the block
-//     cache): their p50 and p99 against the store's size;
+//     cache): their p50 and p99 against the store's size. The changelog
+//     holds the keys in their order, so each restore batch's keys follow
+//     the previous batch's;
+//   - restore-random: the same with the keys in a scrambled order, as a
+//     compacted changelog's are (the order of each key's last update):
+//     every batch's keys spread over the whole store;
 //   - keys: the count topology at least once, at the engine's defaults,
 //     on inputs of -curve-keys distinct keys (as many records as keys, at
 //     least -records): records/s and peak RSS against keys;
@@ -45,7 +50,7 @@ import (
 //
 // Each point's output or store is checked as the report's runs are: a
 // wrong one fails the curve.
-var curveNames = []string{"restore", "keys", "partitions", "instances"}
+var curveNames = []string{"restore", "restore-random", "keys", "partitions", "instances"}
 
 // curveMemoryBudget is the Oxbow instances' MemoryBudget in the curves
 // unless -memory-budget says otherwise: at 10M keys the state is well past
@@ -119,8 +124,8 @@ func curves(ctx context.Context, c benchConfig, cs curveSettings) error {
 			return enc.Encode(p)
 		}
 		switch name {
-		case "restore":
-			err = rn.restoreCurve(ctx, cs, add)
+		case "restore", "restore-random":
+			err = rn.restoreCurve(ctx, cs, name == "restore-random", add)
 		case "keys", "partitions":
 			err = rn.throughputCurve(ctx, cs, name, add)
 		case "instances":
@@ -157,14 +162,34 @@ func kvValue(i int) []byte {
 	return v
 }
 
+// scramble is a permutation of 0..n-1 that spreads neighbours apart: i
+// times a multiplier prime to n, modulo n.
+func scramble(n int) func(int) int {
+	m := 0x9e3779b1 % max(n, 1)
+	for gcd(m, n) != 1 {
+		m++
+	}
+	return func(i int) int { return int(uint64(i) * uint64(m) % uint64(n)) }
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
 // restoreCurve fills a table's changelog with n distinct keys for each
-// size, then restores it in a fresh instance (and reads it raw) -curve-reps
-// times.
-func (rn *runner) restoreCurve(ctx context.Context, cs curveSettings, add func(curvePoint) error) error {
+// size, in their order or scrambled, then restores it in a fresh instance
+// (and reads it raw) -curve-reps times.
+func (rn *runner) restoreCurve(ctx context.Context, cs curveSettings, scrambled bool, add func(curvePoint) error) error {
 	c := rn.c
 	for _, gb := range cs.restoreGB {
 		n := int(gb * 1e9 / float64(len(kvKey(0))+len(kvValue(0))))
 		app := fmt.Sprintf("oxbench-%s-restore-%d", rn.id, n)
+		if scrambled {
+			app = fmt.Sprintf("oxbench-%s-restore-random-%d", rn.id, n)
+		}
 		input, changelog := app+"-in", app+"-kv-changelog"
 		if err := createTopics(ctx, rn.adm, c.partitions, input); err != nil {
 			return err
@@ -178,7 +203,7 @@ func (rn *runner) restoreCurve(ctx context.Context, cs curveSettings, add func(c
 			rn.cleanup(app, input)
 			return err
 		}
-		err = rn.restorePoints(ctx, cs, gb, n, app, input, changelog, add)
+		err = rn.restorePoints(ctx, cs, gb, n, scrambled, app, input, changelog, add)
 		rn.cleanup(app, input, changelog)
 		if err != nil {
 			return err
@@ -187,7 +212,7 @@ func (rn *runner) restoreCurve(ctx context.Context, cs curveSettings, add func(c
 	return nil
 }
 
-func (rn *runner) restorePoints(ctx context.Context, cs curveSettings, gb float64, n int, app, input, changelog string, add func(curvePoint) error) error {
+func (rn *runner) restorePoints(ctx context.Context, cs curveSettings, gb float64, n int, scrambled bool, app, input, changelog string, add func(curvePoint) error) error {
 	rn.logf("curve restore: writing %d records (%.2f GB of keys and values) to %s\n", n, gb, changelog)
 	start := time.Now()
 	var mu sync.Mutex
@@ -201,8 +226,13 @@ func (rn *runner) restorePoints(ctx context.Context, cs curveSettings, gb float6
 	}
 	// franz-go's default partitioner is Kafka's (murmur2 of the key), as
 	// Oxbow's: each key in the partition whose task serves it.
+	order := func(i int) int { return i }
+	if scrambled {
+		order = scramble(n)
+	}
 	for i := range n {
-		rn.cl.Produce(ctx, &kgo.Record{Topic: changelog, Key: []byte(kvKey(i)), Value: kvValue(i)}, done)
+		k := order(i)
+		rn.cl.Produce(ctx, &kgo.Record{Topic: changelog, Key: []byte(kvKey(k)), Value: kvValue(k)}, done)
 	}
 	if err := rn.cl.Flush(ctx); err != nil {
 		return err
@@ -464,6 +494,19 @@ var curveDocs = map[string]curveDoc{
 				series: []curveSeries{{"restore_mb_s", "Oxbow restore"}, {"raw_mb_s", "franz-go consume"}}},
 			{file: "restore-reads.png", title: "HTTP point reads of random keys", xLabel: "changelog GB", yLabel: "ms",
 				series: []curveSeries{{"read_p50_ms", "p50"}, {"read_p99_ms", "p99"}}},
+		},
+	},
+	"restore-random": {
+		title: "Restore of keys in a scrambled order", xLabel: "changelog GB",
+		about: "As above, but the changelog holds the keys in a scrambled order, as a compacted changelog holds a table's keys (in the " +
+			"order of their last updates): every batch a restore sorts and writes overlaps the ones before it, and the store's compactions " +
+			"merge them.",
+		table: []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
+			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
+			{"read_p99_ms", "read p99 ms"}},
+		plots: []curvePlot{
+			{file: "restore-random-rate.png", title: "Restore of scrambled keys against the raw consume", xLabel: "changelog GB", yLabel: "MB/s",
+				series: []curveSeries{{"restore_mb_s", "Oxbow restore"}, {"raw_mb_s", "franz-go consume"}}},
 		},
 	},
 	"keys": {

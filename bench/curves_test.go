@@ -79,3 +79,26 @@ func readPoints(t *testing.T, path string) []curvePoint {
 	}
 	return pts
 }
+
+// scramble is a permutation of 0..n-1 (every index once) that moves
+// neighbours apart, for sizes with and without common factors.
+func TestScramble(t *testing.T) {
+	for _, n := range []int{1, 2, 6, 1000, 9009, 900900} {
+		f := scramble(n)
+		seen := make([]bool, n)
+		adjacent := 0
+		for i := range n {
+			j := f(i)
+			if j < 0 || j >= n || seen[j] {
+				t.Fatalf("n=%d: %d -> %d, out of range or twice", n, i, j)
+			}
+			seen[j] = true
+			if i > 0 && (j == f(i-1)+1 || j == f(i-1)-1) {
+				adjacent++
+			}
+		}
+		if n >= 1000 && adjacent > n/100 {
+			t.Errorf("n=%d: %d neighbours kept next to each other", n, adjacent)
+		}
+	}
+}
