@@ -499,8 +499,8 @@ var curveDocs = map[string]curveDoc{
 	"restore-random": {
 		title: "Restore of keys in a scrambled order", xLabel: "changelog GB",
 		about: "As above, but the changelog holds the keys in a scrambled order, as a compacted changelog holds a table's keys (in the " +
-			"order of their last updates): every batch a restore sorts and writes overlaps the ones before it, and the store's compactions " +
-			"merge them.",
+			"order of their last updates): every batch a restore sorts overlaps the ones before it, so the batches are kept as sorted runs " +
+			"and merged into the store's tables at the end.",
 		table: []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
 			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
 			{"read_p99_ms", "read p99 ms"}},
