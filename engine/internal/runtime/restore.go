@@ -339,7 +339,8 @@ func (r *Runtime) StandbyLag() map[string]int64 {
 func (r *Runtime) StandbyRecords() int64 { return r.restorer.standbyN.Load() }
 
 // remove abandons the restoration of a task's stores (it was revoked); what
-// was restored so far is committed, so the next attempt resumes there.
+// was restored so far is committed (up to the last merge, when the
+// Restorer keeps sorted runs), so the next attempt resumes there.
 func (rs *restorer) remove(t *rtask) {
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {

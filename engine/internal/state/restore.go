@@ -421,8 +421,9 @@ func (r *Restorer) sort(recs *batch) {
 	r.order = last
 }
 
-// Close waits for the batch in flight, commits the records applied since,
-// then releases the Restorer.
+// Close waits for the batch in flight, commits the records applied since
+// (unless runs are kept: then those records go, and a restore resumes at
+// the checkpoint), then releases the Restorer.
 func (r *Restorer) Close() error {
 	if r.closed {
 		return nil
@@ -431,6 +432,15 @@ func (r *Restorer) Close() error {
 	defer r.db.restorers.Add(-1)
 	if err := r.wait(); err != nil {
 		return err
+	}
+	if len(r.runs) > 0 {
+		// Merging up to maxRunBytes would hold up whoever closes (a
+		// rebalance revoking the task): the records since the checkpoint
+		// go, runs and all, and a restore resumes at the checkpoint.
+		r.dropRuns()
+		r.cur.reset()
+		r.next = r.committed
+		return nil
 	}
 	if len(r.cur.recs) == 0 {
 		return nil

@@ -797,6 +797,43 @@ func TestRestoreRunsMergeAndResume(t *testing.T) {
 	}
 }
 
+// A Restorer closed with runs kept (a restore abandoned: the task was
+// revoked) does not merge them: the records since the checkpoint go, runs
+// and all, the store holds exactly what the checkpoint covers, and the
+// run files are deleted.
+func TestRestoreClosedWithRuns(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir, state.Options{RestoreBatchSize: 1 << 20})
+	r, err := db.Restorer("agg", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	value := make([]byte, 100)
+	const records = 30_000 // about 4 MiB: a run or more, and records after
+	for i := range records {
+		if err := r.Apply(int64(i), fmt.Appendf(nil, "k%06d", rng.IntN(1_000_000)), value, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := filepath.Glob(filepath.Join(dir, "ingest", "*.run"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("%d runs kept (%v), want some", len(runs), err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkpoint(t, db, "agg-changelog", 0); got != "none" {
+		t.Fatalf("checkpoint %s after closing with every batch in runs, want none", got)
+	}
+	if n := len(strings.Fields(dump(t, db.Task().Store("agg", 0)))); n != 0 {
+		t.Fatalf("%d keys stored without a checkpoint", n)
+	}
+	if left, err := os.ReadDir(filepath.Join(dir, "ingest")); err != nil || len(left) != 0 {
+		t.Fatalf("the staging directory holds %d files (%v)", len(left), err)
+	}
+}
+
 // Partitions restored at once from changelogs in key order leave every
 // store key at the bottom of the tree, their last small batches included:
 // through the memtable, those would be flushed into one level 0 table
