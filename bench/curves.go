@@ -480,15 +480,18 @@ type curveDoc struct {
 	plots                []curvePlot
 }
 
+// restoreTable is the columns of both restore curves.
+var restoreTable = []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
+	{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
+	{"read_p99_ms", "read p99 ms"}}
+
 var curveDocs = map[string]curveDoc{
 	"restore": {
 		title: "Restore and point reads against the store's size", xLabel: "changelog GB",
 		about: "A fresh instance restores a table's store of distinct keys (11-byte keys, 100-byte values, 6 partitions) from its changelog, " +
 			"against a franz-go consumer reading the same changelog; then serves it, and point reads of random keys (the block cache holds a " +
 			"fraction of the store) run open loop at a fixed rate.",
-		table: []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
-			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
-			{"read_p99_ms", "read p99 ms"}},
+		table: restoreTable,
 		plots: []curvePlot{
 			{file: "restore-rate.png", title: "Restore against the raw consume", xLabel: "changelog GB", yLabel: "MB/s",
 				series: []curveSeries{{"restore_mb_s", "Oxbow restore"}, {"raw_mb_s", "franz-go consume"}}},
@@ -501,9 +504,7 @@ var curveDocs = map[string]curveDoc{
 		about: "As above, but the changelog holds the keys in a scrambled order, as a compacted changelog holds a table's keys (in the " +
 			"order of their last updates): every batch a restore sorts overlaps the ones before it, so the batches are kept as sorted runs " +
 			"and merged into the store's tables at the end.",
-		table: []curveSeries{{"records", "records"}, {"restore_s", "restore s"}, {"raw_s", "raw consume s"}, {"restore_mb_s", "restore MB/s"},
-			{"raw_mb_s", "raw MB/s"}, {"restore_vs_raw", "restore ÷ raw"}, {"budget_mb", "budget MiB"}, {"restore_rss_mb", "peak RSS MiB"}, {"read_p50_ms", "read p50 ms"},
-			{"read_p99_ms", "read p99 ms"}},
+		table: restoreTable,
 		plots: []curvePlot{
 			{file: "restore-random-rate.png", title: "Restore of scrambled keys against the raw consume", xLabel: "changelog GB", yLabel: "MB/s",
 				series: []curveSeries{{"restore_mb_s", "Oxbow restore"}, {"raw_mb_s", "franz-go consume"}}},

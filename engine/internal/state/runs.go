@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -137,8 +138,8 @@ func runSource(path string, age int) (*source, io.Closer, error) {
 		}
 		s.del = vlen == 0
 		s.ts = ts
-		s.key = grow(s.key, int(klen))
-		s.value = grow(s.value, int(max(vlen, 1)-1))
+		s.key = slices.Grow(s.key[:0], int(klen))[:klen]
+		s.value = slices.Grow(s.value[:0], int(max(vlen, 1)-1))[:max(vlen, 1)-1]
 		if _, err := io.ReadFull(rd, s.key); err != nil {
 			return false, fmt.Errorf("run %s: %w", path, err)
 		}
@@ -148,13 +149,6 @@ func runSource(path string, age int) (*source, io.Closer, error) {
 		return true, nil
 	}
 	return s, f, nil
-}
-
-func grow(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n, max(n, 2*cap(b)))
-	}
-	return b[:n]
 }
 
 // batchSource reads the sorted records of recs (r.order).

@@ -508,6 +508,42 @@ func TestRestoreKeepsEachKeysLast(t *testing.T) {
 	}
 }
 
+// changeRecord is a changelog record of a restore test: a nil value
+// deletes its key.
+type changeRecord struct {
+	key, value []byte
+	ts         int64
+}
+
+// randomChangelog is n records of keys drawn from keys distinct ones
+// ("k%06d"), each record at offset and timestamp i; one in ten deletes its
+// key, the others carry a value of valueLen digits.
+func randomChangelog(seed uint64, n, keys, valueLen int) []changeRecord {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	log := make([]changeRecord, n)
+	for i := range log {
+		log[i] = changeRecord{key: fmt.Appendf(nil, "k%06d", rng.IntN(keys)), ts: int64(i)}
+		if rng.IntN(10) > 0 {
+			log[i].value = fmt.Appendf(nil, "%0*d", valueLen, i)
+		}
+	}
+	return log
+}
+
+// lastRecords is the store that log leaves: each key's last record,
+// deleted keys absent.
+func lastRecords(log []changeRecord) map[string]changeRecord {
+	m := map[string]changeRecord{}
+	for _, r := range log {
+		if r.value == nil {
+			delete(m, string(r.key))
+		} else {
+			m[string(r.key)] = r
+		}
+	}
+	return m
+}
+
 // Batches past a megabyte are written as tables and ingested: the store
 // holds each key's last record, deletions included, beside its neighbours
 // (the same store's other partitions, written through a task, and another
@@ -532,29 +568,8 @@ func TestRestoreIngests(t *testing.T) {
 		t.Fatal(err)
 	}
 	const records, keys = 60_000, 15_000
-	type rec struct {
-		key, value []byte
-		ts         int64
-	}
-	log := make([]rec, records)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range log {
-		log[i] = rec{key: fmt.Appendf(nil, "k%05d", rng.IntN(keys)), ts: int64(i)}
-		if rng.IntN(10) > 0 {
-			log[i].value = fmt.Appendf(nil, "%0100d", i)
-		}
-	}
-	model := func(upTo int) map[string]rec {
-		m := map[string]rec{}
-		for _, r := range log[:upTo] {
-			if r.value == nil {
-				delete(m, string(r.key))
-			} else {
-				m[string(r.key)] = r
-			}
-		}
-		return m
-	}
+	log := randomChangelog(5, records, keys, 100)
+	model := func(upTo int) map[string]changeRecord { return lastRecords(log[:upTo]) }
 	restore := func(db *state.DB, from int) {
 		t.Helper()
 		r, err := db.Restorer("agg", 4)
@@ -704,39 +719,18 @@ func TestRestoreRunsMergeAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type rec struct {
-		key, value []byte
-	}
 	const records = 90_000 // about 9 MiB: 9 batches, 8 of them runs
-	rng := rand.New(rand.NewPCG(9, 10))
-	log := make([]rec, records)
-	for i := range log {
-		log[i].key = fmt.Appendf(nil, "k%06d", rng.IntN(40_000))
-		if rng.IntN(10) > 0 {
-			log[i].value = fmt.Appendf(nil, "%060d", i)
-		}
-	}
-	model := func(upTo int) map[string]string {
-		m := map[string]string{}
-		for _, r := range log[:upTo] {
-			if r.value == nil {
-				delete(m, string(r.key))
-			} else {
-				m[string(r.key)] = string(r.value)
-			}
-		}
-		return m
-	}
+	log := randomChangelog(9, records, 40_000, 60)
 	check := func(db *state.DB, upTo int) {
 		t.Helper()
-		want := model(upTo)
+		want := lastRecords(log[:upTo])
 		n := 0
 		for e, err := range db.Task().Store("agg", 1).Range(nil, nil) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n++; string(e.Value) != want[string(e.Key)] {
-				t.Fatalf("%s = %.10q…, want %.10q… (of the first %d records)", e.Key, e.Value, want[string(e.Key)], upTo)
+			if n++; string(e.Value) != string(want[string(e.Key)].value) {
+				t.Fatalf("%s = %.10q…, want %.10q… (of the first %d records)", e.Key, e.Value, want[string(e.Key)].value, upTo)
 			}
 		}
 		if n != len(want) {
@@ -757,7 +751,7 @@ func TestRestoreRunsMergeAndResume(t *testing.T) {
 	}
 	most := 0
 	for i := range records {
-		if err := r.Apply(int64(i), log[i].key, log[i].value, int64(i)); err != nil {
+		if err := r.Apply(int64(i), log[i].key, log[i].value, log[i].ts); err != nil {
 			t.Fatal(err)
 		}
 		most = max(most, runs())
@@ -781,7 +775,7 @@ func TestRestoreRunsMergeAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := at; i < records; i++ {
-		if err := r.Apply(int64(i), log[i].key, log[i].value, int64(i)); err != nil {
+		if err := r.Apply(int64(i), log[i].key, log[i].value, log[i].ts); err != nil {
 			t.Fatal(err)
 		}
 	}
