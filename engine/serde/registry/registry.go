@@ -196,6 +196,23 @@ func notFound(err error) bool {
 	return false
 }
 
+// maxRegisterRaces bounds how often a registration answered 409 for a
+// schema that is not (yet) there is tried again: Apicurio answers the
+// loser of two creations of a subject 409 before the winner's is visible.
+const maxRegisterRaces = 4
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // call runs fn against the registry, each try bounded by RequestTimeout,
 // retrying a transient failure with backoff for at most the registry's
 // RetryFor (or until ctx ends); a failure that outlasts it, or that ctx
@@ -216,12 +233,8 @@ func (r *Registry) call(ctx context.Context, what string, fn func(ctx context.Co
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, wait); err != nil {
+			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
@@ -342,20 +355,31 @@ func (r *Registry) resolveWriter(ctx context.Context, subject string, s sr.Schem
 	case o.autoRegister:
 		var id int
 		err := r.call(ctx, fmt.Sprintf("registering under %q", subject), func(ctx context.Context) (err error) {
-			id, err = r.cl.RegisterSchema(ctx, subject, s, -1, -1)
-			if conflict(err) {
+			for race := 0; ; race++ {
+				id, err = r.cl.RegisterSchema(ctx, subject, s, -1, -1)
+				if !conflict(err) {
+					return err
+				}
 				// Apicurio answers 409 to the second of two registrations
 				// of a new subject at once (two instances starting): the
-				// schema may be there now. A schema the compatibility rule
-				// refuses is not, and the 409 stands.
-				switch ss, lerr := r.cl.LookupSchema(ctx, subject, s); {
+				// schema is there once the first creation has committed,
+				// which may be after the 409. A schema the compatibility
+				// rule refuses is never there, and its 409 stands after
+				// the last try.
+				ss, lerr := r.cl.LookupSchema(ctx, subject, s)
+				switch {
 				case lerr == nil:
-					id, err = ss.ID, nil
+					id = ss.ID
+					return nil
 				case transient(lerr):
-					err = lerr // try again
+					return lerr // the caller tries again
+				case !notFound(lerr) || race == maxRegisterRaces:
+					return err
+				}
+				if werr := sleep(ctx, time.Duration(race+1)*20*time.Millisecond); werr != nil {
+					return err
 				}
 			}
-			return err
 		})
 		if err != nil {
 			if !errors.Is(err, serde.ErrUnavailable) {
