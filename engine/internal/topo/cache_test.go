@@ -1,6 +1,8 @@
 package topo
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -147,5 +149,45 @@ func TestCacheEvictsUnreadCleanEntriesFirst(t *testing.T) {
 	pipe(t, task, "b", "?")
 	if store.gets != gets+1 {
 		t.Errorf("reading b went to the store %d times, want 1: the unread entry was kept", store.gets-gets)
+	}
+}
+
+// Entries that leave the cache are reused for new keys. Updates of many
+// keys through a cache of a few entries, flushed now and then, leave the
+// store with each key's last value and timestamp, as a model says: no
+// reused entry carries another key's value, time or place in a list.
+func TestCacheReusedEntriesKeepNothing(t *testing.T) {
+	task, store, _ := cacheTask(t, 4*(entryOverhead+8))
+	rng := rand.New(rand.NewPCG(1, 2))
+	type last struct {
+		value string
+		ts    int64
+	}
+	model := map[string]last{}
+	for i := range 5000 {
+		k := fmt.Sprintf("k%d", rng.IntN(40))
+		v := fmt.Sprintf("v%d", i)
+		ts := int64(1 + rng.IntN(1000))
+		if err := task.Process(Input{Topic: "in", Key: []byte(k), Value: []byte(v), Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+		model[k] = last{v, ts}
+		if rng.IntN(100) == 0 {
+			if err := task.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(task.cache.free) == 0 {
+		t.Fatal("no entry was kept for reuse")
+	}
+	if err := task.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range model {
+		e, ok, err := store.MemStore.Get([]byte(k))
+		if err != nil || !ok || string(e.Value) != want.value || e.Timestamp != want.ts {
+			t.Errorf("key %s: %q at %d (found %v, %v), want %q at %d", k, e.Value, e.Timestamp, ok, err, want.value, want.ts)
+		}
 	}
 }
