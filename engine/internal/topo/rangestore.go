@@ -8,18 +8,31 @@ import (
 // RangeTableStore is a table store for processors that read ranges of
 // their store in key order while they write it (sliding and session
 // windows): every update is written to the store at once, so Range and Get
-// see it, while the change it forwards goes through the task's record cache
-// as a TableStore's does: held until the entry is flushed or evicted, one
-// forwarded change per key for all the updates since the last flush, from
-// the value before the first to the latest. Kafka Streams' caching window
-// and session stores forward the same way. Without a cache every update is
-// forwarded at once.
+// see it, while the change it forwards and its changelog record go through
+// the task's record cache as a TableStore's do: held until the entry is
+// flushed or evicted, one forwarded change per key for all the updates
+// since the last flush, from the value before the first to the latest, and
+// one changelog record, the latest. Kafka Streams' caching window and
+// session stores forward and log the same way. Without a cache every
+// update is forwarded and logged at once.
 type RangeTableStore struct {
 	store KVStore
-	// fwd forwards through the cache; its store only counts as the cache's
-	// key space and takes no writes (the store has them already).
+	// local takes the updates at once: the store, without its changelog
+	// when it has one and a cache holds the changes.
+	local KVStore
+	// fwd forwards through the cache; its store counts as the cache's key
+	// space and, when flushed, writes only the changelog record (the store
+	// has the update already).
 	fwd *TableStore
 }
+
+// logOnly is the store a RangeTableStore's cache entries write when they
+// are flushed, for a logged store: the changelog record only. It is a
+// comparable value, as noWrites is.
+type logOnly struct{ *loggedStore }
+
+func (s logOnly) Put(key, value []byte, ts int64) error { return s.log(key, value, ts) }
+func (s logOnly) Delete(key []byte, ts int64) error     { return s.log(key, nil, ts) }
 
 // noWrites is a store whose writes do nothing: the store a RangeTableStore's
 // cache entries write when they are flushed. It is a comparable value, so
@@ -38,15 +51,19 @@ func (c *Context) RangeTableStore(name string) (*RangeTableStore, error) {
 		return nil, err
 	}
 	fwd := &TableStore{store: s, ctx: c}
+	local := s
 	if cache := c.inst.task.cache; cache != nil {
 		fwd.store, fwd.cache = noWrites{s}, cache
+		if l, ok := s.(*loggedStore); ok {
+			fwd.store, local = logOnly{l}, l.KVStore
+		}
 		fwd.byKey = cache.entries[fwd.store]
 		if fwd.byKey == nil {
 			fwd.byKey = map[string]*cacheEntry{}
 			cache.entries[fwd.store] = fwd.byKey
 		}
 	}
-	return &RangeTableStore{store: s, fwd: fwd}, nil
+	return &RangeTableStore{store: s, local: local, fwd: fwd}, nil
 }
 
 // Cached reports whether the task has a record cache.
@@ -84,9 +101,9 @@ func (s *RangeTableStore) Update(key, value []byte, ts int64, rec Record, old, n
 	}
 	var err error
 	if value == nil {
-		err = s.store.Delete(key, ts)
+		err = s.local.Delete(key, ts)
 	} else {
-		err = s.store.Put(key, value, ts)
+		err = s.local.Put(key, value, ts)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: store %q: %w", s.store.Name(), err)

@@ -171,14 +171,19 @@ func (l *loggedStore) Put(key, value []byte, ts int64) error {
 	if err := l.KVStore.Put(key, value, ts); err != nil {
 		return err
 	}
-	return l.collector.Send(Output{Topic: l.topic, Partition: l.partition, Key: key, Value: value, Timestamp: ts})
+	return l.log(key, value, ts)
 }
 
 func (l *loggedStore) Delete(key []byte, ts int64) error {
 	if err := l.KVStore.Delete(key, ts); err != nil {
 		return err
 	}
-	return l.collector.Send(Output{Topic: l.topic, Partition: l.partition, Key: key, Timestamp: ts})
+	return l.log(key, nil, ts)
+}
+
+// log sends a changelog record (value nil: a tombstone).
+func (l *loggedStore) log(key, value []byte, ts int64) error {
+	return l.collector.Send(Output{Topic: l.topic, Partition: l.partition, Key: key, Value: value, Timestamp: ts})
 }
 
 // PrefixEnd returns the smallest key greater than every key with the prefix,
