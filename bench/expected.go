@@ -85,7 +85,17 @@ func keyName(k int) string { return fmt.Sprintf("k%08d", k) }
 //     a minute, aligned on the epoch) holding some of its records, their
 //     number, as the last value of "<key>@<start ms>". No record is late:
 //     event times only grow within a partition (see inputModel), so stream time
-//     never passes a window's end plus grace before its last record.
+//     never passes a window's end plus grace before its last record;
+//   - tumbling: the same with 5-minute windows that do not overlap;
+//   - sliding: for each key, the windows its records open — the window
+//     ending at each record's time and, when the key's next record comes
+//     within the time difference, the window starting 1 ms after the
+//     record — each with the number of the key's records in it, both ends
+//     included, as the last value of "<key>@<start ms>";
+//   - session: for each key, its sessions (records at most the gap apart),
+//     each with its number of records, as the last value of its key in the
+//     session-windowed format; a session's earlier extents (merged into
+//     it) end with a tombstone, or were never written.
 //
 // The stateless and join outputs are compared record by record: records are
 // told apart by n, the first 8 bytes of their values. Exactly once, each
@@ -120,7 +130,7 @@ func checkOutput(ctx context.Context, brokers []string, in *inputModel, topology
 	switch topology {
 	case "stateless", "join", "passthrough":
 		return checkRecords(ctx, brokers, in, topology, exact, topic)
-	case "count", "window":
+	case "count", "window", "tumbling", "sliding", "session":
 		return checkCounts(ctx, brokers, in, topology, exact, topic)
 	}
 	return verdict{}, fmt.Errorf("no expected output for topology %q", topology)
@@ -186,6 +196,69 @@ func checkRecords(ctx context.Context, brokers []string, in *inputModel, topolog
 	return v, nil
 }
 
+// windowMs is the size of the windows (the time difference of the sliding
+// ones, the inactivity gap of the sessions), in ms.
+const windowMs = int64(5 * time.Minute / time.Millisecond)
+
+// keyTimes is each key's event times, in the order of its records: never
+// down, since a key's records share a partition.
+func keyTimes(in *inputModel) map[int][]int64 {
+	times := map[int][]int64{}
+	for i := range in.records() {
+		k := in.key(i)
+		times[k] = append(times[k], in.eventTime(i))
+	}
+	return times
+}
+
+// slidingCounts adds a key's sliding windows to expected: the window
+// [t-d, t] of each record at t, and [t+1, t+1+d] when the next record
+// comes after t and within it; each counts the records in it. (A record
+// within d of the epoch would share the window [0, d]; the input's times
+// are far from it.)
+func slidingCounts(expected map[string]int64, key string, times []int64) {
+	starts := map[int64]bool{}
+	for i, t := range times {
+		starts[t-windowMs] = true
+		if i+1 < len(times) && times[i+1] > t && times[i+1] <= t+1+windowMs {
+			starts[t+1] = true
+		}
+	}
+	for s := range starts {
+		lo, _ := slices.BinarySearch(times, s)
+		hi, _ := slices.BinarySearch(times, s+windowMs+1)
+		expected[key+"@"+strconv.FormatInt(s, 10)] = int64(hi - lo)
+	}
+}
+
+// sessionCounts adds a key's sessions to expected, keyed as sessionName
+// names them.
+func sessionCounts(expected map[string]int64, key string, times []int64) {
+	for i := 0; i < len(times); {
+		j := i + 1
+		for j < len(times) && times[j]-times[j-1] <= windowMs {
+			j++
+		}
+		expected[sessionName(key, times[i], times[j-1])] = int64(j - i)
+		i = j
+	}
+}
+
+// sessionName is how the check names a session: "<key>@<start>-<end>".
+func sessionName(key string, start, end int64) string {
+	return key + "@" + strconv.FormatInt(start, 10) + "-" + strconv.FormatInt(end, 10)
+}
+
+// outputKey is how the check names an output key: as it is, but a
+// session's, which is the key's bytes then the end and the start.
+func outputKey(topology string, k []byte) string {
+	if topology != "session" || len(k) < 16 {
+		return string(k)
+	}
+	n := len(k)
+	return sessionName(string(k[:n-16]), int64(binary.BigEndian.Uint64(k[n-8:])), int64(binary.BigEndian.Uint64(k[n-16:n-8])))
+}
+
 // windowKey is a key number and a window's start, in minutes.
 type windowKey struct {
 	key   int32
@@ -204,6 +277,23 @@ func expectedCounts(in *inputModel, topology string) map[string]int64 {
 		for k, c := range counts {
 			if c > 0 {
 				expected[keyName(k)] = c
+			}
+		}
+		return expected
+	}
+	switch topology {
+	case "tumbling":
+		for i := range in.records() {
+			t := in.eventTime(i)
+			expected[keyName(in.key(i))+"@"+strconv.FormatInt(t-t%windowMs, 10)]++
+		}
+		return expected
+	case "sliding", "session":
+		for k, times := range keyTimes(in) {
+			if topology == "sliding" {
+				slidingCounts(expected, keyName(k), times)
+			} else {
+				sessionCounts(expected, keyName(k), times)
 			}
 		}
 		return expected
@@ -232,7 +322,7 @@ func checkCounts(ctx context.Context, brokers []string, in *inputModel, topology
 	var v verdict
 	expected := expectedCounts(in, topology)
 	last := map[string][]byte{}
-	n, err := readOutput(ctx, brokers, topic, func(r *kgo.Record) { last[string(r.Key)] = r.Value })
+	n, err := readOutput(ctx, brokers, topic, func(r *kgo.Record) { last[outputKey(topology, r.Key)] = r.Value })
 	if err != nil {
 		return v, err
 	}
@@ -253,6 +343,8 @@ func checkCounts(ctx context.Context, brokers []string, in *inputModel, topology
 		got, output := last[k]
 		var bad bool
 		switch {
+		case !ok && output && got == nil && topology == "session":
+			// An extent of a session that grew: removed.
 		case !ok || !output || len(got) != 8:
 			bad = true
 		case int64(binary.BigEndian.Uint64(got)) == want:
@@ -281,7 +373,9 @@ func checkCounts(ctx context.Context, brokers []string, in *inputModel, topology
 // describe renders an output value for a message.
 func describe(topology string, v []byte) string {
 	switch {
-	case (topology == "count" || topology == "window") && len(v) == 8:
+	case v == nil:
+		return "a tombstone"
+	case len(v) == 8 && topology != "join" && topology != "stateless" && topology != "passthrough":
 		return strconv.FormatInt(int64(binary.BigEndian.Uint64(v)), 10)
 	case topology == "join" && len(v) >= 8:
 		return fmt.Sprintf("%d|%q", binary.BigEndian.Uint64(v), v[8:])

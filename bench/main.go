@@ -154,7 +154,7 @@ func runBench(args []string) int {
 	partitions := fs.Int("partitions", 6, "input partitions")
 	fs.IntVar(&c.valueSize, "value-size", 100, "value bytes")
 	only := fs.String("only", "", "comma-separated topologies and phases to run (default all: "+strings.Join(append(slices.Clone(topologyNames), phaseNames...), ",")+
-		"); the baselines run with any topology")
+		"); the baselines run with any topology; "+strings.Join(windowKinds, ", ")+" only when named")
 	fs.BoolVar(&c.kstreams, "kstreams", true, "run the Kafka Streams twins (needs Java 17 and Maven)")
 	fs.StringVar(&c.out, "out", "bench/REPORT.md", "the report file (empty: standard output only)")
 	fs.BoolVar(&c.smoke, "smoke", false, "a run of minutes that checks the harness (20k records, one repetition, latency phases and loads of seconds,"+
@@ -272,12 +272,12 @@ func runBench(args []string) int {
 		c.only, c.phaseSel = nil, map[string]bool{}
 		for _, name := range strings.Split(*only, ",") {
 			switch name = strings.TrimSpace(name); {
-			case slices.Contains(topologyNames, name):
+			case slices.Contains(topologyNames, name) || slices.Contains(windowKinds, name):
 				c.only = append(c.only, name)
 			case slices.Contains(phaseNames, name):
 				c.phaseSel[name] = true
 			default:
-				fmt.Fprintf(os.Stderr, "bench: -only: no topology or phase %q (%s)\n", name, strings.Join(append(slices.Clone(topologyNames), phaseNames...), ", "))
+				fmt.Fprintf(os.Stderr, "bench: -only: no topology or phase %q (%s)\n", name, strings.Join(slices.Concat(topologyNames, windowKinds, phaseNames), ", "))
 				return 2
 			}
 		}

@@ -19,11 +19,31 @@ import (
 //   - join: each record with the table's value of its key (inner join):
 //     its first 8 bytes, then the table's value.
 //
+// The other window kinds, raced against Kafka Streams too, run when -only
+// names them (the report's default run has the hopping window only):
+//
+//   - tumbling: records per key in 5-minute windows (grace 1 minute),
+//     keyed "<key>@<window start ms>";
+//   - sliding: records per key in sliding windows of a 5-minute time
+//     difference (grace 1 minute), keyed "<key>@<window start ms>";
+//   - session: records per key in sessions of a 5-minute inactivity gap
+//     (grace 1 minute), keyed in the session-windowed serde's format (the
+//     key, then the session's end and start), a session merged into a
+//     later one removed with a tombstone.
+//
 // The curves (curves.go) add one, not raced against Kafka Streams:
 //
 //   - kv: the input read as a table into the store "kv" (string values),
 //     which the restore curve fills through its changelog.
 var topologyNames = []string{"stateless", "count", "window", "join"}
+
+// windowKinds are the topologies of the other window kinds.
+var windowKinds = []string{"tumbling", "sliding", "session"}
+
+// windowAt flattens a windowed count's key to "<key>@<window start ms>".
+func windowAt(w engine.Windowed[string], n int64) (string, int64) {
+	return fmt.Sprintf("%s@%d", w.Key, w.Window.Start.UnixMilli()), n
+}
 
 func oxbowTopology(name, input, table, output string) (*engine.Topology, error) {
 	b := engine.NewBuilder()
@@ -41,16 +61,26 @@ func oxbowTopology(name, input, table, output string) (*engine.Topology, error) 
 	case "window":
 		counts := engine.WindowedCount(in.GroupByKey().WindowedBy(engine.HoppingWindows(5*time.Minute, time.Minute).Grace(time.Minute)),
 			engine.Named("window-counts"), engine.Materialized("window-counts"))
-		engine.Map(counts.ToStream(), func(w engine.Windowed[string], n int64) (string, int64) {
-			return fmt.Sprintf("%s@%d", w.Key, w.Window.Start.UnixMilli()), n
-		}, engine.Named("flatten")).WithSerdes(serde.String, serde.Int64).To(output)
+		engine.Map(counts.ToStream(), windowAt, engine.Named("flatten")).WithSerdes(serde.String, serde.Int64).To(output)
+	case "tumbling":
+		counts := engine.WindowedCount(in.GroupByKey().WindowedBy(engine.TumblingWindows(5*time.Minute).Grace(time.Minute)),
+			engine.Named("tumbling-counts"), engine.Materialized("tumbling-counts"))
+		engine.Map(counts.ToStream(), windowAt, engine.Named("flatten")).WithSerdes(serde.String, serde.Int64).To(output)
+	case "sliding":
+		counts := engine.WindowedCount(in.GroupByKey().WindowedBy(engine.SlidingWindows(5*time.Minute).Grace(time.Minute)),
+			engine.Named("sliding-counts"), engine.Materialized("sliding-counts"))
+		engine.Map(counts.ToStream(), windowAt, engine.Named("flatten")).WithSerdes(serde.String, serde.Int64).To(output)
+	case "session":
+		counts := engine.SessionCount(in.GroupByKey().SessionWindowedBy(engine.SessionWindows(5*time.Minute).Grace(time.Minute)),
+			engine.Named("session-counts"), engine.Materialized("session-counts"))
+		counts.ToStream().WithSerdes(engine.SessionWindowedSerde(serde.String), serde.Int64).To(output)
 	case "join":
 		t := engine.NewTable(b, table, serde.String, serde.String, engine.Named("table"), engine.Materialized("join-table"))
 		engine.Join(in, t, func(_ string, v []byte, tv string) []byte {
 			return append(append(make([]byte, 0, 8+len(tv)), v[:min(8, len(v))]...), tv...)
 		}, engine.Named("joined")).WithSerdes(serde.String, serde.Bytes).To(output)
 	default:
-		return nil, fmt.Errorf("no topology %q (%v, kv)", name, topologyNames)
+		return nil, fmt.Errorf("no topology %q (%v, %v, kv)", name, topologyNames, windowKinds)
 	}
 	return b.Build()
 }

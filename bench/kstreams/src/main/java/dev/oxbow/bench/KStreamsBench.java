@@ -31,9 +31,13 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -52,6 +56,14 @@ import org.apache.kafka.streams.state.WindowStore;
  *   <li>{@code count}: per-key running count, emitted as an 8-byte big-endian long;
  *   <li>{@code window}: hopping windows of 5 min advancing by 1 min, 1 min grace,
  *       per-key count; output key {@code key + "@" + windowStartMillis};
+ *   <li>{@code tumbling}: tumbling windows of 5 min, 1 min grace, per-key count;
+ *       output key {@code key + "@" + windowStartMillis};
+ *   <li>{@code sliding}: sliding windows of a 5 min time difference, 1 min grace,
+ *       per-key count; output key {@code key + "@" + windowStartMillis};
+ *   <li>{@code session}: sessions of a 5 min inactivity gap, 1 min grace, per-key
+ *       count; output key in the session-windowed serde's format (the key's bytes,
+ *       then the session's end and start, 8 bytes each), merged sessions removed
+ *       with tombstones;
  *   <li>{@code join}: stream-table inner join, output value = first 8 bytes of the
  *       stream value followed by the table value's UTF-8 bytes.
  * </ul>
@@ -65,6 +77,9 @@ public final class KStreamsBench {
 
     static final String STORE_COUNTS = "counts";
     static final String STORE_WINDOW_COUNTS = "window-counts";
+    static final String STORE_TUMBLING_COUNTS = "tumbling-counts";
+    static final String STORE_SLIDING_COUNTS = "sliding-counts";
+    static final String STORE_SESSION_COUNTS = "session-counts";
     static final String STORE_JOIN_TABLE = "join-table";
 
     private static final String GLOBAL_PROCESSING_HANDLER_CONFIG = "processing.exception.handler.global.enabled";
@@ -91,18 +106,19 @@ public final class KStreamsBench {
     private static final int CLOSING = 1;
     private static final int FAILING = 2;
 
-    private static final List<String> TOPOLOGIES = List.of("stateless", "count", "window", "join", "passthrough", "client-loop");
+    private static final List<String> TOPOLOGIES = List.of("stateless", "count", "window", "tumbling", "sliding", "session", "join", "passthrough", "client-loop");
 
     private static final String USAGE = String.join("\n",
             "usage: java -jar oxbow-kstreams-bench.jar --brokers HOST:PORT[,HOST:PORT...] --app-id ID",
-            "         --topology stateless|count|window|join|passthrough|client-loop --input TOPIC --output TOPIC [--table TOPIC]",
+            "         --topology stateless|count|window|tumbling|sliding|session|join|passthrough|client-loop --input TOPIC --output TOPIC [--table TOPIC]",
             "         --guarantee alos|eos --commit-ms N --cache-bytes N [--threads N] --state-dir DIR",
             "         [--batch-bytes N] [--linger-ms N] [--compression TYPE] [--max-poll-records N]",
             "         [--rocksdb-bytes N --rocksdb-memtable-bytes N]",
             "",
             "  --brokers      bootstrap.servers (comma-separated)",
             "  --app-id       application.id (consumer group, internal topic prefix)",
-            "  --topology     stateless | count | window | join: the twins of Oxbow's topologies;",
+            "  --topology     stateless | count | window | tumbling | sliding | session | join: the",
+            "                 twins of Oxbow's topologies;",
             "                 passthrough: Kafka Streams copying every record; client-loop: stateless's",
             "                 work as a plain KafkaConsumer/KafkaProducer loop a thread (ClientLoop)",
             "  --input        input topic (key UTF-8 string, value bytes)",
@@ -356,6 +372,34 @@ public final class KStreamsBench {
                     .map((Windowed<String> wk, Long v) ->
                             KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
                     .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
+            case "tumbling" -> input
+                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .windowedBy(TimeWindows.ofSizeAndGrace(WINDOW_SIZE, WINDOW_GRACE))
+                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(STORE_TUMBLING_COUNTS)
+                            .withKeySerde(Serdes.String())
+                            .withValueSerde(Serdes.Long()))
+                    .toStream()
+                    .map((Windowed<String> wk, Long v) ->
+                            KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
+                    .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
+            case "sliding" -> input
+                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(WINDOW_SIZE, WINDOW_GRACE))
+                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(STORE_SLIDING_COUNTS)
+                            .withKeySerde(Serdes.String())
+                            .withValueSerde(Serdes.Long()))
+                    .toStream()
+                    .map((Windowed<String> wk, Long v) ->
+                            KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
+                    .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
+            case "session" -> input
+                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .windowedBy(SessionWindows.ofInactivityGapAndGrace(WINDOW_SIZE, WINDOW_GRACE))
+                    .count(Materialized.<String, Long, SessionStore<Bytes, byte[]>>as(STORE_SESSION_COUNTS)
+                            .withKeySerde(Serdes.String())
+                            .withValueSerde(Serdes.Long()))
+                    .toStream()
+                    .to(o.output(), Produced.with(WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.Long()));
             case "join" -> {
                 KTable<String, String> table = builder.table(o.table(),
                         Consumed.with(Serdes.String(), Serdes.String()),
