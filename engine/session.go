@@ -294,7 +294,7 @@ func (p *sessionProc) put(r topo.Record, kb []byte, found []session, agg any, st
 		}
 	}
 	wk := wb.wkey(r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)})
-	return wb.write(newKey, r, wk, old, agg, end)
+	return wb.write(newKey, r, wk, old, agg, end, !existed)
 }
 
 // find reads the key's sessions that end at or after earliestEnd and start

@@ -157,7 +157,7 @@ func (u *slidingUpdate) update(start int64, base any, has bool, baseTs int64, st
 	} else if err := wb.created(kb, end, ts); err != nil {
 		return err
 	}
-	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), old, agg, ts)
+	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), old, agg, ts, false)
 }
 
 // putRight stores the window starting just after the record, which the
@@ -171,7 +171,7 @@ func (u *slidingUpdate) putRight(w *slidingWin) error {
 	if err := wb.created(kb, end, w.ts); err != nil {
 		return err
 	}
-	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), nil, w.agg, w.ts)
+	return wb.write(kb, u.r, wb.wkey(u.r.Key, Window{Start: topo.TimeOf(start), End: topo.TimeOf(end)}), nil, w.agg, w.ts, false)
 }
 
 // reverse handles a record at t >= the time difference (Kafka Streams'

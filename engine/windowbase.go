@@ -77,6 +77,7 @@ type winTable interface {
 	Name() string
 	Get(key []byte) (topo.Entry, bool, error)
 	Update(key, value []byte, ts int64, rec topo.Record, old, new any) error
+	UpdateNew(key, value []byte, ts int64, rec topo.Record, old, new any) error
 	Expire(key []byte, ts int64) error
 }
 
@@ -330,8 +331,9 @@ func (wb *windowBase) created(kb []byte, closeAt, ts int64) error {
 
 // write stores a window's new aggregate with timestamp ts: forwarded with
 // the change from old (nil: a new window) unless the windows are emitted
-// when they close.
-func (wb *windowBase) write(kb []byte, r topo.Record, key any, old, agg any, ts int64) error {
+// when they close. isNew: the store does not have the window (a new
+// session), so that its removal before the cache writes it writes nothing.
+func (wb *windowBase) write(kb []byte, r topo.Record, key any, old, agg any, ts int64, isNew bool) error {
 	vb, err := wb.vc.Encode(agg)
 	if err != nil {
 		return wb.codecErr("value", nil, true, err)
@@ -341,10 +343,14 @@ func (wb *windowBase) write(kb []byte, r topo.Record, key any, old, agg any, ts 
 	}
 	wb.wrote(kb)
 	r.Key = key
-	if wb.final {
-		return wb.st.Update(kb, vb, ts, r, nil, nil)
+	update := wb.st.Update
+	if isNew {
+		update = wb.st.UpdateNew
 	}
-	return wb.st.Update(kb, vb, ts, r, old, agg)
+	if wb.final {
+		return update(kb, vb, ts, r, nil, nil)
+	}
+	return update(kb, vb, ts, r, old, agg)
 }
 
 // remove deletes a window: forwarded as a retraction of old unless the

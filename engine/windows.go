@@ -325,7 +325,7 @@ func (p *timeWindowProc) Process(r topo.Record) error {
 			return err
 		}
 		key := wb.wkey(r.Key, Window{Start: topo.TimeOf(s), End: topo.TimeOf(end)})
-		if err := wb.write(kb, r, key, old, agg, newTs); err != nil {
+		if err := wb.write(kb, r, key, old, agg, newTs, false); err != nil {
 			return err
 		}
 	}

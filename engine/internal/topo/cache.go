@@ -96,6 +96,9 @@ type cacheEntry struct {
 	listed     bool
 	isDirty    bool
 	used       bool // read since it was last passed over for eviction
+	// absent: the store did not have the key when the entry was last
+	// dirtied (UpdateNew), so a delete need not be written.
+	absent bool
 	// What writing a dirty entry forwards.
 	fwd      *TableStore // the latest writer, whose node forwards the change
 	rec      Record      // key and headers of the latest update
@@ -195,6 +198,11 @@ func (c *Cache) Flush() error {
 func (e *cacheEntry) write() error {
 	fwd, rec, old, new := e.fwd, e.rec, e.old, e.new
 	e.fwd, e.rec, e.old, e.new = nil, Record{}, nil, nil
+	if e.value == nil && e.absent && old == nil && new == nil {
+		// Made and gone again since the store last had the key: nothing
+		// to write (not even a tombstone to the changelog) or forward.
+		return nil
+	}
 	return fwd.write([]byte(e.ck.key), e.value, e.ts, rec, old, new, false)
 }
 
@@ -413,16 +421,23 @@ func (s *TableStore) Unwritten() [][]byte {
 // rec (its Key and Headers) with the change from old to new as its value.
 // With a cache both happen when the entry is flushed or evicted.
 func (s *TableStore) Update(key, value []byte, ts int64, rec Record, old, new any) error {
-	return s.update(key, value, false, ts, rec, old, new)
+	return s.update(key, value, false, false, ts, rec, old, new)
+}
+
+// UpdateNew is Update for a key the caller found absent from the store:
+// should a later update delete it before the cache has written it,
+// nothing is written for it, as if it had never been.
+func (s *TableStore) UpdateNew(key, value []byte, ts int64, rec Record, old, new any) error {
+	return s.update(key, value, false, true, ts, rec, old, new)
 }
 
 // UpdateOwned is Update for a value the caller gives away: bytes that
 // nobody else holds or changes, which the cache keeps without a copy.
 func (s *TableStore) UpdateOwned(key, value []byte, ts int64, rec Record, old, new any) error {
-	return s.update(key, value, true, ts, rec, old, new)
+	return s.update(key, value, true, false, ts, rec, old, new)
 }
 
-func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record, old, new any) error {
+func (s *TableStore) update(key, value []byte, owned, absent bool, ts int64, rec Record, old, new any) error {
 	if s.cache == nil {
 		return s.write(key, value, ts, rec, old, new, true)
 	}
@@ -443,7 +458,7 @@ func (s *TableStore) update(key, value []byte, owned bool, ts int64, rec Record,
 		// The first update since the key was last written: the change
 		// downstream starts from the value before it.
 		c.unlist(e)
-		e.old, e.isDirty = old, true
+		e.old, e.isDirty, e.absent = old, true, absent
 		c.dirty.pushBack(e)
 	} else if c.dirty.tail != e {
 		// Updated again: to the back, as Kafka Streams' cache moves a key
@@ -484,7 +499,7 @@ func (s *TableStore) DeleteAbsent(key []byte, ts int64, rec Record) error {
 			return nil
 		}
 	}
-	return s.update(key, nil, false, ts, rec, nil, nil)
+	return s.update(key, nil, false, false, ts, rec, nil, nil)
 }
 
 // Expire removes key from the store (and its changelog) without a change

@@ -96,6 +96,18 @@ func (s *RangeTableStore) RangeKey(lo, hi []byte, suffix int) iter.Seq2[Entry, e
 // forwards rec (its Key and Headers) with the change from old to new, at
 // once or, with a cache, when the key's entry is flushed.
 func (s *RangeTableStore) Update(key, value []byte, ts int64, rec Record, old, new any) error {
+	return s.update(key, value, false, ts, rec, old, new)
+}
+
+// UpdateNew is Update for a key the caller found absent from the store
+// (a new session): should a later update delete it before the cache has
+// written it (the session merged into a longer one), no tombstone goes to
+// the changelog for it.
+func (s *RangeTableStore) UpdateNew(key, value []byte, ts int64, rec Record, old, new any) error {
+	return s.update(key, value, true, ts, rec, old, new)
+}
+
+func (s *RangeTableStore) update(key, value []byte, absent bool, ts int64, rec Record, old, new any) error {
 	if s.fwd.cache == nil {
 		return s.fwd.write(key, value, ts, rec, old, new, false)
 	}
@@ -108,7 +120,7 @@ func (s *RangeTableStore) Update(key, value []byte, ts int64, rec Record, old, n
 	if err != nil {
 		return fmt.Errorf("engine: store %q: %w", s.store.Name(), err)
 	}
-	return s.fwd.update(key, value, false, ts, rec, old, new)
+	return s.fwd.update(key, value, false, absent, ts, rec, old, new)
 }
 
 // Expire removes key without a change downstream; a change of it still
