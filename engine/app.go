@@ -458,7 +458,11 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 
 // Run runs the instance until ctx is cancelled or Close is called (then it
 // commits, leaves the group or keeps its tasks for a restart as
-// LeaveGroupOnClose says, and returns nil), or until it fails. With
+// LeaveGroupOnClose says, and returns nil), or until it fails. A last
+// commit that Kafka refuses (the broker aborted the transaction, the group
+// moved on, Kafka is away) is logged, and the tasks' next owner processes
+// again what was not committed: Run returns nil, as Kafka Streams' close
+// does, unless another instance took this one's InstanceID. With
 // Config.Batch it also returns nil once the application has processed its
 // inputs up to the ends they had when Run started (see Batch). Kafka going
 // away does not end it before TaskTimeout.

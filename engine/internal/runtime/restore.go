@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +35,10 @@ type restorer struct {
 	base       []kgo.Opt
 	cl         *kgo.Client
 	jobs       map[topicPartition]*restoreJob
-	total      atomic.Int64 // records restored since the instance started (active tasks)
-	standbyN   atomic.Int64 // records standby tasks applied
+	settling   map[*rtask]*settling // tasks whose changelog offsets are asked for off the loop
+	wg         sync.WaitGroup       // the settling goroutines
+	total      atomic.Int64         // records restored since the instance started (active tasks)
+	standbyN   atomic.Int64         // records standby tasks applied
 	standbys   map[topo.TaskID]bool
 	standbyLag atomic.Pointer[map[string]int64] // task -> records behind, as of the last round
 	// warming: standby tasks that started more than the acceptable
@@ -77,7 +80,7 @@ type restoreJob struct {
 }
 
 func newRestorer(r *Runtime, base []kgo.Opt) *restorer {
-	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}, standbys: map[topo.TaskID]bool{}, warming: map[topo.TaskID]bool{}}
+	return &restorer{r: r, base: base, jobs: map[topicPartition]*restoreJob{}, settling: map[*rtask]*settling{}, standbys: map[topo.TaskID]bool{}, warming: map[topo.TaskID]bool{}}
 }
 
 // Restored is the number of changelog records restored since the instance
@@ -94,32 +97,112 @@ func (r *Runtime) Restoring() []RestoreProgress {
 	return nil
 }
 
-// add plans the restoration of a task's logged stores.
+// add plans the restoration of a task's logged stores. Under exactly-once
+// a changelog may hold an open transaction (a crashed or cut-off owner's,
+// until the broker aborts it: up to its transaction timeout and the
+// broker's check interval, 20s at Kafka's defaults) or markers still in
+// flight (settledOnce): the task then waits, restoring, while the
+// offsets are asked again off the loop, and the instance's other tasks go
+// on. (The wait held the whole loop once, silently, with the instance's
+// own transaction open, which the broker aborted when the wait outlived
+// its timeout.)
 func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 	if len(t.logged) == 0 {
 		return nil
 	}
-	r := rs.r
-	// Under exactly-once a changelog may hold a transaction of a crashed
-	// or cut-off owner until the broker aborts it, which after a broker's
-	// restart took longer than 30s once (under -race): the wait is
-	// Kafka's absence too, and lasts as long as TaskTimeout lets.
-	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, r.cfg.TransactionTimeout+10*time.Second, r.cfg.TaskTimeout))
-	defer cancel()
 	var topics []string
 	for _, l := range t.logged {
 		topics = append(topics, l.changelog)
 	}
-	var starts, ends kadm.ListedOffsets
-	var err error
-	if r.cfg.ExactlyOnce {
-		starts, ends, err = settledOffsets(ctx, r.adm, topics, t.id.Partition)
-	} else {
-		starts, ends, err = listOffsets(ctx, r.adm, topics, t.id.Partition)
+	p := t.id.Partition
+	list := func(ctx context.Context) (starts, ends kadm.ListedOffsets, err error) {
+		if rs.r.cfg.ExactlyOnce {
+			return settledOnce(ctx, rs.r.adm, topics, p)
+		}
+		return listOnce(ctx, rs.r.adm, topics, p)
 	}
-	if err != nil {
-		return fmt.Errorf("engine: task %s: changelog offsets: %w", t.id, err)
+	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	starts, ends, err := list(ctx)
+	cancel()
+	if err == nil {
+		return rs.start(t, mem, starts, ends)
 	}
+	t.restoring = true
+	why := err
+	w := &settling{t: t, mem: mem, done: make(chan settled, 1)}
+	// Kafka's absence counts too: the wait lasts as long as TaskTimeout
+	// lets (a transaction left open by a broker's restart took longer
+	// than 30s to be aborted once, under -race).
+	ctx, w.cancel = context.WithTimeout(context.Background(), max(30*time.Second, rs.r.cfg.TransactionTimeout+10*time.Second, rs.r.cfg.TaskTimeout))
+	rs.settling[t] = w
+	rs.wg.Go(func() {
+		defer w.cancel()
+		started, told := time.Now(), time.Duration(0)
+		for {
+			select {
+			case <-ctx.Done():
+				w.done <- settled{err: fmt.Errorf("engine: task %s: changelog offsets: %w", t.id, why)}
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			starts, ends, err := list(ctx)
+			if err == nil {
+				w.done <- settled{starts: starts, ends: ends}
+				return
+			}
+			why = err
+			// Say what the task waits for, once a second has passed and
+			// again at each doubling.
+			if waited := time.Since(started); waited >= max(time.Second, 2*told) && ctx.Err() == nil {
+				told = waited
+				rs.r.log.Info("waiting to restore", "task", t.id.String(), "waited", waited.Round(time.Millisecond), "for", why)
+			}
+		}
+	})
+	return nil
+}
+
+// listTimeout bounds the first listing of a task's changelog offsets on
+// the loop; past it, the listing goes on off the loop.
+const listTimeout = 5 * time.Second
+
+// settling is a task waiting for its changelogs' offsets (see add).
+type settling struct {
+	t      *rtask
+	mem    map[string]*topo.MemStore
+	done   chan settled // one result, buffered
+	cancel context.CancelFunc
+}
+
+type settled struct {
+	starts, ends kadm.ListedOffsets
+	err          error
+}
+
+// startSettled starts the restorations of the tasks whose changelog
+// offsets have come, without waiting for the others.
+func (rs *restorer) startSettled() error {
+	for t, w := range rs.settling {
+		select {
+		case res := <-w.done:
+			delete(rs.settling, t)
+			if res.err != nil {
+				return res.err
+			}
+			if err := rs.start(t, w.mem, res.starts, res.ends); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// start restores a task's stores from their checkpoints (or from the log
+// start) to the ends listed.
+func (rs *restorer) start(t *rtask, mem map[string]*topo.MemStore, starts, ends kadm.ListedOffsets) error {
+	r := rs.r
+	t.restoring = false
 	add := map[string]map[int32]kgo.Offset{}
 	p := t.id.Partition
 	for _, l := range t.logged {
@@ -342,6 +425,10 @@ func (r *Runtime) StandbyRecords() int64 { return r.restorer.standbyN.Load() }
 // was restored so far is committed (up to the last merge, when the
 // Restorer keeps sorted runs), so the next attempt resumes there.
 func (rs *restorer) remove(t *rtask) {
+	if w := rs.settling[t]; w != nil {
+		w.cancel()
+		delete(rs.settling, t)
+	}
 	drop := map[string][]int32{}
 	for tp, j := range rs.jobs {
 		if j.standby || j.t != t {
@@ -364,6 +451,9 @@ func (rs *restorer) remove(t *rtask) {
 // rebalances; with only standby tasks to keep, it takes what has arrived
 // without waiting.
 func (rs *restorer) step(ctx context.Context) error {
+	if err := rs.startSettled(); err != nil {
+		return err
+	}
 	if len(rs.jobs) == 0 {
 		return nil
 	}
@@ -584,6 +674,11 @@ func (rs *restorer) progress() {
 }
 
 func (rs *restorer) close() {
+	for t, w := range rs.settling {
+		w.cancel()
+		delete(rs.settling, t)
+	}
+	rs.wg.Wait()
 	for _, j := range rs.jobs {
 		if j.standby {
 			_ = j.rs.Flush(j.pos)
@@ -601,27 +696,11 @@ func (rs *restorer) close() {
 }
 
 // listOffsets lists the start and end (last stable) offsets of one
-// partition of each topic, retrying while a topic just created is not in the metadata yet.
+// partition of each topic, retrying while a topic just created is not in
+// the metadata yet.
 func listOffsets(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, ends kadm.ListedOffsets, err error) {
 	for {
-		starts, err = adm.ListStartOffsets(ctx, topics...)
-		if err == nil {
-			// The last stable offset: a read-committed reader gets no
-			// further while a transaction is open.
-			ends, err = adm.ListCommittedOffsets(ctx, topics...)
-		}
-		missing := err != nil
-		if err == nil {
-			for _, topic := range topics {
-				so, ok1 := starts.Lookup(topic, p)
-				eo, ok2 := ends.Lookup(topic, p)
-				if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
-					missing = true
-					err = fmt.Errorf("%s[%d]: %w", topic, p, errors.Join(so.Err, eo.Err, errIf(!ok1 || !ok2, "no offsets listed")))
-				}
-			}
-		}
-		if !missing {
+		if starts, ends, err = listOnce(ctx, adm, topics, p); err == nil {
 			return starts, ends, nil
 		}
 		select {
@@ -632,6 +711,28 @@ func listOffsets(ctx context.Context, adm *kadm.Client, topics []string, p int32
 	}
 }
 
+// listOnce lists the start and end (last stable) offsets of one partition
+// of each topic, or says why it could not.
+func listOnce(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		// The last stable offset: a read-committed reader gets no
+		// further while a transaction is open.
+		ends, err = adm.ListCommittedOffsets(ctx, topics...)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, topic := range topics {
+		so, ok1 := starts.Lookup(topic, p)
+		eo, ok2 := ends.Lookup(topic, p)
+		if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
+			return nil, nil, fmt.Errorf("%s[%d]: %w", topic, p, errors.Join(so.Err, eo.Err, errIf(!ok1 || !ok2, "no offsets listed")))
+		}
+	}
+	return starts, ends, nil
+}
+
 func errIf(cond bool, msg string) error {
 	if cond {
 		return errors.New(msg)
@@ -639,48 +740,37 @@ func errIf(cond bool, msg string) error {
 	return nil
 }
 
-// settledOffsets is listOffsets under exactly-once, for a task about to
-// become active: it waits until no transaction is open on the changelogs
-// (the last stable offset is the high watermark). Ending a transaction
-// returns before its markers are written, so for a moment after a commit
-// the last stable offset lags behind records already committed: this
-// instance's own, whose checkpoint would then look ahead of the changelog
-// (and the state be wiped and restored short), or the previous owner's,
-// whose input offsets are already committed. Restoring to that stale end
-// would lose the lagging transactions' updates from the state for good,
-// while their inputs count as processed (found by the churn campaign with
-// commits every 10ms). Nobody else writes a task's changelog once it is
-// ours, so the wait is for markers in flight, or for a crashed owner's
-// open transaction to be aborted (at most the transaction timeout), which
-// the consumer waits for too.
-func settledOffsets(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, lso kadm.ListedOffsets, err error) {
-	for {
-		starts, lso, err = listOffsets(ctx, adm, topics, p)
-		if err != nil {
-			return nil, nil, err
+// settledOnce is listOnce under exactly-once, for a task about to become
+// active: it fails while a transaction is open on a changelog (its last
+// stable offset is below its high watermark). Ending a transaction returns
+// before its markers are written, so for a moment after a commit the last
+// stable offset lags behind records already committed: this instance's
+// own, whose checkpoint would then look ahead of the changelog (and the
+// state be wiped and restored short), or the previous owner's, whose input
+// offsets are already committed. Restoring to that stale end would lose
+// the lagging transactions' updates from the state for good, while their
+// inputs count as processed (found by the churn campaign with commits
+// every 10ms). Nobody else writes a task's changelog once it is ours, so
+// the wait is for markers in flight, or for a crashed owner's open
+// transaction to be aborted (at most the transaction timeout, and the
+// broker's check interval), which the consumer waits for too.
+func settledOnce(ctx context.Context, adm *kadm.Client, topics []string, p int32) (starts, lso kadm.ListedOffsets, err error) {
+	if starts, lso, err = listOnce(ctx, adm, topics, p); err != nil {
+		return nil, nil, err
+	}
+	hwm, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, topic := range topics {
+		h, ok1 := hwm.Lookup(topic, p)
+		l, _ := lso.Lookup(topic, p)
+		if !ok1 || h.Err != nil {
+			return nil, nil, fmt.Errorf("%s[%d]: high watermark: %w", topic, p, errors.Join(h.Err, errIf(!ok1, "not listed")))
 		}
-		hwm, err := adm.ListEndOffsets(ctx, topics...)
-		open := err != nil
-		if err == nil {
-			for _, topic := range topics {
-				h, ok1 := hwm.Lookup(topic, p)
-				l, ok2 := lso.Lookup(topic, p)
-				if !ok1 || !ok2 || h.Err != nil || l.Offset < h.Offset {
-					open = true
-					err = fmt.Errorf("%s[%d]: a transaction is open (last stable offset %d, high watermark %d)", topic, p, l.Offset, h.Offset)
-					if h.Err != nil {
-						err = fmt.Errorf("%w: %w", err, h.Err)
-					}
-				}
-			}
-		}
-		if !open {
-			return starts, lso, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, err
-		case <-time.After(20 * time.Millisecond):
+		if l.Offset < h.Offset {
+			return nil, nil, fmt.Errorf("%s[%d]: a transaction is open (last stable offset %d, high watermark %d)", topic, p, l.Offset, h.Offset)
 		}
 	}
+	return starts, lso, nil
 }

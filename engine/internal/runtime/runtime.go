@@ -751,6 +751,21 @@ func (r *Runtime) shutdown() error {
 	defer cancel()
 	r.mu.Lock()
 	err := r.commitLocked(ctx)
+	if brokerTrouble(err) {
+		// Kafka refused the last commit: the broker aborted the
+		// transaction (it outlived TransactionTimeout), the group moved
+		// on, or Kafka is away. Nothing is lost: the tasks' next owner
+		// processes again what this instance did since its last commit.
+		// The stop is as clean as Kafka Streams' (whose shutdown closes
+		// such tasks dirty and ends without an error), unless another
+		// instance took this one's id.
+		if isFenced(err) && r.takenOver(ctx) {
+			err = r.fencedInstance(err)
+		} else {
+			r.log.Warn("stopping without the last commit: Kafka refused it; the tasks' next owner processes their records since the commit before", "err", err)
+			err = nil
+		}
+	}
 	r.closeTasksLocked(slices.Collect(maps.Keys(r.tasks)))
 	if err == nil {
 		err = r.fatal // a processor's Close that panicked
