@@ -256,8 +256,8 @@ func (s *Source) produce(ctx context.Context, a *acks, t *txnAck, r *kgo.Record)
 // prevEnd is where the transaction before the first streamed one ended, as
 // far as the source knows (0 after a new snapshot, as with Debezium): the
 // first element of the events' sequence.
-func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, rec state, start, prevEnd pglogrepl.LSN) error {
-	err := pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn, keys map[tableName][]string, rec state, start, prevEnd pglogrepl.LSN) (err error) {
+	err = pglogrepl.StartReplication(ctx, repl, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(s.cfg.Publication)},
 	})
@@ -282,12 +282,20 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	recorded := start
 	// However the session ends, what Kafka has acknowledged is reported,
 	// unless the connection is gone: pgconn closes a broken one in a
-	// goroutine of its own, which a write now would race with.
+	// goroutine of its own, which a write now would race with. A stop
+	// then ends the stream as the protocol says (CopyDone, and the
+	// server's reply), so that the server has taken in the last position
+	// by the time Run returns: closing the connection right after the
+	// status left the slot's confirmed position behind it, for a moment
+	// or, when the walsender had not read it yet, for good.
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if s.kc.Flush(fctx) == nil && !repl.IsClosed() {
-			s.status(fctx, repl, acks)
+		if s.kc.Flush(fctx) != nil || repl.IsClosed() || s.status(fctx, repl, acks) != nil || err != nil {
+			return
+		}
+		if cerr := endCopy(repl, 10*time.Second); cerr != nil {
+			s.log.Warn("cdc/postgres: ending the replication stream", "err", cerr)
 		}
 	}()
 	next := time.Now().Add(s.cfg.StatusInterval)
@@ -362,6 +370,19 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 			return fmt.Errorf("the slot: %w", pgconn.ErrorResponseToPgError(m))
 		}
 	}
+}
+
+// endCopy ends a replication stream: CopyDone, then the server's reply up
+// to ReadyForQuery, within d. The server reads its input in order, so
+// every status sent before has been processed when it returns.
+func endCopy(repl *pgconn.PgConn, d time.Duration) error {
+	nc := repl.Conn()
+	if err := nc.SetDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
+	defer nc.SetDeadline(time.Time{})
+	_, err := pglogrepl.SendStandbyCopyDone(context.Background(), repl)
+	return err
 }
 
 // recordState writes the state record, with the acknowledged position,
