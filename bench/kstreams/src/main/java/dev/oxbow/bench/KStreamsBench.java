@@ -27,6 +27,7 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThr
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Joined;
+import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -345,6 +346,23 @@ public final class KStreamsBench {
         return p;
     }
 
+    static KGroupedStream<String, byte[]> byKey(KStream<String, byte[]> input) {
+        return input.groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()));
+    }
+
+    static Materialized<String, Long, WindowStore<Bytes, byte[]>> windowCounts(String store) {
+        return Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(store)
+                .withKeySerde(Serdes.String())
+                .withValueSerde(Serdes.Long());
+    }
+
+    // The window counts keyed "key@start", as the Oxbow twin writes them.
+    static void toByWindowStart(KTable<Windowed<String>, Long> counts, String output) {
+        counts.toStream()
+                .map((Windowed<String> wk, Long v) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
+                .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+    }
+
     static Topology topology(Options o) {
         StreamsBuilder builder = new StreamsBuilder();
         KStream<String, byte[]> input = builder.stream(o.input(), Consumed.with(Serdes.String(), Serdes.ByteArray()));
@@ -355,45 +373,22 @@ public final class KStreamsBench {
                     .filter((k, v) -> v != null && v.length > 8 && (v[8] & 1) == 0)
                     .mapValues(v -> Arrays.copyOf(v, 16))
                     .to(o.output(), Produced.with(Serdes.String(), Serdes.ByteArray()));
-            case "count" -> input
-                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+            case "count" -> byKey(input)
                     .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as(STORE_COUNTS)
                             .withKeySerde(Serdes.String())
                             .withValueSerde(Serdes.Long()))
                     .toStream()
                     .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
-            case "window" -> input
-                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+            case "window" -> toByWindowStart(byKey(input)
                     .windowedBy(TimeWindows.ofSizeAndGrace(WINDOW_SIZE, WINDOW_GRACE).advanceBy(WINDOW_ADVANCE))
-                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(STORE_WINDOW_COUNTS)
-                            .withKeySerde(Serdes.String())
-                            .withValueSerde(Serdes.Long()))
-                    .toStream()
-                    .map((Windowed<String> wk, Long v) ->
-                            KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
-                    .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
-            case "tumbling" -> input
-                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .count(windowCounts(STORE_WINDOW_COUNTS)), o.output());
+            case "tumbling" -> toByWindowStart(byKey(input)
                     .windowedBy(TimeWindows.ofSizeAndGrace(WINDOW_SIZE, WINDOW_GRACE))
-                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(STORE_TUMBLING_COUNTS)
-                            .withKeySerde(Serdes.String())
-                            .withValueSerde(Serdes.Long()))
-                    .toStream()
-                    .map((Windowed<String> wk, Long v) ->
-                            KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
-                    .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
-            case "sliding" -> input
-                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .count(windowCounts(STORE_TUMBLING_COUNTS)), o.output());
+            case "sliding" -> toByWindowStart(byKey(input)
                     .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(WINDOW_SIZE, WINDOW_GRACE))
-                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as(STORE_SLIDING_COUNTS)
-                            .withKeySerde(Serdes.String())
-                            .withValueSerde(Serdes.Long()))
-                    .toStream()
-                    .map((Windowed<String> wk, Long v) ->
-                            KeyValue.pair(wk.key() + "@" + wk.window().start(), v))
-                    .to(o.output(), Produced.with(Serdes.String(), Serdes.Long()));
-            case "session" -> input
-                    .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+                    .count(windowCounts(STORE_SLIDING_COUNTS)), o.output());
+            case "session" -> byKey(input)
                     .windowedBy(SessionWindows.ofInactivityGapAndGrace(WINDOW_SIZE, WINDOW_GRACE))
                     .count(Materialized.<String, Long, SessionStore<Bytes, byte[]>>as(STORE_SESSION_COUNTS)
                             .withKeySerde(Serdes.String())
