@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,15 +124,9 @@ func TestAppExactlyOnceStopAfterTheBrokerAbortedTheTransaction(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- first.Run(ctx) }()
-	defer func() {
-		stop()
-		select {
-		case <-gate:
-		default:
-			close(gate)
-		}
-		<-done
-	}()
+	open := sync.OnceFunc(func() { close(gate) })
+	stopped := sync.OnceValue(func() error { return <-done })
+	defer func() { stop(); open(); _ = stopped() }()
 
 	recs := keyed(0, 100, 10)
 	recs = append(recs, &kgo.Record{Key: []byte("k000"), Value: []byte("hold")})
@@ -162,10 +157,8 @@ func TestAppExactlyOnceStopAfterTheBrokerAbortedTheTransaction(t *testing.T) {
 	})
 	// Stop, then let the step go: the loop commits at the stop.
 	stop()
-	close(gate)
-	err = <-done
-	done <- err // for the deferred stop
-	if err != nil {
+	open()
+	if err := stopped(); err != nil {
 		t.Fatalf("stopped with %v; want a clean stop", err)
 	}
 

@@ -291,8 +291,11 @@ func (s *Source) stream(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if s.kc.Flush(fctx) != nil || repl.IsClosed() || s.status(fctx, repl, acks) != nil || err != nil {
+		if s.kc.Flush(fctx) != nil || repl.IsClosed() || s.status(fctx, repl, acks) != nil {
 			return
+		}
+		if err != nil {
+			return // after a failure the stream's state is not known
 		}
 		if cerr := endCopy(repl, 10*time.Second); cerr != nil {
 			s.log.Warn("cdc/postgres: ending the replication stream", "err", cerr)

@@ -129,7 +129,7 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 	}
 	t.restoring = true
 	why := err
-	w := &settling{t: t, mem: mem, done: make(chan settled, 1)}
+	w := &settling{mem: mem, done: make(chan settled, 1)}
 	// Kafka's absence counts too: the wait lasts as long as TaskTimeout
 	// lets (a transaction left open by a broker's restart took longer
 	// than 30s to be aborted once, under -race).
@@ -168,7 +168,6 @@ const listTimeout = 5 * time.Second
 
 // settling is a task waiting for its changelogs' offsets (see add).
 type settling struct {
-	t      *rtask
 	mem    map[string]*topo.MemStore
 	done   chan settled // one result, buffered
 	cancel context.CancelFunc
