@@ -931,6 +931,11 @@ func TestRestoreClosedInFlight(t *testing.T) {
 	}
 	db = openDB(t, dir, state.Options{})
 	cp := checkpoint(t, db, "agg-changelog", 0)
+	if cp == "none" {
+		// Closed before the first batch was written: the restore starts
+		// over from the beginning.
+		cp = "0"
+	}
 	if fmt.Sprint(r.Position()) != cp {
 		t.Fatalf("position %d after the failure, the database's checkpoint %s", r.Position(), cp)
 	}
