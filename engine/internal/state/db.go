@@ -171,6 +171,10 @@ func Open(dir string, opts Options) (*DB, error) {
 		// (a restore, a burst of new keys), up to a core each.
 		CompactionConcurrencyRange: func() (int, int) { return 1, max(1, runtime.GOMAXPROCS(0)) },
 	}
+	// Tables end where a store partition's keys do (groupEnd).
+	popts.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
+		return pebble.SpanPolicy{}, groupEnd(start), nil
+	}
 	// Point reads of absent keys are common (a first aggregate, a join
 	// miss); a bloom filter answers most of them without reading a block.
 	popts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)

@@ -1,6 +1,10 @@
 package state
 
-import "fmt"
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
 
 // SetMaxRuns sets how many runs a Restorer keeps before it merges them,
 // until the returned function restores it.
@@ -43,4 +47,33 @@ func (db *DB) TableList() string {
 		}
 	}
 	return s
+}
+
+// TablesAcrossGroups lists the tables whose keys go past the end of the
+// group of their first key (groupEnd), a line each.
+func (db *DB) TablesAcrossGroups() ([]string, int, error) {
+	levels, err := db.pdb.SSTables()
+	if err != nil {
+		return nil, 0, err
+	}
+	var across []string
+	n := 0
+	for l, tables := range levels {
+		for _, t := range tables {
+			n++
+			lo, hi := t.Smallest.UserKey, t.Largest.UserKey
+			if end := groupEnd(lo); end != nil && bytes.Compare(hi, end) >= 0 {
+				across = append(across, fmt.Sprintf("L%d %q..%q", l, lo, hi))
+			}
+		}
+	}
+	return across, n, nil
+}
+
+// GroupEnd is groupEnd.
+var GroupEnd = groupEnd
+
+// CompactAll compacts every key into the bottom level.
+func (db *DB) CompactAll() error {
+	return db.pdb.Compact(context.Background(), []byte{0}, []byte{0xff}, false)
 }

@@ -111,3 +111,34 @@ func decodeOffset(b []byte) (int64, error) {
 	}
 	return int64(binary.BigEndian.Uint64(b)), nil
 }
+
+// groupEnd is the end of the group of keys that key opens, for pebble's
+// SpanPolicyFunc, which ends a flush's or compaction's table there: a
+// store partition's keys (a segmented store's: one segment's) go to tables
+// of their own. Without it one table holds the newest windows of every
+// task's partitions and every segment they fall in, and compacting it
+// rewrites every table of the older segments of the partitions between;
+// with it, a table of new windows overlaps only the tables of its own
+// partition's segment. Other keys (checkpoints and markers, a few per
+// task) stay together by tag.
+func groupEnd(key []byte) []byte {
+	if len(key) == 0 {
+		return nil
+	}
+	n := 1
+	switch key[0] {
+	case tagData, tagSegData:
+		l, w := binary.Uvarint(key[1:])
+		if w <= 0 || l > uint64(len(key)) {
+			break
+		}
+		n = 1 + w + int(l) + 4 // the partition
+		if key[0] == tagSegData {
+			n += 16 // the segment length, then the segment
+		}
+		if n > len(key) {
+			n = 1
+		}
+	}
+	return topo.PrefixEnd(key[:n:n])
+}

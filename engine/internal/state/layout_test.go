@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +227,79 @@ func TestLayoutChangeWipes(t *testing.T) {
 	check(segmentW(2*time.Minute), false) // another segment length
 	write(segmentW(time.Minute))
 	check(nil, false) // segmented, now plain
+}
+
+// A flush's and a compaction's tables end where a store partition's keys
+// do, a segmented store's where a segment's do: new windows of one
+// partition are never in a table with another partition's or an older
+// segment's, whose tables compacting them would rewrite (groupEnd).
+func TestTablesKeepToTheirGroup(t *testing.T) {
+	layout := func(name string) state.Layout {
+		if name == "w" {
+			return state.Layout{Segment: time.Minute, TimeAt: 8}
+		}
+		return state.Layout{}
+	}
+	db := openDB(t, t.TempDir(), state.Options{Layout: layout})
+	task := db.Task()
+	groups := 0
+	for p := range int32(3) {
+		w, kv := task.Store("w", p), task.Store("kv", p)
+		groups += 4
+		for seg := range uint64(3) {
+			for k := range 50 {
+				if err := w.Put(windowKey(fmt.Sprint("k", k), seg*60_000+uint64(k)), []byte("v"), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for k := range 50 {
+			mustPut(t, kv, fmt.Sprint("k", k), "v", 1)
+		}
+		if err := task.SetCheckpoint("kv-changelog", p, 50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := task.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func() error
+	}{{"flush", db.FlushMemtable}, {"compaction", db.CompactAll}} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		across, n, err := db.TablesAcrossGroups()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(across) > 0 || n < groups {
+			t.Fatalf("after the %s, %d tables for %d groups of stores' keys; across a group's end:\n%s\nall:\n%s",
+				step.name, n, groups, strings.Join(across, "\n"), db.TableList())
+		}
+	}
+}
+
+func TestGroupEnd(t *testing.T) {
+	seg := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 60_000), 7)
+	data := []byte("\x01\x02st\x00\x00\x00\x05")
+	segData := append([]byte("\x04\x02st\x00\x00\x00\x05"), seg...)
+	for _, c := range []struct {
+		key, want []byte
+	}{
+		{nil, nil},
+		{[]byte{0x00}, []byte{0x01}},
+		{append(bytes.Clone(data), "key"...), []byte("\x01\x02st\x00\x00\x00\x06")},
+		{data, []byte("\x01\x02st\x00\x00\x00\x06")},
+		{append(bytes.Clone(segData), "key"...), append([]byte("\x04\x02st\x00\x00\x00\x05"), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 60_000), 8)...)},
+		{[]byte("\x01\x09st"), []byte{0x02}},                 // the name's length past the key's end
+		{[]byte("\x04\x02st\x00\x00\x00\x05"), []byte{0x05}}, // no segment
+		{[]byte{0x02, 'x'}, []byte{0x03}},
+		{[]byte{0xff, 0xff}, nil},
+	} {
+		if got := state.GroupEnd(c.key); !bytes.Equal(got, c.want) {
+			t.Errorf("groupEnd(%q) = %q, want %q", c.key, got, c.want)
+		}
+	}
 }
