@@ -57,17 +57,33 @@ func storeKey(store string, partition int32) []byte {
 	return namedKey(tagStore, store, partition, 0)
 }
 
+// namedLen is the length of the namedKey that k begins with, 0 if k
+// begins with none.
+func namedLen(k []byte) int {
+	if len(k) < 1 {
+		return 0
+	}
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || n > uint64(len(k)) {
+		return 0
+	}
+	if l := 1 + w + int(n) + 4; l <= len(k) {
+		return l
+	}
+	return 0
+}
+
 // parseNamedKey reads what namedKey wrote.
 func parseNamedKey(k []byte) (tag byte, name string, partition int32, err error) {
 	if len(k) < 1 {
 		return 0, "", 0, errors.New("empty key")
 	}
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)-1-w) != n+4 {
+	l := namedLen(k)
+	if l != len(k) {
 		return 0, "", 0, fmt.Errorf("malformed key %q", k)
 	}
-	name = string(k[1+w : 1+w+int(n)])
-	return k[0], name, int32(binary.BigEndian.Uint32(k[1+w+int(n):])), nil
+	_, w := binary.Uvarint(k[1:])
+	return k[0], string(k[1+w : l-4]), int32(binary.BigEndian.Uint32(k[l-4:])), nil
 }
 
 // setEntry writes a key with its stored value: the writer's timestamp (Unix
@@ -126,18 +142,15 @@ func groupEnd(key []byte) []byte {
 		return nil
 	}
 	n := 1
-	switch key[0] {
-	case tagData, tagSegData:
-		l, w := binary.Uvarint(key[1:])
-		if w <= 0 || l > uint64(len(key)) {
-			break
-		}
-		n = 1 + w + int(l) + 4 // the partition
-		if key[0] == tagSegData {
-			n += 16 // the segment length, then the segment
-		}
-		if n > len(key) {
-			n = 1
+	if tag := key[0]; tag == tagData || tag == tagSegData {
+		if l := namedLen(key); l > 0 {
+			n = l // through the partition
+			if tag == tagSegData {
+				n += 16 // the segment length, then the segment
+			}
+			if n > len(key) {
+				n = 1
+			}
 		}
 	}
 	return topo.PrefixEnd(key[:n:n])
