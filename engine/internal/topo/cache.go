@@ -46,9 +46,8 @@ type Cache struct {
 	dirty entryList // not written yet, least recently updated first
 	// entries, by store then key: processors that share a store (a
 	// cogroup's aggregators) share its entries, so each sees the others'
-	// pending updates. Two levels, so that a lookup by a []byte key does not
-	// allocate.
-	entries map[KVStore]map[string]*cacheEntry
+	// pending updates.
+	entries map[KVStore]*entryTable
 	// last is the entry the latest Get found, so that the Update that
 	// usually follows does not look it up again.
 	last *cacheEntry
@@ -61,36 +60,32 @@ type Cache struct {
 // maxFree bounds the entries kept for reuse.
 const maxFree = 256
 
-// release keeps an entry that left the cache (no list, map or field holds
-// it any more) for reuse.
+// release keeps an entry that left the cache (no list, table or field
+// holds it any more) for reuse, with its key's buffer.
 func (c *Cache) release(e *cacheEntry) {
 	if len(c.free) < maxFree {
-		*e = cacheEntry{}
+		*e = cacheEntry{key: e.key[:0]}
 		c.free = append(c.free, e)
 	}
 }
 
-// newEntry returns an empty entry of key in store.
-func (c *Cache) newEntry(store KVStore, key []byte) *cacheEntry {
+// newEntry returns an empty entry of key, not in a table yet.
+func (c *Cache) newEntry(key []byte) *cacheEntry {
 	var e *cacheEntry
 	if n := len(c.free); n > 0 {
 		e, c.free = c.free[n-1], c.free[:n-1]
 	} else {
 		e = new(cacheEntry)
 	}
-	e.ck = cacheKey{store, string(key)}
+	e.key = append(e.key[:0], key...)
 	return e
 }
 
-// cacheKey is a key of a store.
-type cacheKey struct {
-	store KVStore
-	key   string
-}
-
 type cacheEntry struct {
-	ck         cacheKey
-	value      []byte // nil: deleted
+	key        []byte      // owned by the entry: copied to anything that outlives it
+	tbl        *entryTable // its store's, nil once it has left
+	slot       int         // in tbl
+	value      []byte      // nil: deleted
 	ts         int64
 	prev, next *cacheEntry // in clean or dirty (as isDirty says) if listed
 	listed     bool
@@ -105,13 +100,23 @@ type cacheEntry struct {
 	old, new any
 }
 
+// table is the table of store's entries.
+func (c *Cache) table(store KVStore) *entryTable {
+	t := c.entries[store]
+	if t == nil {
+		t = newEntryTable()
+		c.entries[store] = t
+	}
+	return t
+}
+
 // NewCache returns a cache holding at most maxBytes of keys and values; 0
 // or less disables caching.
 func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &Cache{max: maxBytes, entries: map[KVStore]map[string]*cacheEntry{}}
+	return &Cache{max: maxBytes, entries: map[KVStore]*entryTable{}}
 }
 
 // entryList is a doubly linked list of entries.
@@ -163,9 +168,13 @@ func (c *Cache) unlist(e *cacheEntry) {
 	}
 }
 
+// keyCopy is a copy of the entry's key, empty rather than nil for the
+// empty key (a nil key is a record without one).
+func (e *cacheEntry) keyCopy() []byte { return append(make([]byte, 0, len(e.key)), e.key...) }
+
 const entryOverhead = 64
 
-func (e *cacheEntry) bytes() int64 { return int64(len(e.ck.key)+len(e.value)) + entryOverhead }
+func (e *cacheEntry) bytes() int64 { return int64(len(e.key)+len(e.value)) + entryOverhead }
 
 // Len is the number of entries waiting to be flushed.
 func (c *Cache) Len() int {
@@ -203,7 +212,7 @@ func (e *cacheEntry) write() error {
 		// to write (not even a tombstone to the changelog) or forward.
 		return nil
 	}
-	return fwd.write([]byte(e.ck.key), e.value, e.ts, rec, old, new, false)
+	return fwd.write(e.keyCopy(), e.value, e.ts, rec, old, new, false)
 }
 
 // evict brings the cache within its budget: clean entries leave first; then
@@ -224,7 +233,7 @@ func (c *Cache) evict() error {
 		} else {
 			e = c.dirty.popFront()
 		}
-		delete(c.entries[e.ck.store], e.ck.key)
+		e.tbl.remove(e)
 		if c.last == e {
 			c.last = nil
 		}
@@ -247,7 +256,7 @@ type TableStore struct {
 	store KVStore
 	cache *Cache
 	ctx   *Context
-	byKey map[string]*cacheEntry // the cache's entries of the store
+	byKey *entryTable // the cache's entries of the store
 	// The codecs of the store's keys and values, if known (SetCodecs), and
 	// the bytes of the last record it forwarded, for a sink to reuse.
 	kc, vc Codec
@@ -280,11 +289,7 @@ func (c *Context) TableStore(name string) (*TableStore, error) {
 	}
 	ts := &TableStore{store: s, cache: c.inst.task.cache, ctx: c}
 	if ts.cache != nil {
-		ts.byKey = ts.cache.entries[s]
-		if ts.byKey == nil {
-			ts.byKey = map[string]*cacheEntry{}
-			ts.cache.entries[s] = ts.byKey
-		}
+		ts.byKey = ts.cache.table(s)
 	}
 	return ts, nil
 }
@@ -318,7 +323,7 @@ func (s *TableStore) Name() string { return s.store.Name() }
 // Get reads a key, seeing updates still in the cache.
 func (s *TableStore) Get(key []byte) (Entry, bool, error) {
 	if s.cache != nil {
-		if e, ok := s.byKey[string(key)]; ok {
+		if e, _ := s.byKey.get(key); e != nil {
 			s.cache.last = e
 			s.cache.Hits.Add(1)
 			e.used = true
@@ -343,7 +348,7 @@ func (s *TableStore) GetMany(keys [][]byte, suffix int, fn func(i int, e Entry, 
 	miss := missBuf[:0]
 	for i, k := range keys {
 		if s.cache != nil {
-			if e, ok := s.byKey[string(k)]; ok {
+			if e, _ := s.byKey.get(k); e != nil {
 				s.cache.last = e
 				s.cache.Hits.Add(1)
 				e.used = true
@@ -407,12 +412,15 @@ func (s *TableStore) GetMany(keys [][]byte, suffix int, fn func(i int, e Entry, 
 // Unwritten lists the keys whose updates wait in the cache, not yet in the
 // store.
 func (s *TableStore) Unwritten() [][]byte {
-	var keys [][]byte
-	for k, e := range s.byKey {
-		if e.isDirty {
-			keys = append(keys, []byte(k))
-		}
+	if s.cache == nil {
+		return nil
 	}
+	var keys [][]byte
+	s.byKey.each(func(e *cacheEntry) {
+		if e.isDirty {
+			keys = append(keys, e.keyCopy())
+		}
+	})
 	slices.SortFunc(keys, bytes.Compare)
 	return keys
 }
@@ -441,18 +449,19 @@ func (s *TableStore) update(key, value []byte, owned, absent bool, ts int64, rec
 	if s.cache == nil {
 		return s.write(key, value, ts, rec, old, new, true)
 	}
-	c, byKey := s.cache, s.byKey
-	e, ok := c.last, false
-	if e != nil && e.ck.store == s.store && e.ck.key == string(key) {
-		ok = true
-	} else {
-		e, ok = byKey[string(key)]
+	c := s.cache
+	e := c.last
+	found := e != nil && e.tbl == s.byKey && string(e.key) == string(key)
+	if !found {
+		var h uint64
+		e, h = s.byKey.get(key)
+		if found = e != nil; !found {
+			e = c.newEntry(key)
+			s.byKey.add(e, h)
+		}
 	}
-	if ok {
+	if found {
 		c.size -= e.bytes()
-	} else {
-		e = c.newEntry(s.store, key)
-		byKey[e.ck.key] = e
 	}
 	if !e.isDirty {
 		// The first update since the key was last written: the change
@@ -495,7 +504,7 @@ func (s *TableStore) update(key, value []byte, owned, absent bool, ts int64, rec
 // cache the delete is written and, with SetForwardAbsent, forwarded.
 func (s *TableStore) DeleteAbsent(key []byte, ts int64, rec Record) error {
 	if s.cache != nil {
-		if e, ok := s.byKey[string(key)]; !ok || !e.isDirty {
+		if e, _ := s.byKey.get(key); e == nil || !e.isDirty {
 			return nil
 		}
 	}
@@ -508,7 +517,7 @@ func (s *TableStore) DeleteAbsent(key []byte, ts int64, rec Record) error {
 // so expiring never swallows a change.
 func (s *TableStore) Expire(key []byte, ts int64) error {
 	if c := s.cache; c != nil {
-		if e, ok := s.byKey[string(key)]; ok {
+		if e, _ := s.byKey.get(key); e != nil {
 			wasDirty := e.isDirty
 			c.unlist(e)
 			e.isDirty = false
@@ -517,7 +526,7 @@ func (s *TableStore) Expire(key []byte, ts int64) error {
 					return err
 				}
 			}
-			delete(s.byKey, e.ck.key)
+			e.tbl.remove(e)
 			if c.last == e {
 				c.last = nil
 			}

@@ -57,11 +57,7 @@ func (c *Context) RangeTableStore(name string) (*RangeTableStore, error) {
 		if l, ok := s.(*loggedStore); ok {
 			fwd.store, local = logOnly{l}, l.KVStore
 		}
-		fwd.byKey = cache.entries[fwd.store]
-		if fwd.byKey == nil {
-			fwd.byKey = map[string]*cacheEntry{}
-			cache.entries[fwd.store] = fwd.byKey
-		}
+		fwd.byKey = cache.table(fwd.store)
 	}
 	return &RangeTableStore{store: s, local: local, fwd: fwd}, nil
 }
