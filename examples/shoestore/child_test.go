@@ -46,6 +46,9 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, served func(line strin
 	t.Helper()
 	c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = c
+	// Killed with the test binary, also when a signal ends it before its
+	// cleanups run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +56,11 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, served func(line strin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	running.Store(c, nil)
 	urls := make(chan string, 1)
 	go func() {
 		defer close(c.exited)
+		defer running.Delete(c)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if u, ok := served(sc.Text()); ok {
@@ -85,6 +90,21 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, served func(line strin
 		t.Fatalf("the %s did not serve within 2 minutes:\n%s", name, c.tail())
 	}
 	return c
+}
+
+// running holds the children that have not exited, for killRunning.
+var running sync.Map // *child → nil
+
+// killRunning kills every child still running and waits for it to end:
+// for a test that a signal ends before its cleanups run, so that no child
+// writes to what the test then removes.
+func killRunning() {
+	running.Range(func(k, _ any) bool {
+		c := k.(*child)
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		return true
+	})
 }
 
 // kill kills the child (SIGKILL), which must still be running.

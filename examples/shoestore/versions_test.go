@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +49,7 @@ func TestVersionsWalkthrough(t *testing.T) {
 		}
 	}
 	name := fmt.Sprintf("walk%d", time.Now().UnixNano()%1_000_000_000)
+	dropApp(t, env.Brokers, name)
 	brokers := strings.Join(env.Brokers, ",")
 	// runOxbow runs the tool: its output, its error output and its exit
 	// code. It is killed if it still runs when the test ends.
@@ -300,6 +303,72 @@ func TestVersionsWalkthrough(t *testing.T) {
 	s2.await("/views/revenue/keys/blue", fmt.Sprintf(`{"key":"blue","value":{"sold":%d,"returned":%d,"salesCents":%d,"refundCents":%d,"revenueCents":%d}}`,
 		sold+1, returned, (sold+1)*prices["blue"], returned*prices["blue"], (sold+1-returned)*prices["blue"]))
 	v2.stop(t)
+}
+
+// dropApp deletes the topics and consumer groups of the application name
+// (each walkthrough has a name of its own: none begins with another's and
+// a separator) when the test ends, and also
+// when SIGINT or SIGTERM ends it before its cleanups run: a broker kept
+// between runs would collect them otherwise.
+func dropApp(t *testing.T, brokers []string, name string) {
+	drop := sync.OnceFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Logf("drop %s's topics: %v", name, err)
+			return
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		// Its topics and groups, and its change feed's (name.schema.table).
+		other := func(n string) bool { return !strings.HasPrefix(n, name+"-") && !strings.HasPrefix(n, name+".") }
+		var errs []error
+		if groups, err := adm.ListGroups(ctx); err != nil {
+			errs = append(errs, err)
+		} else if gs := slices.DeleteFunc(groups.Groups(), other); len(gs) > 0 {
+			_, err := adm.DeleteGroups(ctx, gs...)
+			errs = append(errs, err)
+		}
+		if td, err := adm.ListTopics(ctx); err != nil {
+			errs = append(errs, err)
+		} else if ts := slices.DeleteFunc(td.Names(), other); len(ts) > 0 {
+			resp, err := adm.DeleteTopics(ctx, ts...)
+			errs = append(errs, err, resp.Error())
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Logf("drop %s's topics and groups: %v", name, err)
+		}
+	})
+	sigs := make(chan os.Signal, 1)
+	// Not a signal the process was started to ignore (SIGINT in a
+	// background job): raised again below, it would be ignored again.
+	var watch []os.Signal
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !signal.Ignored(sig) {
+			watch = append(watch, sig)
+		}
+	}
+	if len(watch) > 0 {
+		signal.Notify(sigs, watch...)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			killRunning()
+			drop()
+			// Then the signal's own end.
+			signal.Stop(sigs)
+			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		case <-done:
+		}
+	}()
+	t.Cleanup(func() {
+		signal.Stop(sigs)
+		close(done)
+		drop()
+	})
 }
 
 // readAs reads url, asking for version if set; it returns the status,
