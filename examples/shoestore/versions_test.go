@@ -306,10 +306,10 @@ func TestVersionsWalkthrough(t *testing.T) {
 }
 
 // dropApp deletes the topics and consumer groups of the application name
-// (each walkthrough has a name of its own: none begins with another's and
-// a separator) when the test ends, and also
-// when SIGINT or SIGTERM ends it before its cleanups run: a broker kept
-// between runs would collect them otherwise.
+// when the test ends, and also when SIGINT or SIGTERM ends it before its
+// cleanups run: each walkthrough has a name of its own (none begins with
+// another's and a separator), and a broker kept between runs would
+// collect them otherwise.
 func dropApp(t *testing.T, brokers []string, name string) {
 	drop := sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
