@@ -111,7 +111,11 @@ func progress(ctx context.Context, t *testing.T, adm *kadm.Client, c crashConfig
 	start := time.Now()
 	var hang *hangingRepair
 	if c.eos {
-		hang = newHangingRepair(t, adm, c)
+		var err error
+		if hang, err = newHangingRepair(t, c); err != nil {
+			t.Fatal(err)
+		}
+		defer hang.close()
 	}
 	if err := await.Within(limit, func() error {
 		alive(t, ch, what)

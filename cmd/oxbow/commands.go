@@ -14,6 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/hanging"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/versions"
 )
@@ -34,6 +37,7 @@ type env struct {
 	stderr io.Writer
 	json   bool
 	ctl    func() (*versions.Control, error)
+	client func() (*kgo.Client, error) // a plain client to the brokers
 }
 
 type command struct {
@@ -48,6 +52,7 @@ var commands = []command{
 	{"rollback", "rollback --app APP", "makes the previously active version active again", cmdRollback},
 	{"retire", "retire --app APP --version V [--yes] [--dry-run] [--state-dir DIR]...", "deletes a version's consumer group, internal topics, local state and registration, after confirmation", cmdRetire},
 	{"reset", "reset --app APP --version V [--to-earliest | --to-datetime T] [--yes] [--dry-run] [--state-dir DIR]...", "makes a stopped version process its inputs again: offsets to the earliest or a time, internal topics deleted, local state wiped", cmdReset},
+	{"transactions", "transactions find-hanging|repair [--topic T]... [--yes] [--dry-run]", "finds the transactions Kafka left open on a partition after their coordinator ended them (find-hanging), and ends them with the marker the coordinator decided (repair; exit 3 if any is refused)", cmdTransactions},
 	{"describe", "describe --url URL", "prints the topology of a running instance (its HTTP API's /topology)", cmdDescribe},
 }
 
@@ -95,7 +100,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fs.PrintDefaults()
 	}
 	runCmd := cmd.flags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	// A command with subcommands takes its flags after the subcommand:
+	// "transactions repair --yes".
+	rest, lead := args[1:], []string(nil)
+	if hasSubcommands[cmd.name] && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		lead, rest = rest[:1], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -122,8 +133,30 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return c, nil
 	}
-	return runCmd(e, fs.Args())
+	e.client = func() (*kgo.Client, error) {
+		bs := split(*brokers)
+		if len(bs) == 0 {
+			return nil, errors.New("no brokers: give --brokers or set KAFKA_BROKERS")
+		}
+		opts, err := sec.ClientOpts(bs)
+		if err != nil {
+			return nil, err
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		if err := kafkasec.Check(ctx, cl); err != nil {
+			cl.Close()
+			return nil, err
+		}
+		return cl, nil
+	}
+	return runCmd(e, append(lead, fs.Args()...))
 }
+
+// hasSubcommands names the commands whose first argument is a subcommand.
+var hasSubcommands = map[string]bool{"transactions": true}
 
 func capitalize(s string) string {
 	if s == "" {
@@ -564,5 +597,107 @@ func cmdDescribe(fs *flag.FlagSet) func(*env, []string) int {
 		}
 		_, _ = e.stdout.Write(body)
 		return exitOK
+	}
+}
+
+func cmdTransactions(fs *flag.FlagSet) func(*env, []string) int {
+	var topics stateDirs
+	fs.Var(&topics, "topic", "a topic to look at (repeatable; every topic of the cluster, __consumer_offsets included, if none)")
+	yes := fs.Bool("yes", false, "repair: do not ask for confirmation")
+	dry := fs.Bool("dry-run", false, "repair: say what would be written, write nothing")
+	return func(e *env, args []string) int {
+		if len(args) == 0 || (args[0] != "find-hanging" && args[0] != "repair") {
+			return e.usageErr("transactions needs find-hanging or repair")
+		}
+		sub := args[0]
+		if !e.usable("transactions "+sub, args[1:]) {
+			return exitUsage
+		}
+		cl, err := e.client()
+		if err != nil {
+			return e.fail(err)
+		}
+		defer cl.Close()
+		found, err := hanging.Find(e.ctx, cl, topics...)
+		if err != nil {
+			return e.fail(err)
+		}
+		if sub == "find-hanging" || *dry || len(found) == 0 {
+			e.printTxns(found, false)
+			return exitOK
+		}
+		decided := 0
+		for _, t := range found {
+			if t.Decision != hanging.Refuse {
+				decided++
+			}
+		}
+		if decided > 0 && !*yes && !e.confirm(fmt.Sprintf("This writes %d transaction markers, each the one its coordinator decided (--dry-run lists them).", decided), "repair") {
+			fmt.Fprintln(e.stderr, "oxbow: not confirmed; nothing written")
+			return exitRefused
+		}
+		repaired, rerr := hanging.Repair(e.ctx, cl, found)
+		done := map[string]bool{}
+		for _, t := range repaired {
+			done[fmt.Sprintf("%s[%d]", t.Topic, t.Partition)] = true
+		}
+		e.printTxns(found, true, done)
+		switch {
+		case rerr != nil:
+			return e.fail(rerr)
+		case decided < len(found):
+			fmt.Fprintf(e.stderr, "oxbow: %d hanging transactions refused: their coordinator's decision cannot be known\n", len(found)-decided)
+			return exitRefused
+		}
+		return exitOK
+	}
+}
+
+// txnJSON is a hanging transaction as --json prints it.
+type txnJSON struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int16  `json:"producer_epoch"`
+	FirstOffset   int64  `json:"first_offset"`
+	AgeSeconds    int64  `json:"age_seconds"`
+	TxnID         string `json:"transactional_id,omitempty"`
+	State         string `json:"coordinator_state,omitempty"`
+	Decision      string `json:"decision"`
+	Reason        string `json:"reason"`
+	Remedy        string `json:"remedy"`
+	Repaired      bool   `json:"repaired"`
+}
+
+// printTxns prints hanging transactions; after a repair, done names the
+// partitions repaired ("topic[partition]").
+func (e *env) printTxns(found []hanging.Txn, repair bool, done ...map[string]bool) {
+	now := time.Now()
+	repaired := func(t hanging.Txn) bool {
+		return len(done) > 0 && done[0][fmt.Sprintf("%s[%d]", t.Topic, t.Partition)]
+	}
+	if e.json {
+		out := []txnJSON{}
+		for _, t := range found {
+			out = append(out, txnJSON{t.Topic, t.Partition, t.ProducerID, t.ProducerEpoch, t.FirstOffset, int64(t.Age(now) / time.Second),
+				t.TxnID, t.State, t.Decision.String(), t.Reason, t.Remedy(), repaired(t)})
+		}
+		e.printJSON(map[string]any{"hanging": out})
+		return
+	}
+	if len(found) == 0 {
+		fmt.Fprintln(e.stdout, "no hanging transactions")
+		return
+	}
+	for _, t := range found {
+		fmt.Fprintln(e.stdout, t)
+		switch {
+		case repaired(t):
+			fmt.Fprintf(e.stdout, "  repaired: wrote the %s marker\n", t.Decision)
+		case !repair || t.Decision == hanging.Refuse:
+			fmt.Fprintf(e.stdout, "  remedy: %s\n", t.Remedy())
+		default:
+			fmt.Fprintf(e.stdout, "  not repaired: the %s marker could not be written (the error follows)\n", t.Decision)
+		}
 	}
 }

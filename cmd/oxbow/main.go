@@ -1,6 +1,7 @@
 // Command oxbow is the operators' tool for Oxbow applications: their
 // versions (consumer groups side by side), lag, promotion, rollback,
-// retirement and reset, and their topologies.
+// retirement and reset, their topologies, and the transactions Kafka left
+// hanging on their partitions.
 //
 //	oxbow versions --app shop
 //	oxbow lag --app shop --version v2 --watch
@@ -9,6 +10,8 @@
 //	oxbow retire --app shop --version v1
 //	oxbow reset --app shop --version v2 --to-datetime 2026-11-01T00:00:00Z --dry-run
 //	oxbow describe --url http://shop-0:8080
+//	oxbow transactions find-hanging --topic shop-events
+//	oxbow transactions repair --topic shop-events --topic __consumer_offsets
 //
 // Every command takes --brokers (default $KAFKA_BROKERS), --control-topic
 // and --json, and says what it does with --help. Exit codes: 0 done, 1

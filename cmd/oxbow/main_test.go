@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/versions"
 )
@@ -53,6 +54,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"reset", "--app", "a", "--version", "v", "--to-datetime", "yesterday"}, exitUsage, "want RFC 3339"},
 		{[]string{"versions", "--app", "a", "--brokers", ""}, exitFailed, "no brokers"},
 		{[]string{"describe"}, exitUsage, "describe needs --url"},
+		{[]string{"transactions"}, exitUsage, "transactions needs find-hanging or repair"},
+		{[]string{"transactions", "repair", "--topic", "t", "extra"}, exitUsage, "unexpected arguments"},
 	} {
 		r := oxbow("", c.args...)
 		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
@@ -230,5 +233,69 @@ func TestProgress(t *testing.T) {
 		if rate, eta := progress(c.prev, c.now, c.dt); rate != c.rate || eta != c.eta {
 			t.Errorf("progress(%+v, %+v, %v) = %v/s, ETA %v; want %v/s, ETA %v", c.prev, c.now, c.dt, rate, eta, c.rate, c.eta)
 		}
+	}
+}
+
+// transactions find-hanging and repair, on a transaction whose
+// coordinator committed it and one whose producer no coordinator knows.
+func TestTransactions(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close) // after VerificationOff's cleanup
+	adm := kadm.NewClient(cl)
+	hangingtest.VerificationOff(ctx, t, adm)
+	topic := fmt.Sprintf("clitxn%d", time.Now().UnixNano())
+	env.CreateTopics(t, 3, topic)
+	defer func() { _, _ = adm.DeleteTopics(context.Background(), topic) }()
+	raw, err := hangingtest.Client(env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	committed := hangingtest.Init(ctx, t, raw, topic+"-commit", 60_000)
+	committed.Add(ctx, t, topic, 0)
+	committed.Produce(ctx, t, topic, 0, "c0")
+	committed.Produce(ctx, t, topic, 1, "c1")
+	committed.End(ctx, t, true)
+	ghost := hangingtest.Init(ctx, t, raw, "", 0)
+	ghost.TxnID = topic + "-ghost"
+	ghost.Produce(ctx, t, topic, 2, "g2")
+	defer ghost.AbortOn(context.Background(), t, topic, 2)
+
+	common := []string{"--brokers", strings.Join(env.Brokers, ","), "--topic", topic}
+	tx := func(stdin string, args ...string) result {
+		return oxbow(stdin, append(append([]string{"transactions"}, args...), common...)...)
+	}
+	r := tx("", "find-hanging")
+	if r.code != exitOK || !strings.Contains(r.stdout, topic+"[1] open since offset 0") || !strings.Contains(r.stdout, "commit: its coordinator decided to commit") ||
+		!strings.Contains(r.stdout, topic+"[2]") || !strings.Contains(r.stdout, "refuse: no coordinator knows the producer") || !strings.Contains(r.stdout, "remedy: decide whether") {
+		t.Fatalf("find-hanging: %+v", r)
+	}
+	if r := tx("", "repair", "--dry-run"); r.code != exitOK || strings.Count(r.stdout, "remedy:") != 2 {
+		t.Fatalf("repair --dry-run: %+v", r)
+	}
+	if r := tx("no\n", "repair"); r.code != exitRefused || !strings.Contains(r.stderr, "not confirmed; nothing written") {
+		t.Fatalf("repair not confirmed: %+v", r)
+	}
+	r = tx("", "repair", "--yes", "--json")
+	var out struct {
+		Hanging []struct {
+			Partition int32  `json:"partition"`
+			Decision  string `json:"decision"`
+			Repaired  bool   `json:"repaired"`
+		} `json:"hanging"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != exitRefused || len(out.Hanging) != 2 ||
+		out.Hanging[0].Decision != "commit" || !out.Hanging[0].Repaired || out.Hanging[1].Decision != "refuse" || out.Hanging[1].Repaired ||
+		!strings.Contains(r.stderr, "1 hanging transactions refused") {
+		t.Fatalf("repair --yes --json: %+v (%v)", r, err)
+	}
+	if r := tx("", "find-hanging", "--json"); r.code != exitOK || strings.Count(r.stdout, `"partition"`) != 1 || !strings.Contains(r.stdout, `"partition": 2`) {
+		t.Fatalf("find-hanging after the repair: %+v", r)
 	}
 }

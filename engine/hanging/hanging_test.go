@@ -1,0 +1,200 @@
+package hanging_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/hanging"
+	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
+)
+
+// TestFindAndRepair makes one hanging transaction of each kind on a real
+// broker and checks what Find decides, what Repair writes and what a
+// read-committed consumer then sees.
+// (hangingtest says how.)
+func TestFindAndRepair(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close) // after verificationOff's cleanup
+	adm := kadm.NewClient(cl)
+	hangingtest.VerificationOff(ctx, t, adm)
+
+	topic := fmt.Sprintf("hanging-%d", time.Now().UnixNano())
+	env.CreateTopics(t, 5, topic)
+	defer func() { _, _ = adm.DeleteTopics(context.Background(), topic) }()
+
+	raw, err := hangingtest.Client(env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+
+	// Partition 1: the coordinator committed, partition 0 got its marker.
+	committed := hangingtest.Init(ctx, t, raw, topic+"-commit", 60_000)
+	committed.Add(ctx, t, topic, 0)
+	committed.Produce(ctx, t, topic, 0, "c0")
+	committed.Produce(ctx, t, topic, 1, "c1")
+	committed.End(ctx, t, true)
+	// Partition 2: the coordinator aborted.
+	aborted := hangingtest.Init(ctx, t, raw, topic+"-abort", 60_000)
+	aborted.Add(ctx, t, topic, 0)
+	aborted.Produce(ctx, t, topic, 0, "a0")
+	aborted.Produce(ctx, t, topic, 2, "a2")
+	aborted.End(ctx, t, false)
+	// Partition 3: a transaction its coordinator never had, left past its
+	// timeout.
+	const shortTimeout = 8 * time.Second
+	forgotten := hangingtest.Init(ctx, t, raw, topic+"-timeout", int32(shortTimeout/time.Millisecond))
+	forgotten.Produce(ctx, t, topic, 3, "t3")
+	// Partition 4: a producer no coordinator knows.
+	ghost := hangingtest.Init(ctx, t, raw, "", 0)
+	ghost.TxnID = topic + "-ghost"
+	ghost.Produce(ctx, t, topic, 4, "g4")
+	defer ghost.AbortOn(context.Background(), t, topic, 4) // leave nothing hanging
+
+	found, err := hanging.Find(ctx, cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Partition 3 is not hanging yet: a producer may still add it.
+	want := map[int32]hanging.Decision{1: hanging.Commit, 2: hanging.Abort, 4: hanging.Refuse}
+	checkFound(t, found, want, committed, aborted, ghost)
+
+	await.Until(t, time.Minute, "partition 3 to hang past its transaction timeout", func() bool {
+		found, err = hanging.Find(ctx, cl, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(found) == 4
+	})
+	want[3] = hanging.Abort
+	checkFound(t, found, want, committed, aborted, ghost)
+	for _, f := range found {
+		if f.Partition == 3 && !strings.Contains(f.Reason, "past the transaction timeout") {
+			t.Errorf("partition 3's reason: %q", f.Reason)
+		}
+		if f.Partition == 4 && (!strings.Contains(f.Reason, "no coordinator knows the producer") || !strings.Contains(f.Remedy(), "kafka-transactions.sh abort")) {
+			t.Errorf("partition 4's reason and remedy: %q, %q", f.Reason, f.Remedy())
+		}
+	}
+
+	repaired, err := hanging.Repair(ctx, cl, found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []int32
+	for _, r := range repaired {
+		parts = append(parts, r.Partition)
+	}
+	if !slices.Equal(parts, []int32{1, 2, 3}) {
+		t.Fatalf("repaired partitions %v, want [1 2 3]", parts)
+	}
+	left, err := hanging.Find(ctx, cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Partition != 4 || left[0].Decision != hanging.Refuse {
+		t.Fatalf("left after the repair: %v, want partition 4 refused", left)
+	}
+
+	// Read committed, the committed transaction's records are all there,
+	// the aborted and timed-out ones are not, and every repaired
+	// partition reads to its end.
+	got := readCommitted(ctx, t, cl, topic, 0, 1, 2, 3)
+	if want := []string{"c0", "c1"}; !slices.Equal(got, want) {
+		t.Fatalf("read committed: %v, want %v", got, want)
+	}
+}
+
+func checkFound(t *testing.T, found []hanging.Txn, want map[int32]hanging.Decision, committed, aborted, ghost *hangingtest.Producer) {
+	t.Helper()
+	var got []string
+	for _, f := range found {
+		got = append(got, fmt.Sprintf("%d:%s", f.Partition, f.Decision))
+		t.Logf("found: %v", f)
+	}
+	var exp []string
+	for _, p := range []int32{1, 2, 3, 4} {
+		if d, ok := want[p]; ok {
+			exp = append(exp, fmt.Sprintf("%d:%s", p, d))
+		}
+	}
+	if !slices.Equal(got, exp) {
+		t.Fatalf("found %v, want %v", got, exp)
+	}
+	for _, f := range found {
+		switch f.Partition {
+		case 1:
+			if f.ProducerID != committed.ID || f.TxnID != committed.TxnID || f.State != "CompleteCommit" || f.MarkerEpoch != committed.Epoch {
+				t.Errorf("partition 1: %+v", f)
+			}
+		case 2:
+			if f.ProducerID != aborted.ID || f.State != "CompleteAbort" || f.MarkerEpoch != aborted.Epoch {
+				t.Errorf("partition 2: %+v", f)
+			}
+		case 4:
+			if f.ProducerID != ghost.ID || f.TxnID != "" {
+				t.Errorf("partition 4: %+v", f)
+			}
+		}
+	}
+}
+
+// readCommitted reads partitions of topic to their end, read committed,
+// and returns the values in partition order.
+func readCommitted(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, partitions ...int32) []string {
+	t.Helper()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	for _, p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+		if o, ok := ends.Lookup(topic, p); ok && o.Offset > 0 {
+			remaining[p] = o.Offset
+		}
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	got := map[int32][]string{}
+	for len(remaining) > 0 {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s read committed: %v short of its end (%v)", topic, remaining, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= remaining[r.Partition] {
+				delete(remaining, r.Partition)
+			}
+			if !r.Attrs.IsControl() {
+				got[r.Partition] = append(got[r.Partition], string(r.Value))
+			}
+		})
+	}
+	var out []string
+	for _, p := range partitions {
+		out = append(out, got[p]...)
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+// Package hangingtest makes hanging transactions on a real broker, for
+// tests: records written in a transaction whose coordinator never ends it on
+// their partition.
+//
+// Records reach a partition outside their producer's transaction the way
+// brokers before 3.6 let them: with transaction.partition.verification
+// off (a dynamic setting, which [VerificationOff] restores when the test
+// ends), a producer of transaction version 1 writes to a partition it never
+// added. Its coordinator then ends the transaction without a marker there,
+// as it does for the partitions whose markers it drops. Producers of
+// transaction version 2 (franz-go's, on Kafka 4) are verified whatever the
+// setting, so other tests on the broker are not affected.
+package hangingtest
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/oxbow-dev/oxbow/internal/await"
+)
+
+// Client is a client whose requests speak Kafka 3.5's protocol, for
+// [Init]: transactions of version 1.
+func Client(brokers []string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MaxVersions(kversion.V3_5_0()))
+}
+
+// VerificationOff turns transaction.partition.verification.enable off for
+// the cluster until the test ends.
+func VerificationOff(ctx context.Context, t testing.TB, adm *kadm.Client) {
+	const name = "transaction.partition.verification.enable"
+	off := "false"
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: name}})
+		if err != nil {
+			t.Errorf("restoring %s: %v", name, err)
+		}
+	})
+}
+
+// Producer writes transactional batches with requests of its own, to
+// make what a client library never would.
+type Producer struct {
+	cl *kgo.Client
+	// TxnID is the transactional id its requests carry; empty for none.
+	TxnID string
+	// ID and Epoch are its producer id and epoch.
+	ID    int64
+	Epoch int16
+	seq   map[int32]int32
+}
+
+func (p *Producer) txnIDPtr() *string {
+	if p.TxnID == "" {
+		return nil
+	}
+	return &p.TxnID
+}
+
+// Init has the broker give a producer id and epoch to txnID (none if
+// empty), with the transaction timeout given.
+func Init(ctx context.Context, t testing.TB, cl *kgo.Client, txnID string, timeoutMillis int32) *Producer {
+	t.Helper()
+	p := &Producer{cl: cl, TxnID: txnID, seq: map[int32]int32{}}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = p.txnIDPtr()
+	req.TransactionTimeoutMillis = timeoutMillis
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("InitProducerID %q: %v", txnID, err)
+	}
+	p.ID, p.Epoch = resp.ProducerID, resp.ProducerEpoch
+	return p
+}
+
+// Add adds a partition to the producer's transaction.
+func (p *Producer) Add(ctx context.Context, t testing.TB, topic string, partition int32) {
+	t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = p.TxnID, p.ID, p.Epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err == nil {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err == nil {
+					err = kerr.ErrorForCode(rp.ErrorCode)
+				}
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("AddPartitionsToTxn %s[%d]: %v", topic, partition, err)
+	}
+}
+
+// Produce writes one transactional record, retrying while the broker has
+// not yet seen verification turned off.
+func (p *Producer) Produce(ctx context.Context, t testing.TB, topic string, partition int32, value string) {
+	t.Helper()
+	batch := p.batch(value, p.seq[partition])
+	await.NoError(t, 30*time.Second, fmt.Sprintf("a transactional write to %s[%d]", topic, partition), func() error {
+		req := kmsg.NewPtrProduceRequest()
+		req.TransactionID = &p.TxnID
+		req.Acks, req.TimeoutMillis = -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = partition, batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	})
+	p.seq[partition]++
+}
+
+// batch is a record batch of one transactional record, value as key and
+// value.
+func (p *Producer) batch(value string, seq int32) []byte {
+	var rec []byte
+	rec = append(rec, 0)             // attributes
+	rec = kbin.AppendVarlong(rec, 0) // timestamp delta
+	rec = kbin.AppendVarint(rec, 0)  // offset delta
+	rec = kbin.AppendVarintBytes(rec, []byte(value))
+	rec = kbin.AppendVarintBytes(rec, []byte(value))
+	rec = kbin.AppendVarint(rec, 0) // headers
+	now := time.Now().UnixMilli()
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, // transactional
+		FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: p.ID, ProducerEpoch: p.Epoch, FirstSequence: seq, NumRecords: 1,
+		Records: kbin.AppendVarint(nil, int32(len(rec))),
+	}
+	b.Records = append(b.Records, rec...)
+	out := b.AppendTo(nil)
+	kbin.AppendInt32(out[8:8], int32(len(out)-12))
+	kbin.AppendInt32(out[17:17], int32(crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli))))
+	return out
+}
+
+// End ends the producer's transaction: commit or abort.
+func (p *Producer) End(ctx context.Context, t testing.TB, commit bool) {
+	t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.TxnID, p.ID, p.Epoch, commit
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("EndTxn %s: %v", p.TxnID, err)
+	}
+}
+
+// AbortOn ends the producer's transaction on a partition with an ABORT
+// marker of its own.
+func (p *Producer) AbortOn(ctx context.Context, t testing.TB, topic string, partition int32) {
+	set := kadm.TopicsSet{}
+	set.Add(topic, partition)
+	_, err := kadm.NewClient(p.cl).WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ID, ProducerEpoch: p.Epoch, Topics: set})
+	if err != nil {
+		t.Logf("ending the test's own transaction on %s[%d]: %v", topic, partition, err)
+	}
+}
