@@ -31,7 +31,11 @@ type ACL struct {
 // "<group>-" (created, read, written, their committed records of
 // repartition topics deleted); its transactional ids under exactly-once,
 // also "<group>-"; READ on the topics it reads, WRITE on those it writes;
-// CREATE and WRITE on the dead-letter topic. The group is AppID, or AppID-Version: grant
+// CREATE and WRITE on the dead-letter topic. Under exactly-once also what
+// finding and ending the transactions Kafka left open needs
+// (Config.LeaveHangingTransactions): DESCRIBE on every transactional id,
+// READ on __transaction_state and __consumer_offsets, and, unless
+// LeaveHangingTransactions, CLUSTER_ACTION. The group is AppID, or AppID-Version: grant
 // each version its own, or the group and topic prefix "AppID-" to every
 // version at once. Aggregate clients, change feeds and the versions
 // package need what they read and write besides (the README's "Running
@@ -67,6 +71,19 @@ func ACLs(t *Topology, cfg Config) []ACL {
 	if cfg.Guarantee == ExactlyOnce {
 		acls = append(acls, ACL{Resource: "transactional-id", Name: group + "-", Prefixed: true,
 			Operations: []string{"WRITE", "DESCRIBE"}, Why: "exactly-once: each instance's transactional id"})
+		// Finding, while it makes no progress, the transactions Kafka left
+		// open on its partitions (package hanging), and ending them.
+		acls = append(acls,
+			ACL{Resource: "transactional-id", Name: "*", Operations: []string{"DESCRIBE"},
+				Why: "finding which producer left a transaction open on an input (DescribeTransactions)"},
+			ACL{Resource: "topic", Name: "__transaction_state", Operations: []string{"READ", "DESCRIBE"},
+				Why: "reading what the coordinator decided for a transaction left open"},
+			ACL{Resource: "topic", Name: "__consumer_offsets", Operations: []string{"READ", "DESCRIBE"},
+				Why: "finding a transaction left open on the group's offsets (DescribeProducers needs READ, which lets the principal read every group's offsets; without it such a transaction shows only as a stall)"})
+		if !cfg.LeaveHangingTransactions {
+			acls = append(acls, ACL{Resource: "cluster", Name: "kafka-cluster", Operations: []string{"CLUSTER_ACTION"},
+				Why: "ending a transaction Kafka left open with the marker its coordinator decided (WriteTxnMarkers); LeaveHangingTransactions does without"})
+		}
 	}
 	for _, ts := range []struct {
 		topics []string
@@ -126,7 +143,13 @@ func (a ACL) Command(bootstrap, principal string) string {
 	if a.Resource == "cluster" {
 		sb.WriteString(" --cluster")
 	} else {
-		fmt.Fprintf(&sb, " --%s %s", a.Resource, a.Name)
+		name := a.Name
+		if strings.ContainsFunc(name, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r))
+		}) {
+			name = "'" + strings.ReplaceAll(name, "'", `'\''`) + "'" // for the shell: "*" is every one
+		}
+		fmt.Fprintf(&sb, " --%s %s", a.Resource, name)
 	}
 	if a.Prefixed {
 		sb.WriteString(" --resource-pattern-type prefixed")

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/oxbow-dev/oxbow/engine/hanging"
 	"github.com/oxbow-dev/oxbow/engine/internal/assign"
 	"github.com/oxbow-dev/oxbow/engine/internal/runtime"
 	"github.com/oxbow-dev/oxbow/engine/internal/topo"
@@ -233,6 +234,16 @@ type Config struct {
 	// interval again, and its state is Degraded. Kafka Streams'
 	// task.timeout.ms. Default: 5m.
 	TaskTimeout time.Duration
+	// LeaveHangingTransactions: report the transactions Kafka left open on
+	// the instance's partitions without ending them. By default an
+	// instance that makes no progress for TransactionTimeout plus 15s
+	// while records wait looks for such transactions (package hanging)
+	// and ends each with the marker its coordinator decided, which needs
+	// ClusterAction on the cluster (ACLs lists it); what it cannot decide
+	// it reports either way: an ERROR with the remedy, the gauge
+	// oxbow.kafka.hanging_transactions, and Stalled, which makes readiness
+	// fail. The README's "Hanging transactions" argues the default.
+	LeaveHangingTransactions bool
 
 	// OnDeserializationError, OnProcessingError and OnProductionError:
 	// default Fail. OnProductionError cannot be DeadLetter.
@@ -437,6 +448,7 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
 		TransactionalID:    group + "-" + cfg.InstanceID,
 		TransactionTimeout: cfg.TransactionTimeout,
+		RepairHanging:      !cfg.LeaveHangingTransactions,
 		OnDecodeError:      runtime.ErrorPolicy(cfg.OnDeserializationError),
 		OnProcessError:     runtime.ErrorPolicy(cfg.OnProcessingError),
 		OnProduceError:     runtime.ErrorPolicy(cfg.OnProductionError),
@@ -483,6 +495,16 @@ func (a *App) State() AppState { return AppState(a.rt.State()) }
 // Trouble is why a Degraded instance is not processing: the last error
 // Kafka gave it while it retries. Nil otherwise.
 func (a *App) Trouble() error { return a.rt.Trouble() }
+
+// Stalled says why the instance cannot make progress: a transaction Kafka
+// left open on one of its partitions, found after it made no progress for
+// TransactionTimeout plus 15s while records waited, and not repaired
+// (LeaveHangingTransactions, or a decision that cannot be known). Nil
+// otherwise. Readiness (httpapi's /readyz) fails while it is not nil.
+func (a *App) Stalled() error { return a.rt.Stalled() }
+
+// Hanging lists the transactions left open that Stalled reports.
+func (a *App) Hanging() []hanging.Txn { return a.rt.Hanging() }
 
 // Ready is closed the first time the instance runs with all its assigned
 // state restored. (Readiness for traffic later is State() == AppRunning.)

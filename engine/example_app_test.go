@@ -119,6 +119,10 @@ func ExampleACLs() {
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --group shop
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation CREATE --operation READ --operation WRITE --operation DELETE --operation DESCRIBE --operation DESCRIBE_CONFIGS --topic shop- --resource-pattern-type prefixed
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --transactional-id shop- --resource-pattern-type prefixed
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation DESCRIBE --transactional-id '*'
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic __transaction_state
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic __consumer_offsets
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation CLUSTER_ACTION --cluster
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic orders
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --topic order-counts
 }

@@ -4,7 +4,7 @@
 // Routes:
 //
 //	GET /healthz                     the process answers; 503 once its instance failed
-//	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances
+//	GET /readyz                      200 while the instance runs; 503 while it starts, restores or rebalances, or is stalled
 //	GET /status                      the instance: state, tasks, standby lag, restored records, positions,
 //	                                 input lag (with Config.Brokers), version, the group's members and
 //	                                 tasks, each node's record count, restores under way; ?instance= another

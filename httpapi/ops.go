@@ -24,8 +24,16 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz: ready while the instance runs (not while it starts, restores
-// state, rebalances or stops).
+// state, rebalances or stops), and not while it is stalled (a transaction
+// Kafka left open on its partitions, engine.App.Stalled).
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	if s, ok := a.cfg.Instance.(interface{ Stalled() error }); ok {
+		if err := s.Stalled(); err != nil {
+			w.Header().Set("Retry-After", "10")
+			a.problem(w, r, http.StatusServiceUnavailable, "stalled", err.Error())
+			return
+		}
+	}
 	st := a.cfg.Instance.State()
 	if st == engine.AppDegraded {
 		w.Header().Set("Retry-After", "1")
@@ -87,6 +95,9 @@ type Status struct {
 	// DeadLetterTopic is where the instance dead-letters records, if it
 	// does (GET /deadletters reads it).
 	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+	// Stalled says why the instance cannot make progress: a transaction
+	// Kafka left open on its partitions (engine.App.Stalled).
+	Stalled string `json:"stalled,omitempty"`
 }
 
 // InstanceStatus is one member of the group in Status.
@@ -133,6 +144,11 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		}
 		st.Standby, st.Restored, st.Skipped = rep.StandbyLag(), rep.RestoredRecords(), rep.Skipped()
 		st.Nodes, st.Restoring, st.DeadLetterTopic = rep.NodeRecords(), rep.Restoring(), rep.DeadLetterTopic()
+	}
+	if s, ok := in.(interface{ Stalled() error }); ok {
+		if err := s.Stalled(); err != nil {
+			st.Stalled = err.Error()
+		}
 	}
 	if pl, ok := in.(placer); ok {
 		st.Workers = pl.Workers()

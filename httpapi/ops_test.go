@@ -40,6 +40,48 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// stalledInstance is a running instance that a transaction Kafka left open
+// stops, as *engine.App says through Stalled.
+type stalledInstance struct {
+	*instance
+	err error
+}
+
+func (s stalledInstance) Stalled() error { return s.err }
+
+// Readiness fails, with the reason, while the instance is stalled, even
+// though its state is Running.
+func TestReadinessStalled(t *testing.T) {
+	in, reg := shop(t)
+	st := &stalledInstance{instance: in}
+	h, err := httpapi.New(httpapi.Config{Instance: st, Views: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	if status, _, _ := get(t, s, "/readyz"); status != 200 {
+		t.Fatalf("readyz while running: %d", status)
+	}
+	st.err = errors.New("a transaction Kafka left open stops this instance: orders[3] open since offset 17; remedy: oxbow transactions repair --topic orders")
+	resp, err := http.Get(s.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "stalled") ||
+		!strings.Contains(string(body), "orders[3] open since offset 17") || !strings.Contains(string(body), "remedy: oxbow transactions repair") {
+		t.Fatalf("readyz while stalled: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if status, _, _ := get(t, s, "/healthz"); status != 200 {
+		t.Errorf("healthz while stalled: %d (the process is alive; restarting it does not help)", status)
+	}
+	if status, _, body := get(t, s, "/status"); status != 200 || !strings.Contains(body, `"stalled":"a transaction Kafka left open stops this instance: orders[3]`) {
+		t.Errorf("status while stalled: %d %s", status, body)
+	}
+}
+
 // placed is an instance that knows the group's placement, as *engine.App
 // does.
 type placed struct{ *instance }

@@ -619,7 +619,9 @@ func cmdTransactions(fs *flag.FlagSet) func(*env, []string) int {
 		}
 		defer cl.Close()
 		found, err := hanging.Find(e.ctx, cl, topics...)
-		if err != nil {
+		if denied := (*hanging.NotAllowedError)(nil); errors.As(err, &denied) {
+			fmt.Fprintln(e.stderr, "oxbow: warning:", err)
+		} else if err != nil {
 			return e.fail(err)
 		}
 		if sub == "find-hanging" || *dry || len(found) == 0 {

@@ -273,7 +273,7 @@ func TestTransactions(t *testing.T) {
 	}
 	r := tx("", "find-hanging")
 	if r.code != exitOK || !strings.Contains(r.stdout, topic+"[1] open since offset 0") || !strings.Contains(r.stdout, "commit: its coordinator decided to commit") ||
-		!strings.Contains(r.stdout, topic+"[2]") || !strings.Contains(r.stdout, "refuse: no coordinator knows the producer") || !strings.Contains(r.stdout, "remedy: decide whether") {
+		!strings.Contains(r.stdout, topic+"[2]") || !strings.Contains(r.stdout, "refuse: no coordinator lists the producer") || !strings.Contains(r.stdout, "remedy: decide whether") {
 		t.Fatalf("find-hanging: %+v", r)
 	}
 	if r := tx("", "repair", "--dry-run"); r.code != exitOK || strings.Count(r.stdout, "remedy:") != 2 {

@@ -51,6 +51,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -153,13 +154,24 @@ const TransactionStateTopic = "__transaction_state"
 // still in progress at its coordinator is never listed, and a partition
 // is listed only if it is still open after its coordinator was asked.
 func Find(ctx context.Context, cl *kgo.Client, topics ...string) ([]Txn, error) {
-	adm := kadm.NewClient(cl)
-	set, err := partitions(ctx, adm, topics)
+	set, err := partitions(ctx, kadm.NewClient(cl), topics)
 	if err != nil {
 		return nil, err
 	}
+	return FindIn(ctx, cl, set)
+}
+
+// FindIn is Find on the partitions of set. Partitions whose producers the
+// client may not describe are skipped: then the error is a
+// *NotAllowedError, returned with what was found elsewhere.
+func FindIn(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet) ([]Txn, error) {
+	adm := kadm.NewClient(cl)
 	open, err := openTxns(ctx, adm, set)
-	if err != nil || len(open) == 0 {
+	var denied *NotAllowedError
+	if err != nil && !errors.As(err, &denied) {
+		return nil, err
+	}
+	if len(open) == 0 {
 		return nil, err
 	}
 	pids := map[int64]bool{}
@@ -177,10 +189,12 @@ func Find(ctx context.Context, cl *kgo.Client, topics ...string) ([]Txn, error) 
 			return nil, fmt.Errorf("hanging: describing transactions: %w", err)
 		}
 		for _, d := range described.Sorted() {
-			if d.Err != nil {
-				return nil, fmt.Errorf("hanging: describing transaction %s: %w", d.TxnID, d.Err)
-			}
 			byPID[d.ProducerID] = d
+		}
+		for _, l := range listed {
+			if _, ok := byPID[l.ProducerID]; !ok { // no answer for it
+				byPID[l.ProducerID] = kadm.DescribedTransaction{TxnID: l.TxnID, ProducerID: l.ProducerID, Err: errors.New("not described")}
+			}
 		}
 	}
 	logs := map[string]*txnLog{}
@@ -194,20 +208,35 @@ func Find(ctx context.Context, cl *kgo.Client, topics ...string) ([]Txn, error) 
 		}
 		d, known := byPID[p.ProducerID]
 		if !known {
-			t.Reason = "no coordinator knows the producer (its transactional id expired, or it never had one), so what it decided cannot be known"
+			t.Reason = "no coordinator lists the producer (its transactional id expired, it never had one, or this client may not describe it), so what it decided cannot be known"
 			found = append(found, t)
 			continue
 		}
-		t.TxnID, t.State, t.Epoch, t.Timeout = d.TxnID, d.State, d.ProducerEpoch, time.Duration(d.TimeoutMillis)*time.Millisecond
+		t.TxnID = d.TxnID
+		if d.Err != nil {
+			t.Reason = fmt.Sprintf("its coordinator does not describe the transaction (%v), so what it decided cannot be known now", d.Err)
+			found = append(found, t)
+			continue
+		}
+		t.State, t.Epoch, t.Timeout = d.State, d.ProducerEpoch, time.Duration(d.TimeoutMillis)*time.Millisecond
 		if inProgress(d, p) {
 			continue
 		}
-		l := logs[d.TxnID]
-		if l == nil {
-			if l, err = readLog(ctx, cl, adm, d.TxnID); err != nil {
-				return nil, err
+		l, ok := logs[d.TxnID]
+		if !ok {
+			l, err = readLog(ctx, cl, adm, d.TxnID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				l = &txnLog{err: err}
 			}
 			logs[d.TxnID] = l
+		}
+		if l.err != nil {
+			t.Reason = fmt.Sprintf("its coordinator's log cannot be read now: %v", l.err)
+			found = append(found, t)
+			continue
 		}
 		t.CoordinatorEpoch = max(t.CoordinatorEpoch, l.coordinatorEpoch)
 		if !decide(&t, l, d, now) {
@@ -215,7 +244,14 @@ func Find(ctx context.Context, cl *kgo.Client, topics ...string) ([]Txn, error) 
 		}
 		found = append(found, t)
 	}
-	return stillOpen(ctx, adm, found)
+	found, err = stillOpen(ctx, adm, found)
+	if err != nil {
+		return nil, err
+	}
+	if denied != nil {
+		return found, denied
+	}
+	return found, nil
 }
 
 // partitions is every partition of topics, or of the cluster.
@@ -256,13 +292,22 @@ func openTxns(ctx context.Context, adm *kadm.Client, set kadm.TopicsSet) ([]kadm
 	}
 	var open []kadm.DescribedProducer
 	var perr error
+	var denied []string
 	ps.EachPartition(func(p kadm.DescribedProducersPartition) {
-		if p.Err != nil && perr == nil {
+		switch {
+		case p.Err == nil:
+		case errors.Is(p.Err, kerr.TopicAuthorizationFailed):
+			denied = append(denied, fmt.Sprintf("%s[%d]", p.Topic, p.Partition))
+		case perr == nil:
 			perr = fmt.Errorf("hanging: describing producers of %s[%d]: %w", p.Topic, p.Partition, p.Err)
 		}
 	})
 	if perr != nil {
 		return nil, perr
+	}
+	if len(denied) > 0 {
+		slices.Sort(denied)
+		err = &NotAllowedError{Partitions: denied}
 	}
 	ps.EachProducer(func(p kadm.DescribedProducer) {
 		if p.CurrentTxnStartOffset >= 0 {
@@ -278,7 +323,18 @@ func openTxns(ctx context.Context, adm *kadm.Client, set kadm.TopicsSet) ([]kadm
 		}
 		return int(a.ProducerID - b.ProducerID)
 	})
-	return open, nil
+	return open, err
+}
+
+// NotAllowedError is the error of a look that skipped partitions whose
+// producers the client may not describe (it needs READ on their topics);
+// what the look found elsewhere is returned with it.
+type NotAllowedError struct {
+	Partitions []string // "topic[partition]"
+}
+
+func (e *NotAllowedError) Error() string {
+	return fmt.Sprintf("hanging: not allowed to describe the producers of %s (DescribeProducers needs READ on the topic): not looked at", strings.Join(e.Partitions, ", "))
 }
 
 // inProgress reports whether p's open transaction is the one its
@@ -382,7 +438,7 @@ func stillOpen(ctx context.Context, adm *kadm.Client, found []Txn) ([]Txn, error
 		set.Add(t.Topic, t.Partition)
 	}
 	open, err := openTxns(ctx, adm, set)
-	if err != nil {
+	if err != nil { // partitions looked at once are allowed
 		return nil, err
 	}
 	type key struct {
@@ -403,6 +459,7 @@ func stillOpen(ctx context.Context, adm *kadm.Client, found []Txn) ([]Txn, error
 // txnLog is what a transactional id's partition of __transaction_state
 // holds for it.
 type txnLog struct {
+	err    error                   // it could not be read
 	values []kmsg.TxnMetadataValue // oldest first, since its last tombstone
 	// coordinatorEpoch is the partition's leader epoch: the epoch its
 	// coordinator writes markers with.
@@ -444,8 +501,12 @@ func (l *txnLog) holdsEpoch(producer int64, epoch int16) bool {
 	})
 }
 
-// statePartition is the partition of __transaction_state that holds
-// txnID: its Java hash code, as Kafka's coordinator computes it.
+// CoordinatorPartition is the partition of its coordinator's topic that
+// holds a group's offsets (in __consumer_offsets) or a transactional id's
+// state (in __transaction_state), of partitions: Kafka's hash of the name
+// (Java's String.hashCode, its absolute value).
+func CoordinatorPartition(name string, partitions int) int32 { return statePartition(name, partitions) }
+
 func statePartition(txnID string, partitions int) int32 {
 	var h int32
 	for _, c := range utf16.Encode([]rune(txnID)) {

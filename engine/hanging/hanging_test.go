@@ -87,7 +87,7 @@ func TestFindAndRepair(t *testing.T) {
 		if f.Partition == 3 && !strings.Contains(f.Reason, "past the transaction timeout") {
 			t.Errorf("partition 3's reason: %q", f.Reason)
 		}
-		if f.Partition == 4 && (!strings.Contains(f.Reason, "no coordinator knows the producer") || !strings.Contains(f.Remedy(), "kafka-transactions.sh abort")) {
+		if f.Partition == 4 && (!strings.Contains(f.Reason, "no coordinator lists the producer") || !strings.Contains(f.Remedy(), "kafka-transactions.sh abort")) {
 			t.Errorf("partition 4's reason and remedy: %q, %q", f.Reason, f.Remedy())
 		}
 	}

@@ -422,8 +422,9 @@ async function instancesPage(el) {
       });
       const standbys = Object.entries(st.standbyLag || {}).map(([t, l]) => t + " (" + fmt(l) + " behind)");
       return h("div", { class: "card", "data-instance": m.member.id },
-        h("h3", {}, m.member.id, " ", h("span", { class: "badge" + (st.state === "running" ? " good" : " warn") }, st.state)),
+        h("h3", {}, m.member.id, " ", h("span", { class: "badge" + (st.state === "running" && !st.stalled ? " good" : " warn") }, st.stalled ? "stalled" : st.state)),
         h("div", { class: "muted" }, [m.member.addr, tags, st.version && "version " + st.version].filter(Boolean).join(" · ")),
+        st.stalled ? h("div", { class: "stalled" }, st.stalled) : null,
         h("div", {}, "Active tasks: ", h("span", { class: "mono" }, (st.tasks || []).join(" ") || "none")),
         h("div", {}, "Standby tasks: ", h("span", { class: "mono" }, standbys.join(", ") || "none")),
         h("div", {}, "Workers: " + (st.workers || "–") + " · restored " + fmt(st.restoredRecords) + " records"),

@@ -160,6 +160,32 @@ func (p *Producer) batch(value string, seq int32) []byte {
 	return out
 }
 
+// CommitOffset commits, in the producer's transaction, group's offset of
+// a partition, without adding the group's offsets to the transaction:
+// its coordinator then ends the transaction without a marker on the
+// group's partition of __consumer_offsets, and the group's offsets stay
+// unstable (UNSTABLE_OFFSET_COMMIT) for every consumer that asks for
+// stable ones.
+func (p *Producer) CommitOffset(ctx context.Context, t testing.TB, group, topic string, partition int32, offset int64) {
+	t.Helper()
+	await.NoError(t, 30*time.Second, fmt.Sprintf("a transactional offset commit of %s", group), func() error {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.TxnID, group, p.ID, p.Epoch
+		req.Generation = -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = partition, offset, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	})
+}
+
 // End ends the producer's transaction: commit or abort.
 func (p *Producer) End(ctx context.Context, t testing.TB, commit bool) {
 	t.Helper()

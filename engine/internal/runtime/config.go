@@ -173,6 +173,10 @@ type Config struct {
 	// TransactionTimeout: how long the broker lets a transaction of a
 	// crashed instance stay open before it aborts it.
 	TransactionTimeout time.Duration
+	// RepairHanging: the stall watcher ends the transactions Kafka left
+	// open that it finds, with the marker their coordinator decided
+	// (stall.go); otherwise it only reports them.
+	RepairHanging bool
 
 	OnDecodeError   ErrorPolicy
 	OnProcessError  ErrorPolicy

@@ -32,6 +32,7 @@ type metrics struct {
 	reconnects       metric.Int64Counter
 
 	restoreRemaining atomic.Int64
+	hanging          atomic.Int64 // transactions left open, found and not repaired (stall.go)
 	lag              atomic.Pointer[[]partitionLag]
 	cacheHits        atomic.Int64
 	cacheMisses      atomic.Int64
@@ -88,8 +89,10 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 	stateMemory, e11 := m.Int64ObservableGauge("oxbow.state.memory", metric.WithUnit("By"),
 		metric.WithDescription("Memory the instance's state store (pebble) has allocated, by part: memtables (writes not yet flushed, the queued ones, and flushed ones still held or kept for reuse) and block_cache; outside the Go heap when built with cgo."))
 	x.panics, errs[8] = m.Int64Counter("oxbow.panics", metric.WithDescription("Panics in user code recovered by the engine (each also counts as a processing error)."))
+	hangingTxns, e12 := m.Int64ObservableGauge("oxbow.kafka.hanging_transactions", metric.WithUnit("{transaction}"),
+		metric.WithDescription("Transactions Kafka left open on the instance's partitions after their coordinator ended them, found while the instance made no progress and not repaired (each also logged at ERROR with its remedy)."))
 	x.reconnects, errs[10] = m.Int64Counter("oxbow.kafka.reconnects", metric.WithDescription("Rounds Kafka failed (a broker away, a transaction its coordinator aborted) after which the instance closed its tasks and reconnected."))
-	errs[6] = errors.Join(e6, e7, e8, e9, e11)
+	errs[6] = errors.Join(e6, e7, e8, e9, e11, e12)
 	groupAttr := attribute.String("group", group)
 	memtables := metric.WithAttributes(groupAttr, attribute.String("part", "memtables"))
 	blockCache := metric.WithAttributes(groupAttr, attribute.String("part", "block_cache"))
@@ -98,6 +101,7 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 	x.reg, errs[7] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(remaining, x.restoreRemaining.Load())
 		o.ObserveInt64(workers, x.workers.Load())
+		o.ObserveInt64(hangingTxns, x.hanging.Load())
 		if l := x.lag.Load(); l != nil {
 			for _, p := range *l {
 				o.ObserveInt64(lag, p.lag, metric.WithAttributes(attribute.String("topic", p.topic), attribute.Int("partition", int(p.partition))))
@@ -116,7 +120,7 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 			}
 		}
 		return nil
-	}, remaining, lag, hitRatio, workers, stateMemory)
+	}, remaining, lag, hitRatio, workers, stateMemory, hangingTxns)
 	return x, errors.Join(errs[:]...)
 }
 
@@ -177,6 +181,7 @@ func (r *Runtime) publish() {
 		hits += h
 		misses += m
 	}
+	r.publishPolled()
 	r.skipped.Store(&skipped)
 	r.nodes.Store(&nodes)
 	r.m.lag.Store(&lags)

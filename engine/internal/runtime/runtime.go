@@ -63,7 +63,8 @@ type Runtime struct {
 	shared   atomic.Pointer[shared]
 	cl       *kgo.Client
 	adm      *kadm.Client
-	purger   *purger // the loop's
+	admCl    *kgo.Client // adm's
+	purger   *purger     // the loop's
 	balancer *assign.Balancer
 	restorer *restorer
 	global   *globalTask
@@ -131,6 +132,8 @@ type Runtime struct {
 	assignChanged bool
 	txnDoomed     bool
 
+	stallFields // the stall watcher's (stall.go)
+
 	runOnce sync.Once
 	closed  bool // Close was called; guarded by mu
 	cancel  context.CancelFunc
@@ -165,6 +168,7 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		cfg: cfg, topo: t, log: cfg.Logger.With("group", cfg.Group, "instance", cfg.InstanceID), m: m,
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
+		stallFields: stallFields{polledAt: map[topicPartition]time.Time{}},
 	}
 	r.workers.Store(int32(cfg.Workers))
 	m.workers.Store(int64(cfg.Workers))
@@ -276,6 +280,13 @@ func (r *Runtime) run(ctx context.Context) (err error) {
 		}
 	}
 	r.lastCommit = r.cfg.Now()
+	// The stall watcher ends before the loop returns (and teardown closes
+	// the admin client it uses).
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.watchStalls(wctx, r.admCl) })
+	defer wg.Wait()
+	defer wcancel()
 	for {
 		if ctx.Err() != nil {
 			return r.shutdown()
@@ -302,7 +313,7 @@ func (r *Runtime) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: kafka client: %w", err)
 	}
-	r.adm = kadm.NewClient(admCl)
+	r.adm, r.admCl = kadm.NewClient(admCl), admCl
 	if err := kafkasec.Check(ctx, admCl); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -539,9 +550,14 @@ func (r *Runtime) round(ctx context.Context) error {
 		}
 	}
 	var orphans map[string]map[int32]kgo.EpochOffset
+	polled := time.Now()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		t := r.byPart[topicPartition{fp.Topic, fp.Partition}]
+		tp := topicPartition{fp.Topic, fp.Partition}
+		t := r.byPart[tp]
 		if t != nil {
+			if len(fp.Records) > 0 {
+				r.polledAt[tp] = polled
+			}
 			t.enqueue(fp)
 			return
 		}

@@ -47,13 +47,13 @@ import (
 // have no leader (a single KRaft broker restarted is fenced about 9s
 // later, while it does that) drops their markers and records the
 // transaction complete. The group's offsets then answer
-// UNSTABLE_OFFSET_COMMIT and no member gets its tasks; the instance stays
-// Degraded until an operator ends the transaction the way its coordinator
-// had decided (kafka-transactions.sh find-hanging finds it; its abort is
-// right only for a transaction the coordinator was aborting: after a
-// prepared commit the instance's stores already hold the transaction's
-// updates, so the markers must commit, as the broker campaigns' repair
-// does: integration/hanging_test.go).
+// UNSTABLE_OFFSET_COMMIT and no member gets its tasks, or a
+// read-committed fetch waits at the partition's last stable offset. That
+// is no round failing: the stall watcher finds it and ends the transaction
+// the way its coordinator had decided (stall.go; kafka-transactions.sh's
+// abort would be right only for a transaction the coordinator was
+// aborting: after a prepared commit the instance's stores already hold
+// the transaction's updates, so the markers must commit).
 //
 // What is not Kafka's absence still fails at once: a record the policies
 // do not skip, a missing topic, an authorization error, another instance

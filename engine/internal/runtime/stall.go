@@ -1,0 +1,396 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine/hanging"
+)
+
+// No silent stall.
+//
+// An instance can stop making progress with nothing failing: a
+// transaction Kafka left open on a partition it reads (package hanging
+// says how that happens) holds its read-committed fetch of that partition
+// at the last stable offset, its restore waiting for the changelog to
+// settle, or its group's offset fetch, which franz-go retries on
+// UNSTABLE_OFFSET_COMMIT without end. The other partitions may go on
+// meanwhile. A watcher beside the loop notices: when an input partition
+// of an active task has had no record polled for stallBound while records
+// wait on it (its group's committed offset below its high watermark), or
+// a task restores and nothing has been restored for as long. Under
+// exactly-once it then looks for transactions left open on the partitions
+// of the instance's inputs and internal topics and on its group's
+// partition of __consumer_offsets. What it finds it repairs with the
+// marker the coordinator decided (Config.RepairHanging), or reports: an
+// ERROR naming the partition, producer, epoch, first offset, age,
+// coordinator state and remedy, again at a back-off; the gauge
+// oxbow.kafka.hanging_transactions; Stalled, which readiness answers. It
+// never touches a transaction its coordinator still has in progress.
+// Where it finds none, and at least once (where nothing waits on a stable
+// offset), it says at WARN what the instance waits for.
+
+// stallMargin is what stallBound allows past the transaction timeout: the
+// coordinator's check for timed-out transactions runs every 10s
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms), and its
+// markers take a moment more.
+const stallMargin = 15 * time.Second
+
+// stallBound is how long the instance may make no progress, with records
+// waiting, before the watcher looks for why: the longest a transaction
+// of a crashed producer may keep a partition waiting, at this instance's
+// own transaction timeout.
+func (r *Runtime) stallBound() time.Duration {
+	return max(r.cfg.TransactionTimeout, 10*time.Second) + stallMargin
+}
+
+// stallTick is how often the watcher checks; stallRescan how often it
+// looks again while the stall lasts, after its first two minutes.
+const (
+	stallTick   = 5 * time.Second
+	stallRescan = 30 * time.Second
+)
+
+// publishPolled publishes, for the watcher, when each input partition of
+// an active task last had records polled, at most once a second. A
+// partition with records queued counts as polled (it is paused while they
+// wait), and so does a restoring task's (paused until it runs). The loop
+// calls it every round, holding r.mu.
+func (r *Runtime) publishPolled() {
+	now := time.Now()
+	restoring := false
+	for tp, t := range r.byPart {
+		if t.restoring {
+			restoring = true
+		}
+		if _, ok := r.polledAt[tp]; !ok || t.restoring {
+			r.polledAt[tp] = now
+		} else if q := t.queues[tp]; q != nil && q.len() > 0 {
+			r.polledAt[tp] = now
+		}
+	}
+	for tp := range r.polledAt {
+		if r.byPart[tp] == nil {
+			delete(r.polledAt, tp)
+		}
+	}
+	r.restoringNow.Store(restoring)
+	if now.Sub(r.polledPublished) < time.Second {
+		return
+	}
+	r.polledPublished = now
+	snap := maps.Clone(r.polledAt)
+	r.polled.Store(&snap)
+}
+
+// Stalled says why the instance cannot make progress, when the watcher
+// has found a transaction left open that it did not repair; nil
+// otherwise.
+func (r *Runtime) Stalled() error {
+	p := r.hangs.Load()
+	if p == nil || len(*p) == 0 {
+		return nil
+	}
+	hs := *p
+	msg := fmt.Sprintf("a transaction Kafka left open stops this instance: %v; remedy: %s", hs[0], hs[0].Remedy())
+	if len(hs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(hs)-1)
+	}
+	return errors.New(msg)
+}
+
+// Hanging lists the transactions left open that the watcher found and did
+// not repair, as of its last look.
+func (r *Runtime) Hanging() []hanging.Txn {
+	if p := r.hangs.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// watchStalls runs beside the loop until ctx ends; cl is the instance's
+// admin client.
+func (r *Runtime) watchStalls(ctx context.Context, cl *kgo.Client) {
+	w := &stallWatch{r: r, cl: cl, adm: kadm.NewClient(cl), told: map[string]time.Time{}, restoredAt: time.Now()}
+	tick := time.NewTicker(stallTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w.check(ctx)
+	}
+}
+
+// stallWatch is the watcher's own state.
+type stallWatch struct {
+	r          *Runtime
+	cl         *kgo.Client
+	adm        *kadm.Client
+	restored   int64     // r.Restored() when last seen changing,
+	restoredAt time.Time // at this time
+	since      time.Time // the stall seen since (zero: none)
+	scanned    time.Time // the last look
+	told       map[string]time.Time
+	waitTold   time.Time
+	deniedTold bool
+}
+
+func (w *stallWatch) check(ctx context.Context) {
+	r := w.r
+	now := time.Now()
+	if n := r.Restored(); n != w.restored || !r.restoringNow.Load() {
+		w.restored, w.restoredAt = n, now
+	}
+	switch r.State() {
+	case Starting, Restoring, Running:
+	default: // Degraded says why itself; the others do not process
+		w.over()
+		return
+	}
+	bound := r.stallBound()
+	var idle []topicPartition
+	if p := r.polled.Load(); p != nil {
+		for tp, at := range *p {
+			if now.Sub(at) >= bound {
+				idle = append(idle, tp)
+			}
+		}
+	}
+	restoreIdle := now.Sub(w.restoredAt) >= bound
+	if len(idle) == 0 && !restoreIdle {
+		w.over()
+		return
+	}
+	what := ""
+	if restoreIdle {
+		what = fmt.Sprintf("a task restores and nothing was restored for %v", now.Sub(w.restoredAt).Round(time.Second))
+	}
+	if len(idle) > 0 {
+		behind, err := w.behind(ctx, idle)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Debug("partitions polled nothing for a while, and their lag cannot be read", "partitions", len(idle), "err", err)
+			}
+			return
+		}
+		if behind != "" {
+			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+bound.String()+": "+behind, "; ")
+		}
+	}
+	if what == "" {
+		w.over()
+		return
+	}
+	if w.since.IsZero() {
+		w.since = now
+	}
+	every := stallTick
+	if now.Sub(w.since) > 2*time.Minute {
+		every = stallRescan
+	}
+	if now.Sub(w.scanned) < every {
+		return
+	}
+	w.scanned = now
+	if !r.cfg.ExactlyOnce {
+		// At least once, nothing waits on a stable offset: a transaction
+		// left open holds nothing of this instance's. Say what it waits
+		// for.
+		if now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+			w.waitTold = now
+			r.log.Warn("no progress: waiting on Kafka", "for", (now.Sub(w.since) + bound).Round(time.Second), "waiting", what)
+		}
+		return
+	}
+	w.scan(ctx, now.Sub(w.since)+bound, what)
+}
+
+// over ends a stall.
+func (w *stallWatch) over() {
+	if w.since.IsZero() {
+		return
+	}
+	if p := w.r.hangs.Load(); p != nil && len(*p) > 0 {
+		w.r.log.Info("processing again after a transaction left open", "stalled_for", time.Since(w.since).Round(time.Second))
+	}
+	w.since, w.scanned, w.waitTold, w.deniedTold = time.Time{}, time.Time{}, time.Time{}, false
+	clear(w.told)
+	w.r.hangs.Store(nil)
+	w.r.m.hanging.Store(0)
+}
+
+// behind says which of the partitions idle have records waiting (their
+// group's committed offset below the high watermark), and how many; empty
+// if none.
+func (w *stallWatch) behind(ctx context.Context, idle []topicPartition) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var topics []string
+	for _, tp := range idle {
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+	}
+	ends, err := w.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return "", err
+	}
+	committed, err := w.adm.FetchOffsets(ctx, w.r.cfg.Group)
+	if err != nil {
+		return "", err
+	}
+	var behind []string
+	for _, tp := range idle {
+		end, ok := ends.Lookup(tp.topic, tp.partition)
+		if !ok || end.Err != nil {
+			continue
+		}
+		at := int64(0)
+		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
+			at = c.At
+		}
+		if end.Offset > at {
+			behind = append(behind, fmt.Sprintf("%s[%d] %d records", tp.topic, tp.partition, end.Offset-at))
+		}
+	}
+	slices.Sort(behind)
+	if len(behind) > 5 {
+		behind = append(behind[:5], fmt.Sprintf("and %d more", len(behind)-5))
+	}
+	return strings.Join(behind, ", "), nil
+}
+
+// scan looks for transactions left open, repairs or reports them.
+func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string) {
+	r := w.r
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	set, err := w.partitions(ctx)
+	var found []hanging.Txn
+	if err == nil {
+		found, err = hanging.FindIn(ctx, w.cl, set)
+	}
+	if denied := (*hanging.NotAllowedError)(nil); errors.As(err, &denied) {
+		if !w.deniedTold {
+			w.deniedTold = true
+			r.log.Warn("no progress; some partitions cannot be looked at for transactions Kafka left open (grant what engine.ACLs lists)", "err", err)
+		}
+		err = nil
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("no progress; looking for transactions Kafka left open failed", "for", idle.Round(time.Second), "waiting", what, "err", err)
+		}
+		return
+	}
+	if r.cfg.RepairHanging {
+		var due []hanging.Txn
+		for _, t := range found {
+			if t.Decision != hanging.Refuse {
+				due = append(due, t)
+			}
+		}
+		repaired, err := hanging.Repair(ctx, w.cl, due)
+		for _, t := range repaired {
+			r.log.Warn("repaired a transaction Kafka left open: wrote the marker its coordinator decided", txnAttrs(t)...)
+			found = slices.DeleteFunc(found, func(f hanging.Txn) bool { return f.Topic == t.Topic && f.Partition == t.Partition })
+		}
+		if err != nil {
+			r.log.Error("repairing transactions Kafka left open", "err", err)
+		}
+	}
+	r.hangs.Store(&found)
+	r.m.hanging.Store(int64(len(found)))
+	now := time.Now()
+	if len(found) == 0 {
+		if now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+			w.waitTold = now
+			r.log.Warn("no progress, and no transaction left open found on the instance's partitions: waiting on Kafka", "for", idle.Round(time.Second), "waiting", what)
+		}
+		return
+	}
+	for _, t := range found {
+		key := fmt.Sprintf("%s[%d] %d/%d@%d", t.Topic, t.Partition, t.ProducerID, t.ProducerEpoch, t.FirstOffset)
+		last, ok := w.told[key]
+		if ok && now.Sub(last) < backoff(now.Sub(w.since)) {
+			continue
+		}
+		w.told[key] = now
+		attrs := append(txnAttrs(t), "remedy", t.Remedy())
+		if !r.cfg.RepairHanging && t.Decision != hanging.Refuse {
+			attrs = append(attrs, "repair", "off (engine.Config.LeaveHangingTransactions)")
+		}
+		r.log.Error("a transaction Kafka left open stops this instance", attrs...)
+	}
+}
+
+// backoff is how long a report waits to be repeated, a stall of d old: a
+// minute, doubling to ten.
+func backoff(d time.Duration) time.Duration {
+	b := time.Minute
+	for b < 10*time.Minute && d > 2*b {
+		b *= 2
+	}
+	return min(b, 10*time.Minute)
+}
+
+// partitions are those the watcher looks at: every partition of the
+// instance's inputs and internal topics, and its group's partition of
+// __consumer_offsets. (Not its outputs: a transaction left open there
+// holds their readers, not this instance.)
+func (w *stallWatch) partitions(ctx context.Context) (kadm.TopicsSet, error) {
+	inputs := map[string]bool{}
+	if p := w.r.polled.Load(); p != nil {
+		for tp := range *p {
+			inputs[tp.topic] = true
+		}
+	}
+	set := kadm.TopicsSet{}
+	for topic, n := range w.r.plan.partitions {
+		if !inputs[topic] && !strings.HasPrefix(topic, w.r.plan.prefix+"-") {
+			continue
+		}
+		for p := range n {
+			set.Add(topic, p)
+		}
+	}
+	const offsets = "__consumer_offsets"
+	td, err := w.adm.ListTopicsWithInternal(ctx, offsets)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := td[offsets]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		set.Add(offsets, hanging.CoordinatorPartition(w.r.cfg.Group, len(d.Partitions)))
+	}
+	return set, nil
+}
+
+// txnAttrs are a hanging transaction's log attributes.
+func txnAttrs(t hanging.Txn) []any {
+	return []any{"topic", t.Topic, "partition", t.Partition, "producer_id", t.ProducerID, "producer_epoch", t.ProducerEpoch,
+		"first_offset", t.FirstOffset, "age", t.Age(time.Now()), "transactional_id", t.TxnID,
+		"coordinator_state", t.State, "decision", t.Decision.String(), "reason", t.Reason}
+}
+
+// stallFields are the Runtime's fields for the watcher (embedded).
+type stallFields struct {
+	// polledAt: when each input partition of an active task last had
+	// records polled (loop only); polled, its copy for the watcher.
+	polledAt        map[topicPartition]time.Time
+	polledPublished time.Time
+	polled          atomic.Pointer[map[topicPartition]time.Time]
+	restoringNow    atomic.Bool // a task restores, as of the last round
+	hangs           atomic.Pointer[[]hanging.Txn]
+}

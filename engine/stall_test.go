@@ -1,0 +1,218 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oxbow-dev/oxbow/engine"
+	"github.com/oxbow-dev/oxbow/engine/hanging"
+	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
+	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
+)
+
+// newSyncLog is a log for an instance, shown if the test fails.
+func newSyncLog(t *testing.T) *syncLog {
+	l := &syncLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the instance's log:\n%s", l.String())
+		}
+	})
+	return l
+}
+
+// syncLog is a log an instance writes while the test reads it.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startOnHanging starts a count by key under exactly-once, with cfg and a
+// log of its own, on an input whose partition 0 begins with a transaction
+// Kafka left open (hangInput). want is what it counts once the
+// transaction is committed there.
+func startOnHanging(t *testing.T, cfg engine.Config) (k *kt, in, out string, want map[string]int64, a *app, logs *syncLog) {
+	t.Helper()
+	kafkaenv.Real(t)
+	k = newKT(t)
+	in, out = k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	want = hangInput(t, k, in)
+	logs = newSyncLog(t)
+	cfg.Guarantee, cfg.Logger = engine.ExactlyOnce, slog.New(slog.NewTextHandler(logs, nil))
+	return k, in, out, want, k.start(countByKey(in, out), cfg), logs
+}
+
+// hangInput leaves a transaction open on partition 0 of in, whose
+// coordinator committed it (its marker went to another topic's partition
+// only), and writes records after it. It returns the counts a count by key
+// over in ends with once the transaction is committed there.
+func hangInput(t *testing.T, k *kt, in string) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hangingtest.VerificationOff(ctx, t, k.adm)
+	side := k.topic("side")
+	k.create(1, side)
+	raw, err := hangingtest.Client(k.env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p := hangingtest.Init(ctx, t, raw, k.prefix+"-writer", 60_000)
+	p.Add(ctx, t, side, 0)
+	p.Produce(ctx, t, side, 0, "s")
+	p.Produce(ctx, t, in, 0, "k001") // key and value k001
+	p.End(ctx, t, true)
+	k.produce(in, keyed(0, 20, 5)...)
+	want := wantCounts(20, 5)
+	want["k001"]++
+	return want
+}
+
+// An instance under exactly-once whose input holds a transaction Kafka
+// left open makes no progress: with LeaveHangingTransactions it says so,
+// in its log (ERROR, with the partition, producer and remedy), its gauge
+// and Stalled, after TransactionTimeout (the default) plus 15s; once an
+// operator repairs the transaction it goes on, and says that it does.
+func TestAppReportsHangingTransaction(t *testing.T) {
+	t.Parallel() // each waits out the default bound: together
+	tm := newTelMetrics(t)
+	k, in, out, want, a, logs := startOnHanging(t, engine.Config{LeaveHangingTransactions: true, MeterProvider: tm.mp})
+	start := time.Now()
+	await.Until(t, 90*time.Second, "the instance to say it is stalled", func() bool { return a.Stalled() != nil })
+	t.Logf("stalled after %v: %v", time.Since(start).Round(time.Second), a.Stalled())
+	if msg := a.Stalled().Error(); !strings.Contains(msg, in+"[0] open since offset 0") || !strings.Contains(msg, "commit: its coordinator decided to commit") || !strings.Contains(msg, "remedy: oxbow transactions repair --topic "+in) {
+		t.Fatalf("Stalled: %v", msg)
+	}
+	if hs := a.Hanging(); len(hs) != 1 || hs[0].Topic != in || hs[0].Partition != 0 || hs[0].Decision != hanging.Commit || hs[0].TxnID != k.prefix+"-writer" {
+		t.Fatalf("Hanging: %v", hs)
+	}
+	log := logs.String()
+	for _, s := range []string{"level=ERROR", `msg="a transaction Kafka left open stops this instance"`, "topic=" + in, "partition=0", "transactional_id=" + k.prefix + "-writer",
+		"coordinator_state=CompleteCommit", "decision=commit", `repair="off (engine.Config.LeaveHangingTransactions)"`, "remedy="} {
+		if !strings.Contains(log, s) {
+			t.Fatalf("the log has no %s:\n%s", s, log)
+		}
+	}
+	if g := telInt64s(tm.collect(), "oxbow.kafka.hanging_transactions"); g[""] != 1 {
+		t.Fatalf("oxbow.kafka.hanging_transactions: %v", g)
+	}
+	if n := k.end(out, 0); n != 0 {
+		t.Fatalf("%d records out while the input's first transaction was open", n)
+	}
+
+	// The operator repairs it (oxbow transactions repair).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	found, err := hanging.Find(ctx, cl, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hanging.Repair(ctx, cl, found); err != nil {
+		t.Fatal(err)
+	}
+	k.table(out, 60*time.Second, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	await.Until(t, 30*time.Second, "Stalled to clear", func() bool { return a.Stalled() == nil })
+	if g := telInt64s(tm.collect(), "oxbow.kafka.hanging_transactions"); g[""] != 0 {
+		t.Fatalf("oxbow.kafka.hanging_transactions after the repair: %v", g)
+	}
+	if !strings.Contains(logs.String(), "processing again after a transaction left open") {
+		t.Fatalf("no word of processing again:\n%s", logs.String())
+	}
+}
+
+// By default the instance repairs such a transaction itself, with the
+// marker its coordinator decided, and goes on.
+func TestAppRepairsHangingTransaction(t *testing.T) {
+	t.Parallel() // each waits out the default bound: together
+	k, in, out, want, a, logs := startOnHanging(t, engine.Config{})
+	start := time.Now()
+	k.table(out, 90*time.Second, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	t.Logf("repaired and counted after %v", time.Since(start).Round(time.Second))
+	log := logs.String()
+	for _, s := range []string{"level=WARN", `msg="repaired a transaction Kafka left open: wrote the marker its coordinator decided"`, "topic=" + in, "decision=commit"} {
+		if !strings.Contains(log, s) {
+			t.Fatalf("the log has no %s:\n%s", s, log)
+		}
+	}
+	if strings.Contains(log, "level=ERROR") {
+		t.Fatalf("an error logged:\n%s", log)
+	}
+	if err := a.Stalled(); err != nil {
+		t.Fatalf("Stalled after the repair: %v", err)
+	}
+}
+
+// A transaction Kafka left open on the group's partition of
+// __consumer_offsets (a transactional offset commit whose marker was
+// dropped) keeps every member from starting: franz-go retries
+// UNSTABLE_OFFSET_COMMIT without end. The instance finds it and commits
+// it, as its coordinator decided; it then starts from that offset.
+//
+// Every group whose offsets share that partition (all of them on
+// services.sh's broker, which has one) waits meanwhile, so the test runs
+// alone: only with OXBOW_TEST_ALONE=1, as .ci/run runs it after the
+// suite.
+func TestAppRepairsHangingOffsets(t *testing.T) {
+	if os.Getenv("OXBOW_TEST_ALONE") != "1" {
+		t.Skip("holds every group's offsets on the broker for 30s: runs alone, with OXBOW_TEST_ALONE=1 (.ci/run does)")
+	}
+	kafkaenv.Real(t)
+	k := newKT(t)
+	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
+	k.create(1, in, out, side)
+	k.produce(in, keyed(0, 20, 5)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hangingtest.VerificationOff(ctx, t, k.adm)
+	raw, err := hangingtest.Client(k.env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p := hangingtest.Init(ctx, t, raw, k.prefix+"-offsets", 60_000)
+	p.Add(ctx, t, side, 0)
+	p.Produce(ctx, t, side, 0, "s")
+	group := engine.NamesOf(engine.Config{AppID: k.prefix}).Group()
+	p.CommitOffset(ctx, t, group, in, 0, 10) // the first 10 records count as processed
+	p.End(ctx, t, true)
+
+	logs := newSyncLog(t)
+	k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	start := time.Now()
+	want := map[string]int64{"k000": 2, "k001": 2, "k002": 2, "k003": 2, "k004": 2}
+	k.table(out, 90*time.Second, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	t.Logf("repaired and counted after %v", time.Since(start).Round(time.Second))
+	if log := logs.String(); !strings.Contains(log, `msg="repaired a transaction Kafka left open: wrote the marker its coordinator decided" group=`) ||
+		!strings.Contains(log, "topic=__consumer_offsets") || !strings.Contains(log, "decision=commit") {
+		t.Fatalf("the log says nothing of the repair on __consumer_offsets:\n%s", log)
+	}
+}
