@@ -72,6 +72,13 @@ func (a *api) command(w http.ResponseWriter, r *http.Request) {
 	if c := r.Header.Get("Oxbow-Correlation-Id"); c != "" {
 		opts = append(opts, aggregate.CorrelationID(c))
 	}
+	if d, ok := a.cfg.Deciders[name]; ok {
+		if err := d.Stalled(); err != nil {
+			w.Header().Set("Retry-After", "10")
+			a.problem(w, r, http.StatusServiceUnavailable, "decider stalled", fmt.Sprintf("the %s commands' decider cannot decide: %v; retry with the same Idempotency-Key", name, err))
+			return
+		}
+	}
 	start := time.Now()
 	o, err := sub.SubmitJSON(r.Context(), id, body, opts...)
 	outcome := string(o.Status)

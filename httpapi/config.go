@@ -27,6 +27,15 @@ type Instance interface {
 
 var _ Instance = (*engine.App)(nil)
 
+// Decider is what the API reads of an application deciding commands:
+// *engine.App.
+type Decider interface {
+	State() engine.AppState
+	Stalled() error
+}
+
+var _ Decider = (*engine.App)(nil)
+
 // Config configures the API.
 type Config struct {
 	// Instance is the running instance whose views are served.
@@ -53,6 +62,13 @@ type Config struct {
 	// Commands are the aggregates that take commands, by name (an
 	// *aggregate.Client each).
 	Commands map[string]Submitter
+	// Deciders are the applications deciding those commands, by the same
+	// names (the aggregates' deciders, *engine.App), where they run in
+	// this process. While one is stalled (a transaction Kafka left open:
+	// engine.App.Stalled) its commands answer 503 at once, with the reason
+	// and Retry-After, instead of 504 once the client gives up; and
+	// /readyz fails while any is stalled, degraded or failed.
+	Deciders map[string]Decider
 	// MaxBodyBytes bounds a command's body (default: 1 MiB).
 	MaxBodyBytes int64
 	// Brokers, KafkaSecurity (secured brokers: TLS, SASL) and KafkaOptions

@@ -73,6 +73,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.DefaultLimit > cfg.MaxLimit {
 		return nil, fmt.Errorf("httpapi: DefaultLimit %d is above MaxLimit %d", cfg.DefaultLimit, cfg.MaxLimit)
 	}
+	for name := range cfg.Deciders {
+		if _, ok := cfg.Commands[name]; !ok {
+			return nil, fmt.Errorf("httpapi: Deciders names %q, which is not among Commands", name)
+		}
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}

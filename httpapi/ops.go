@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +35,24 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 			a.problem(w, r, http.StatusServiceUnavailable, "stalled", err.Error())
 			return
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Deciders)) {
+		d := a.cfg.Deciders[name]
+		detail := ""
+		switch st := d.State(); {
+		case d.Stalled() != nil:
+			detail = d.Stalled().Error()
+		case st == engine.AppDegraded || st == engine.AppFailed:
+			detail = fmt.Sprintf("it is %s", st)
+			if tr, ok := d.(interface{ Trouble() error }); ok && tr.Trouble() != nil {
+				detail += ": " + tr.Trouble().Error()
+			}
+		default:
+			continue
+		}
+		w.Header().Set("Retry-After", "10")
+		a.problem(w, r, http.StatusServiceUnavailable, "decider not deciding", fmt.Sprintf("the %s commands' decider: %s", name, detail))
+		return
 	}
 	st := a.cfg.Instance.State()
 	if st == engine.AppDegraded {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -8,9 +9,11 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oxbow-dev/oxbow/aggregate"
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/httpapi"
@@ -201,5 +204,72 @@ func TestNewChecksViewsAgainstTheTopology(t *testing.T) {
 	}
 	if _, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Topology: top}); err != nil {
 		t.Errorf("New with views that match: %v", err)
+	}
+}
+
+// decider is an aggregate's decider as *engine.App reports itself.
+type decider struct {
+	state   engine.AppState
+	stalled error
+}
+
+func (d *decider) State() engine.AppState { return d.state }
+func (d *decider) Stalled() error         { return d.stalled }
+
+// counting accepts commands and counts them.
+type counting struct{ n atomic.Int64 }
+
+func (c *counting) SubmitJSON(ctx context.Context, id string, env []byte, opts ...aggregate.SubmitOption) (aggregate.Outcome, error) {
+	c.n.Add(1)
+	return accepting{}.SubmitJSON(ctx, id, env, opts...)
+}
+
+// While the decider of an aggregate is stalled its commands answer 503 at
+// once, with Retry-After and why, and readiness fails; so it does while
+// the decider is degraded. Deciders must name commands served.
+func TestDeciderStalled(t *testing.T) {
+	in, reg := shop(t)
+	d := &decider{state: engine.AppRunning}
+	sub := &counting{}
+	h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Commands: map[string]httpapi.Submitter{"inventory": sub},
+		Deciders: map[string]httpapi.Decider{"inventory": d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(h)
+	defer s.Close()
+	post := func() (int, http.Header, string) {
+		t.Helper()
+		resp, err := http.Post(s.URL+"/aggregates/inventory/red/commands", "application/json", strings.NewReader(`{"type":"Restock","data":{"pairs":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	if status, _, body := post(); status != 200 {
+		t.Fatalf("a command while the decider runs: %d %s", status, body)
+	}
+	if status, _, _ := get(t, s, "/readyz"); status != 200 {
+		t.Fatalf("readyz while the decider runs: %d", status)
+	}
+	d.stalled = errors.New("a transaction Kafka left open stops this instance: __consumer_offsets[7] open since offset 12")
+	status, hdr, body := post()
+	if status != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(body, "decider stalled") || !strings.Contains(body, "__consumer_offsets[7]") || !strings.Contains(body, "same Idempotency-Key") {
+		t.Fatalf("a command while the decider is stalled: %d %v %s", status, hdr, body)
+	}
+	if n := sub.n.Load(); n != 1 {
+		t.Fatalf("%d commands submitted; the one while the decider is stalled must not be (it would wait for an outcome)", n)
+	}
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "the inventory commands' decider") || !strings.Contains(body, "__consumer_offsets[7]") {
+		t.Fatalf("readyz while the decider is stalled: %d %s", status, body)
+	}
+	d.stalled, d.state = nil, engine.AppDegraded
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "it is degraded") {
+		t.Fatalf("readyz while the decider is degraded: %d %s", status, body)
+	}
+	if _, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Deciders: map[string]httpapi.Decider{"inventory": d}}); err == nil || !strings.Contains(err.Error(), `"inventory", which is not among Commands`) {
+		t.Fatalf("Deciders without the command: %v", err)
 	}
 }

@@ -384,7 +384,7 @@ func run(ctx context.Context, cfg config) error {
 	defer client.Close()
 	hcfg := httpapi.Config{Versions: map[string]httpapi.Served{cfg.Version: {Instance: app, Views: views, Topology: top}},
 		Active: func() string { return watcher.Active(cfg.Name) }, VersionControl: control, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
-		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Logger: log, Metrics: metrics, MeterProvider: meters, Console: true}
+		Commands: map[string]httpapi.Submitter{"inventory": inCatalog{client, url, cfg.Token}}, Deciders: map[string]httpapi.Decider{"inventory": dec}, Logger: log, Metrics: metrics, MeterProvider: meters, Console: true}
 	if cfg.Token != "" {
 		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "shoestore", Permissions: httpapi.AllPermissions()}})
 	}

@@ -411,7 +411,7 @@ func runWarehouse(ctx context.Context, cfg warehouseConfig) error {
 	}
 	defer client.Close()
 	hcfg := httpapi.Config{Instance: app, Views: views, Topology: top, Brokers: cfg.Brokers, KafkaSecurity: cfg.Kafka,
-		Commands: map[string]httpapi.Submitter{"supply": client}, Logger: log, Console: true}
+		Commands: map[string]httpapi.Submitter{"supply": client}, Deciders: map[string]httpapi.Decider{"supply": app}, Logger: log, Console: true}
 	if cfg.Token != "" {
 		hcfg.Authenticator = httpapi.Tokens(map[string]httpapi.Identity{cfg.Token: {Subject: "warehouse", Permissions: httpapi.AllPermissions()}})
 	}
