@@ -168,7 +168,7 @@ func New(t *topo.Topology, cfg Config) (*Runtime, error) {
 		cfg: cfg, topo: t, log: cfg.Logger.With("group", cfg.Group, "instance", cfg.InstanceID), m: m,
 		ready: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[topo.TaskID]*rtask{}, byPart: map[topicPartition]*rtask{},
-		stallFields: stallFields{polledAt: map[topicPartition]time.Time{}},
+		stallFields: stallFields{polledAt: map[topicPartition]polledMark{}},
 	}
 	r.workers.Store(int32(cfg.Workers))
 	m.workers.Store(int64(cfg.Workers))
@@ -556,7 +556,7 @@ func (r *Runtime) round(ctx context.Context) error {
 		t := r.byPart[tp]
 		if t != nil {
 			if len(fp.Records) > 0 {
-				r.polledAt[tp] = polled
+				r.polledAt[tp] = polledMark{at: polled, records: true}
 			}
 			t.enqueue(fp)
 			return

@@ -26,7 +26,8 @@ import (
 // UNSTABLE_OFFSET_COMMIT without end. The other partitions may go on
 // meanwhile. A watcher beside the loop notices: when an input partition
 // of an active task has had no record polled for stallBound while records
-// wait on it (its group's committed offset below its high watermark), or
+// wait on it (past its last stable offset, or, unread, while its group's
+// offsets are unstable; see behind), or
 // a task restores and nothing has been restored for as long. Under
 // exactly-once it then looks for transactions left open on the partitions
 // of the instance's inputs and internal topics and on its group's
@@ -72,10 +73,10 @@ func (r *Runtime) publishPolled() {
 		if t.restoring {
 			restoring = true
 		}
-		if _, ok := r.polledAt[tp]; !ok || t.restoring {
-			r.polledAt[tp] = now
-		} else if q := t.queues[tp]; q != nil && q.len() > 0 {
-			r.polledAt[tp] = now
+		m, ok := r.polledAt[tp]
+		if q := t.queues[tp]; !ok || t.restoring || (q != nil && q.len() > 0) {
+			m.at = now
+			r.polledAt[tp] = m
 		}
 	}
 	for tp := range r.polledAt {
@@ -143,6 +144,7 @@ type stallWatch struct {
 	since      time.Time // the stall seen since (zero: none)
 	scanned    time.Time // the last look
 	told       map[string]time.Time
+	strong     bool // the last look's evidence of waiting was sure (behind)
 	waitTold   time.Time
 	deniedTold bool
 }
@@ -160,11 +162,11 @@ func (w *stallWatch) check(ctx context.Context) {
 		return
 	}
 	bound := r.stallBound()
-	var idle []topicPartition
+	idle := map[topicPartition]bool{} // the idle partitions, and whether they had records since their task opened
 	if p := r.polled.Load(); p != nil {
-		for tp, at := range *p {
-			if now.Sub(at) >= bound {
-				idle = append(idle, tp)
+		for tp, m := range *p {
+			if now.Sub(m.at) >= bound {
+				idle[tp] = m.records
 			}
 		}
 	}
@@ -173,12 +175,12 @@ func (w *stallWatch) check(ctx context.Context) {
 		w.over()
 		return
 	}
-	what := ""
+	what, strong := "", restoreIdle
 	if restoreIdle {
 		what = fmt.Sprintf("a task restores and nothing was restored for %v", now.Sub(w.restoredAt).Round(time.Second))
 	}
 	if len(idle) > 0 {
-		behind, err := w.behind(ctx, idle)
+		behind, sure, err := w.behind(ctx, idle)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Debug("partitions polled nothing for a while, and their lag cannot be read", "partitions", len(idle), "err", err)
@@ -187,6 +189,7 @@ func (w *stallWatch) check(ctx context.Context) {
 		}
 		if behind != "" {
 			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+bound.String()+": "+behind, "; ")
+			strong = strong || sure
 		}
 	}
 	if what == "" {
@@ -204,11 +207,12 @@ func (w *stallWatch) check(ctx context.Context) {
 		return
 	}
 	w.scanned = now
+	w.strong = strong
 	if !r.cfg.ExactlyOnce {
 		// At least once, nothing waits on a stable offset: a transaction
 		// left open holds nothing of this instance's. Say what it waits
 		// for.
-		if now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+		if strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
 			w.waitTold = now
 			r.log.Warn("no progress: waiting on Kafka", "for", (now.Sub(w.since) + bound).Round(time.Second), "waiting", what)
 		}
@@ -231,45 +235,62 @@ func (w *stallWatch) over() {
 	w.r.m.hanging.Store(0)
 }
 
-// behind says which of the partitions idle have records waiting (their
-// group's committed offset below the high watermark), and how many; empty
-// if none.
-func (w *stallWatch) behind(ctx context.Context, idle []topicPartition) (string, error) {
+// behind says which of the idle partitions have records waiting, and
+// how many; empty if none. Records wait beyond a partition's last stable
+// offset while a transaction is open there (a read-committed fetch stops
+// at it): strong says so. On a partition that has had none polled since
+// its task opened, records behind the group's committed offset may wait
+// on the group's offsets, which a transaction left open on them keeps
+// unstable (the consumer cannot start); or they may be an aborted
+// transaction's, which no consumer ever gets past in its committed
+// offset. Only a look at the group's offsets tells: such a partition is
+// waiting, but not strongly.
+func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var topics []string
-	for _, tp := range idle {
+	for tp := range idle {
 		if !slices.Contains(topics, tp.topic) {
 			topics = append(topics, tp.topic)
 		}
 	}
 	ends, err := w.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return "", err
+		return "", false, err
+	}
+	stable, err := w.adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return "", false, err
 	}
 	committed, err := w.adm.FetchOffsets(ctx, w.r.cfg.Group)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var behind []string
-	for _, tp := range idle {
-		end, ok := ends.Lookup(tp.topic, tp.partition)
-		if !ok || end.Err != nil {
+	for tp, records := range idle {
+		end, ok1 := ends.Lookup(tp.topic, tp.partition)
+		lso, ok2 := stable.Lookup(tp.topic, tp.partition)
+		if !ok1 || !ok2 || end.Err != nil || lso.Err != nil {
 			continue
 		}
 		at := int64(0)
 		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
-			at = c.At
+			at = max(c.At, 0)
 		}
-		if end.Offset > at {
-			behind = append(behind, fmt.Sprintf("%s[%d] %d records", tp.topic, tp.partition, end.Offset-at))
+		switch {
+		case at >= end.Offset: // read to its end
+		case lso.Offset < end.Offset:
+			strong = true
+			behind = append(behind, fmt.Sprintf("%s[%d] %d records past its last stable offset %d", tp.topic, tp.partition, end.Offset-lso.Offset, lso.Offset))
+		case !records:
+			behind = append(behind, fmt.Sprintf("%s[%d] %d records past the group's offset, none polled", tp.topic, tp.partition, end.Offset-at))
 		}
 	}
 	slices.Sort(behind)
 	if len(behind) > 5 {
 		behind = append(behind[:5], fmt.Sprintf("and %d more", len(behind)-5))
 	}
-	return strings.Join(behind, ", "), nil
+	return strings.Join(behind, ", "), strong, nil
 }
 
 // scan looks for transactions left open, repairs or reports them.
@@ -315,7 +336,9 @@ func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string) 
 	r.m.hanging.Store(int64(len(found)))
 	now := time.Now()
 	if len(found) == 0 {
-		if now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+		// Records behind the group's offset alone may be an aborted
+		// transaction's: say nothing of those.
+		if w.strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
 			w.waitTold = now
 			r.log.Warn("no progress, and no transaction left open found on the instance's partitions: waiting on Kafka", "for", idle.Round(time.Second), "waiting", what)
 		}
@@ -384,13 +407,20 @@ func txnAttrs(t hanging.Txn) []any {
 		"coordinator_state", t.State, "decision", t.Decision.String(), "reason", t.Reason}
 }
 
+// polledMark is when a partition last had records polled (or counts as
+// if it had), and whether it ever had since its task opened.
+type polledMark struct {
+	at      time.Time
+	records bool
+}
+
 // stallFields are the Runtime's fields for the watcher (embedded).
 type stallFields struct {
 	// polledAt: when each input partition of an active task last had
 	// records polled (loop only); polled, its copy for the watcher.
-	polledAt        map[topicPartition]time.Time
+	polledAt        map[topicPartition]polledMark
 	polledPublished time.Time
-	polled          atomic.Pointer[map[topicPartition]time.Time]
+	polled          atomic.Pointer[map[topicPartition]polledMark]
 	restoringNow    atomic.Bool // a task restores, as of the last round
 	hangs           atomic.Pointer[[]hanging.Txn]
 }
