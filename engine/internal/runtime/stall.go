@@ -142,6 +142,9 @@ type stallWatch struct {
 	restored   int64     // r.Restored() when last seen changing,
 	restoredAt time.Time // at this time
 	since      time.Time // the stall seen since (zero: none)
+	// quiet: the ends of the idle partitions when they were last found
+	// not waiting (nil: none); while the ends stay, nothing new waits.
+	quiet      map[topicPartition]int64
 	scanned    time.Time // the last look
 	told       map[string]time.Time
 	strong     bool // the last look's evidence of waiting was sure (behind)
@@ -171,6 +174,9 @@ func (w *stallWatch) check(ctx context.Context) {
 		}
 	}
 	restoreIdle := now.Sub(w.restoredAt) >= bound
+	if len(idle) > 0 && w.stillQuiet(ctx, idle) {
+		clear(idle)
+	}
 	if len(idle) == 0 && !restoreIdle {
 		w.over()
 		return
@@ -180,7 +186,7 @@ func (w *stallWatch) check(ctx context.Context) {
 		what = fmt.Sprintf("a task restores and nothing was restored for %v", now.Sub(w.restoredAt).Round(time.Second))
 	}
 	if len(idle) > 0 {
-		behind, sure, err := w.behind(ctx, idle)
+		behind, sure, ends, err := w.behind(ctx, idle)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Debug("partitions polled nothing for a while, and their lag cannot be read", "partitions", len(idle), "err", err)
@@ -190,6 +196,8 @@ func (w *stallWatch) check(ctx context.Context) {
 		if behind != "" {
 			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+bound.String()+": "+behind, "; ")
 			strong = strong || sure
+		} else {
+			w.quiet = ends
 		}
 	}
 	if what == "" {
@@ -245,7 +253,7 @@ func (w *stallWatch) over() {
 // transaction's, which no consumer ever gets past in its committed
 // offset. Only a look at the group's offsets tells: such a partition is
 // waiting, but not strongly.
-func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, err error) {
+func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, ends map[topicPartition]int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var topics []string
@@ -254,21 +262,25 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 			topics = append(topics, tp.topic)
 		}
 	}
-	ends, err := w.adm.ListEndOffsets(ctx, topics...)
+	listed, err := w.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	stable, err := w.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	committed, err := w.adm.FetchOffsets(ctx, w.r.cfg.Group)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
+	ends = map[topicPartition]int64{}
 	var behind []string
 	for tp, records := range idle {
-		end, ok1 := ends.Lookup(tp.topic, tp.partition)
+		end, ok1 := listed.Lookup(tp.topic, tp.partition)
+		if ok1 && end.Err == nil {
+			ends[tp] = end.Offset
+		}
 		lso, ok2 := stable.Lookup(tp.topic, tp.partition)
 		if !ok1 || !ok2 || end.Err != nil || lso.Err != nil {
 			continue
@@ -290,7 +302,37 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 	if len(behind) > 5 {
 		behind = append(behind[:5], fmt.Sprintf("and %d more", len(behind)-5))
 	}
-	return strings.Join(behind, ", "), strong, nil
+	return strings.Join(behind, ", "), strong, ends, nil
+}
+
+// stillQuiet reports whether the idle partitions are those last found not
+// waiting, with the same ends: no record has come since, so none waits
+// (one request, where behind makes three).
+func (w *stallWatch) stillQuiet(ctx context.Context, idle map[topicPartition]bool) bool {
+	if w.quiet == nil || len(w.quiet) != len(idle) {
+		return false
+	}
+	var topics []string
+	for tp := range idle {
+		if _, ok := w.quiet[tp]; !ok {
+			return false
+		}
+		if !slices.Contains(topics, tp.topic) {
+			topics = append(topics, tp.topic)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	listed, err := w.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return false
+	}
+	for tp, end := range w.quiet {
+		if o, ok := listed.Lookup(tp.topic, tp.partition); !ok || o.Err != nil || o.Offset != end {
+			return false
+		}
+	}
+	return true
 }
 
 // scan looks for transactions left open, repairs or reports them.
