@@ -197,9 +197,9 @@ func FindIn(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet) ([]Txn, err
 			}
 		}
 	}
-	logs := map[string]*txnLog{}
-	now := time.Now()
-	var found []Txn
+	// First what the coordinators say; the transactions they have in
+	// progress are not hanging.
+	var found, toDecide []Txn
 	for _, p := range open {
 		t := Txn{Topic: p.Topic, Partition: p.Partition, ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
 			FirstOffset: p.CurrentTxnStartOffset, CoordinatorEpoch: p.CoordinatorEpoch}
@@ -207,31 +207,38 @@ func FindIn(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet) ([]Txn, err
 			t.LastWrite = time.UnixMilli(p.LastTimestamp)
 		}
 		d, known := byPID[p.ProducerID]
-		if !known {
+		switch {
+		case !known:
 			t.Reason = "no coordinator lists the producer (its transactional id expired, it never had one, or this client may not describe it), so what it decided cannot be known"
 			found = append(found, t)
-			continue
-		}
-		t.TxnID = d.TxnID
-		if d.Err != nil {
+		case d.Err != nil:
+			t.TxnID = d.TxnID
 			t.Reason = fmt.Sprintf("its coordinator does not describe the transaction (%v), so what it decided cannot be known now", d.Err)
 			found = append(found, t)
-			continue
+		case !inProgress(d, p):
+			t.TxnID, t.State, t.Epoch, t.Timeout = d.TxnID, d.State, d.ProducerEpoch, time.Duration(d.TimeoutMillis)*time.Millisecond
+			toDecide = append(toDecide, t)
 		}
-		t.State, t.Epoch, t.Timeout = d.State, d.ProducerEpoch, time.Duration(d.TimeoutMillis)*time.Millisecond
-		if inProgress(d, p) {
-			continue
-		}
-		l, ok := logs[d.TxnID]
+	}
+	// A transaction that ended between the two looks is no longer open:
+	// look again before reading the coordinators' logs, which costs a
+	// read of a __transaction_state partition each.
+	if toDecide, err = stillOpen(ctx, adm, toDecide); err != nil {
+		return nil, err
+	}
+	logs := map[string]*txnLog{}
+	now := time.Now()
+	for _, t := range toDecide {
+		l, ok := logs[t.TxnID]
 		if !ok {
-			l, err = readLog(ctx, cl, adm, d.TxnID)
+			l, err = readLog(ctx, cl, adm, t.TxnID)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, err
 				}
 				l = &txnLog{err: err}
 			}
-			logs[d.TxnID] = l
+			logs[t.TxnID] = l
 		}
 		if l.err != nil {
 			t.Reason = fmt.Sprintf("its coordinator's log cannot be read now: %v", l.err)
@@ -239,11 +246,19 @@ func FindIn(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet) ([]Txn, err
 			continue
 		}
 		t.CoordinatorEpoch = max(t.CoordinatorEpoch, l.coordinatorEpoch)
-		if !decide(&t, l, d, now) {
-			continue
+		if decide(&t, l, byPID[t.ProducerID], now) {
+			found = append(found, t)
 		}
-		found = append(found, t)
 	}
+	slices.SortFunc(found, func(a, b Txn) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.ProducerID - b.ProducerID)
+	})
 	found, err = stillOpen(ctx, adm, found)
 	if err != nil {
 		return nil, err
