@@ -81,11 +81,8 @@ func hangInput(t *testing.T, k *kt, in string) map[string]int64 {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	p := hangingtest.Init(ctx, t, raw, k.prefix+"-writer", 60_000)
-	p.Add(ctx, t, side, 0)
-	p.Produce(ctx, t, side, 0, "s")
-	p.Produce(ctx, t, in, 0, "k001") // key and value k001
-	p.End(ctx, t, true)
+	// key and value k001
+	hangingtest.LeaveOpen(ctx, t, raw, k.prefix+"-writer", hangingtest.Partition{Topic: side}, hangingtest.Partition{Topic: in}, "k001", true)
 	k.produce(in, keyed(0, 20, 5)...)
 	want := wantCounts(20, 5)
 	want["k001"]++

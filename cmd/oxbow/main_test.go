@@ -257,14 +257,8 @@ func TestTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	committed := hangingtest.Init(ctx, t, raw, topic+"-commit", 60_000)
-	committed.Add(ctx, t, topic, 0)
-	committed.Produce(ctx, t, topic, 0, "c0")
-	committed.Produce(ctx, t, topic, 1, "c1")
-	committed.End(ctx, t, true)
-	ghost := hangingtest.Init(ctx, t, raw, "", 0)
-	ghost.TxnID = topic + "-ghost"
-	ghost.Produce(ctx, t, topic, 2, "g2")
+	hangingtest.LeaveOpen(ctx, t, raw, topic+"-commit", hangingtest.Partition{Topic: topic}, hangingtest.Partition{Topic: topic, Partition: 1}, "c", true)
+	ghost := hangingtest.Ghost(ctx, t, raw, topic+"-ghost", hangingtest.Partition{Topic: topic, Partition: 2}, "g")
 	defer ghost.AbortOn(context.Background(), t, topic, 2)
 
 	common := []string{"--brokers", strings.Join(env.Brokers, ","), "--topic", topic}

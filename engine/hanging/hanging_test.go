@@ -44,26 +44,16 @@ func TestFindAndRepair(t *testing.T) {
 	defer raw.Close()
 
 	// Partition 1: the coordinator committed, partition 0 got its marker.
-	committed := hangingtest.Init(ctx, t, raw, topic+"-commit", 60_000)
-	committed.Add(ctx, t, topic, 0)
-	committed.Produce(ctx, t, topic, 0, "c0")
-	committed.Produce(ctx, t, topic, 1, "c1")
-	committed.End(ctx, t, true)
+	committed := hangingtest.LeaveOpen(ctx, t, raw, topic+"-commit", hangingtest.Partition{Topic: topic}, hangingtest.Partition{Topic: topic, Partition: 1}, "c", true)
 	// Partition 2: the coordinator aborted.
-	aborted := hangingtest.Init(ctx, t, raw, topic+"-abort", 60_000)
-	aborted.Add(ctx, t, topic, 0)
-	aborted.Produce(ctx, t, topic, 0, "a0")
-	aborted.Produce(ctx, t, topic, 2, "a2")
-	aborted.End(ctx, t, false)
+	aborted := hangingtest.LeaveOpen(ctx, t, raw, topic+"-abort", hangingtest.Partition{Topic: topic}, hangingtest.Partition{Topic: topic, Partition: 2}, "a", false)
 	// Partition 3: a transaction its coordinator never had, left past its
 	// timeout.
 	const shortTimeout = 8 * time.Second
 	forgotten := hangingtest.Init(ctx, t, raw, topic+"-timeout", int32(shortTimeout/time.Millisecond))
 	forgotten.Produce(ctx, t, topic, 3, "t3")
 	// Partition 4: a producer no coordinator knows.
-	ghost := hangingtest.Init(ctx, t, raw, "", 0)
-	ghost.TxnID = topic + "-ghost"
-	ghost.Produce(ctx, t, topic, 4, "g4")
+	ghost := hangingtest.Ghost(ctx, t, raw, topic+"-ghost", hangingtest.Partition{Topic: topic, Partition: 4}, "g")
 	defer ghost.AbortOn(context.Background(), t, topic, 4) // leave nothing hanging
 
 	found, err := hanging.Find(ctx, cl, topic)
@@ -115,7 +105,7 @@ func TestFindAndRepair(t *testing.T) {
 	// the aborted and timed-out ones are not, and every repaired
 	// partition reads to its end.
 	got := readCommitted(ctx, t, cl, topic, 0, 1, 2, 3)
-	if want := []string{"c0", "c1"}; !slices.Equal(got, want) {
+	if want := []string{"c", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("read committed: %v, want %v", got, want)
 	}
 }

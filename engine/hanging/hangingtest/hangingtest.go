@@ -51,6 +51,37 @@ func VerificationOff(ctx context.Context, t testing.TB, adm *kadm.Client) {
 	})
 }
 
+// Partition is a topic's partition.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+// LeaveOpen leaves a transaction open on left that its coordinator ended:
+// a producer with txnID writes value to added, which is in its
+// transaction, and to left, which is not, then commits (or aborts) the
+// transaction. Its coordinator writes the marker on added only.
+func LeaveOpen(ctx context.Context, t testing.TB, cl *kgo.Client, txnID string, added, left Partition, value string, commit bool) *Producer {
+	t.Helper()
+	p := Init(ctx, t, cl, txnID, 60_000)
+	p.Add(ctx, t, added.Topic, added.Partition)
+	p.Produce(ctx, t, added.Topic, added.Partition, value)
+	p.Produce(ctx, t, left.Topic, left.Partition, value)
+	p.End(ctx, t, commit)
+	return p
+}
+
+// Ghost leaves a transaction open on a partition that no coordinator
+// knows of: a producer without a transactional id writes value there in
+// a transaction, naming txnID, which was never initialized.
+func Ghost(ctx context.Context, t testing.TB, cl *kgo.Client, txnID string, at Partition, value string) *Producer {
+	t.Helper()
+	p := Init(ctx, t, cl, "", 0)
+	p.TxnID = txnID
+	p.Produce(ctx, t, at.Topic, at.Partition, value)
+	return p
+}
+
 // Producer writes transactional batches with requests of its own, to
 // make what a client library never would.
 type Producer struct {

@@ -147,7 +147,6 @@ type stallWatch struct {
 	quiet      map[topicPartition]int64
 	scanned    time.Time // the last look
 	told       map[string]time.Time
-	strong     bool // the last look's evidence of waiting was sure (behind)
 	waitTold   time.Time
 	deniedTold bool
 }
@@ -215,7 +214,6 @@ func (w *stallWatch) check(ctx context.Context) {
 		return
 	}
 	w.scanned = now
-	w.strong = strong
 	if !r.cfg.ExactlyOnce {
 		// At least once, nothing waits on a stable offset: a transaction
 		// left open holds nothing of this instance's. Say what it waits
@@ -226,7 +224,7 @@ func (w *stallWatch) check(ctx context.Context) {
 		}
 		return
 	}
-	w.scan(ctx, now.Sub(w.since)+bound, what)
+	w.scan(ctx, now.Sub(w.since)+bound, what, strong)
 }
 
 // over ends a stall.
@@ -335,8 +333,9 @@ func (w *stallWatch) stillQuiet(ctx context.Context, idle map[topicPartition]boo
 	return true
 }
 
-// scan looks for transactions left open, repairs or reports them.
-func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string) {
+// scan looks for transactions left open, repairs or reports them; strong:
+// the evidence that records wait is sure (behind).
+func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, strong bool) {
 	r := w.r
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -380,7 +379,7 @@ func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string) 
 	if len(found) == 0 {
 		// Records behind the group's offset alone may be an aborted
 		// transaction's: say nothing of those.
-		if w.strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+		if strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
 			w.waitTold = now
 			r.log.Warn("no progress, and no transaction left open found on the instance's partitions: waiting on Kafka", "for", idle.Round(time.Second), "waiting", what)
 		}
