@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/oxbow-dev/oxbow/engine"
-	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/faultkafka"
 	"github.com/oxbow-dev/oxbow/projection"
 )
 
@@ -29,77 +27,6 @@ import (
 // exits), goes on within seconds of the brokers answering again, and its
 // output stays exact. They run on clusters of their own (scripts/services.sh
 // start kafka-solo, kafka-cluster), never on the broker other tests share.
-
-// faultCluster is one of services.sh's clusters for fault campaigns.
-type faultCluster struct {
-	name   string // "solo" or "cluster"
-	nodes  int
-	env    *kafkaenv.Env
-	script string
-}
-
-// faultKafka returns the cluster, started if it is not running (under CI
-// it must be: .ci/run starts it).
-func faultKafka(t *testing.T, name string, nodes int) *faultCluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("broker fault campaigns; not with -short")
-	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &faultCluster{name: name, nodes: nodes, script: filepath.Join(root, "scripts", "services.sh")}
-	variable := "OXBOW_KAFKA_" + strings.ToUpper(name)
-	addrs := os.Getenv(variable)
-	if addrs == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set: .ci/run starts the cluster with scripts/services.sh start kafka-%s", variable, name)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if out, err := runScript(ctx, f.script, "start", "kafka-"+name); err != nil {
-			t.Skipf("cannot start kafka-%s: %v\n%s", name, err, out)
-		}
-		out, err := runScript(ctx, f.script, "env")
-		if err != nil {
-			t.Fatalf("services.sh env: %v\n%s", err, out)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export "+variable+"="); ok {
-				addrs = v
-			}
-		}
-		if addrs == "" {
-			t.Fatalf("services.sh env names no %s after starting it:\n%s", variable, out)
-		}
-	}
-	f.env = kafkaenv.NewEnv(Local, strings.Split(addrs, ","), nil)
-	// A campaign that failed may have left a node down or paused.
-	for i := 1; i <= nodes; i++ {
-		f.node(t, i, "resume")
-	}
-	return f
-}
-
-// node does action (kill, start, pause, resume) to node i and returns
-// when it is done (start: when the node answers).
-func (f *faultCluster) node(t *testing.T, i int, action string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if action == "resume" {
-		// Resume what may be paused, start what may be down.
-		if out, err := runScript(ctx, f.script, "node", "kafka-"+f.name, fmt.Sprint(i), "pid"); err != nil {
-			action = "start"
-		} else {
-			_ = out
-		}
-	}
-	if out, err := runScript(ctx, f.script, "node", "kafka-"+f.name, fmt.Sprint(i), action); err != nil {
-		t.Fatalf("kafka-%s node %d %s: %v\n%s", f.name, i, action, err, out)
-	}
-}
 
 // progress waits until the instance's committed input passes from and
 // returns how long that took; it fails the test if the child exits or
@@ -213,12 +140,12 @@ func TestBrokerRestartSingleAtLeastOnce(t *testing.T) {
 }
 
 func brokerRestartSingle(t *testing.T, eos bool) {
-	f := faultKafka(t, "solo", 1)
+	f := faultkafka.Get(t, "solo", 1)
 	seed := campaignSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 51))
-	c := newCrashTopicsN(t, f.env, "broker-solo", 3)
+	c := newCrashTopicsN(t, f.Env, "broker-solo", 3)
 	c.eos, c.defaults = eos, true
-	input := newCrashInput(t, f.env, c.in, seed, 52)
+	input := newCrashInput(t, f.Env, c.in, seed, 52)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := input.batch(ctx, 2000); err != nil {
@@ -232,10 +159,10 @@ func brokerRestartSingle(t *testing.T, eos bool) {
 	for i := range 3 {
 		time.Sleep(time.Duration(2000+rng.IntN(2000)) * time.Millisecond)
 		alive(t, ch, fmt.Sprintf("before fault %d", i))
-		f.node(t, 1, "kill")
+		f.Node(t, 1, "kill")
 		down := time.Duration(1000+rng.IntN(4000)) * time.Millisecond
 		time.Sleep(down)
-		f.node(t, 1, "start")
+		f.Node(t, 1, "start")
 		var d time.Duration
 		if eos {
 			d = progress(ctx, t, adm, c, ch, committedInputErr(ctx, adm, c), time.Minute, fmt.Sprintf("fault %d", i))
@@ -258,13 +185,13 @@ func brokerRestartSingle(t *testing.T, eos bool) {
 	stopChild(t, ch, "the instance")
 	if !eos {
 		complete := atLeast(want)
-		if _, store := finishCampaign(t, f.env, c, want, false, complete); !complete(store) {
+		if _, store := finishCampaign(t, f.Env, c, want, false, complete); !complete(store) {
 			t.Errorf("store lost updates: %s", diffCounts(store, want))
 		}
 		return
 	}
 	exact := func(m map[string]int64) bool { return maps.Equal(m, want) }
-	seqs, store := finishCampaign(t, f.env, c, want, true, exact)
+	seqs, store := finishCampaign(t, f.Env, c, want, true, exact)
 	checkGrowing(t, seqs)
 	if !maps.Equal(store, want) {
 		t.Errorf("store differs from the input's counts: %s", diffCounts(store, want))
@@ -305,12 +232,12 @@ func coordinator(ctx context.Context, t *testing.T, adm *kadm.Client, key string
 // coordinator and after it (recovery times logged), and the output is
 // exact.
 func TestBrokerFaultsCluster(t *testing.T) {
-	f := faultKafka(t, "cluster", 3)
+	f := faultkafka.Get(t, "cluster", 3)
 	seed := campaignSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 61))
-	c := newCrashTopicsN(t, f.env, "broker-cluster", 6)
+	c := newCrashTopicsN(t, f.Env, "broker-cluster", 6)
 	c.eos, c.defaults = true, true
-	input := newCrashInput(t, f.env, c.in, seed, 62)
+	input := newCrashInput(t, f.Env, c.in, seed, 62)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if err := input.batch(ctx, 2000); err != nil {
@@ -409,7 +336,7 @@ func TestBrokerFaultsCluster(t *testing.T) {
 		stalls := fl.kind == "pause" && coordinators()[node]
 		from := committedInputErr(ctx, adm, c)
 		start := time.Now()
-		f.node(t, node, fl.kind)
+		f.Node(t, node, fl.kind)
 		// Two of the three brokers hold every partition: processing goes
 		// on while the third is away, once the cluster has moved its
 		// leaders and coordinators (the controller waits out the
@@ -426,9 +353,9 @@ func TestBrokerFaultsCluster(t *testing.T) {
 			t.Errorf("fault %d (%s of node %d): no input committed in the %v the node was away; two brokers of three should have served", i, fl.kind, node, fl.down)
 		}
 		if fl.kind == "kill" {
-			f.node(t, node, "start")
+			f.Node(t, node, "start")
 		} else {
-			f.node(t, node, "resume")
+			f.Node(t, node, "resume")
 		}
 		at := committedInputErr(ctx, adm, c)
 		after := progress(ctx, t, adm, c, children[0], at, 2*time.Minute, fmt.Sprintf("fault %d", i))
@@ -445,9 +372,9 @@ func TestBrokerFaultsCluster(t *testing.T) {
 	if err := input.batch(ctx, 2000); err != nil {
 		t.Fatal(err)
 	}
-	seqs := readCounts(t, f.env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
+	seqs := readCounts(t, f.Env, c.out, want, true, func(m map[string]int64) bool { return maps.Equal(m, want) }, 3*time.Minute)
 	checkGrowing(t, seqs)
-	checkEcho(t, f.env, c, total(want), true)
+	checkEcho(t, f.Env, c, total(want), true)
 	for i, ch := range children {
 		stopChild(t, ch, ids[i])
 	}
@@ -459,12 +386,12 @@ func TestBrokerFaultsCluster(t *testing.T) {
 // names the brokers and the timeout. (A TaskTimeout shorter than the
 // default's 5m, to see it run out.)
 func TestBrokerGoneTaskTimeout(t *testing.T) {
-	f := faultKafka(t, "solo", 1)
-	t.Cleanup(func() { f.node(t, 1, "resume") })
+	f := faultkafka.Get(t, "solo", 1)
+	t.Cleanup(func() { f.Node(t, 1, "resume") })
 	seed := campaignSeed(t)
-	c := newCrashTopicsN(t, f.env, "broker-gone", 3)
+	c := newCrashTopicsN(t, f.Env, "broker-gone", 3)
 	c.eos, c.defaults = true, true
-	input := newCrashInput(t, f.env, c.in, seed, 72)
+	input := newCrashInput(t, f.Env, c.in, seed, 72)
 	cfg := c.engineConfig()
 	cfg.TaskTimeout = 20 * time.Second
 	app, err := engine.NewApp(crashTopology(c.in, c.out), cfg)
@@ -492,7 +419,7 @@ func TestBrokerGoneTaskTimeout(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz before the fault: %d %s", code, body)
 	}
-	f.node(t, 1, "kill")
+	f.Node(t, 1, "kill")
 	killed := time.Now()
 	await.NoError(t, time.Minute, "the instance degraded after the broker went", func() error {
 		if s := app.State(); s != engine.AppDegraded {
@@ -518,7 +445,7 @@ func TestBrokerGoneTaskTimeout(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Logf("Run returned %v after the broker went: %v", time.Since(killed).Round(time.Millisecond), err)
-		if err == nil || !strings.Contains(err.Error(), "TaskTimeout (20s)") || !strings.Contains(err.Error(), f.env.Brokers[0]) {
+		if err == nil || !strings.Contains(err.Error(), "TaskTimeout (20s)") || !strings.Contains(err.Error(), f.Env.Brokers[0]) {
 			t.Errorf("Run returned %v; want an error naming the brokers and TaskTimeout", err)
 		}
 		if d := time.Since(killed); d < cfg.TaskTimeout {
@@ -527,7 +454,7 @@ func TestBrokerGoneTaskTimeout(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("Run did not return within 3m of the broker going, with a TaskTimeout of 20s")
 	}
-	f.node(t, 1, "start")
+	f.Node(t, 1, "start")
 	feed.stop(t)
 }
 
