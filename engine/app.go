@@ -236,8 +236,8 @@ type Config struct {
 	TaskTimeout time.Duration
 	// LeaveHangingTransactions: report the transactions Kafka left open on
 	// the instance's partitions without ending them. By default an
-	// instance that makes no progress for TransactionTimeout plus 15s
-	// while records wait looks for such transactions (package hanging)
+	// instance that has polled nothing from a partition for 10s while
+	// records wait there looks for such transactions (package hanging)
 	// and ends each with the marker its coordinator decided, which needs
 	// ClusterAction on the cluster (ACLs lists it); what it cannot decide
 	// it reports either way: an ERROR with the remedy, the gauge
@@ -497,8 +497,8 @@ func (a *App) State() AppState { return AppState(a.rt.State()) }
 func (a *App) Trouble() error { return a.rt.Trouble() }
 
 // Stalled says why the instance cannot make progress: a transaction Kafka
-// left open on one of its partitions, found after it made no progress for
-// TransactionTimeout plus 15s while records waited, and not repaired
+// left open on one of its partitions, found after a partition polled
+// nothing for 10s while records waited there, and not repaired
 // (LeaveHangingTransactions, or a decision that cannot be known). Nil
 // otherwise. Readiness (httpapi's /readyz) fails while it is not nil.
 func (a *App) Stalled() error { return a.rt.Stalled() }

@@ -56,7 +56,12 @@ func (k *kt) checkApps() {
 
 func newKT(t *testing.T) *kt {
 	t.Helper()
-	env := kafkaenv.ForTest(t)
+	return newKTOn(t, kafkaenv.ForTest(t))
+}
+
+// newKTOn is newKT on env's brokers.
+func newKTOn(t *testing.T, env *kafkaenv.Env) *kt {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

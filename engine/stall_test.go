@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/internal/await"
+	"github.com/oxbow-dev/oxbow/internal/faultkafka"
 )
 
 // newSyncLog is a log for an instance, shown if the test fails.
@@ -92,10 +92,10 @@ func hangInput(t *testing.T, k *kt, in string) map[string]int64 {
 // An instance under exactly-once whose input holds a transaction Kafka
 // left open makes no progress: with LeaveHangingTransactions it says so,
 // in its log (ERROR, with the partition, producer and remedy), its gauge
-// and Stalled, after TransactionTimeout (the default) plus 15s; once an
+// and Stalled, once its partition has polled nothing for 10s; once an
 // operator repairs the transaction it goes on, and says that it does.
 func TestAppReportsHangingTransaction(t *testing.T) {
-	t.Parallel() // each waits out the default bound: together
+	t.Parallel() // each waits out the default look: together
 	tm := newTelMetrics(t)
 	k, in, out, want, a, logs := startOnHanging(t, engine.Config{LeaveHangingTransactions: true, MeterProvider: tm.mp})
 	start := time.Now()
@@ -149,7 +149,7 @@ func TestAppReportsHangingTransaction(t *testing.T) {
 // By default the instance repairs such a transaction itself, with the
 // marker its coordinator decided, and goes on.
 func TestAppRepairsHangingTransaction(t *testing.T) {
-	t.Parallel() // each waits out the default bound: together
+	t.Parallel() // each waits out the default look: together
 	k, in, out, want, a, logs := startOnHanging(t, engine.Config{})
 	start := time.Now()
 	k.table(out, 90*time.Second, func(m map[string]int64) bool { return maps.Equal(m, want) })
@@ -174,16 +174,11 @@ func TestAppRepairsHangingTransaction(t *testing.T) {
 // UNSTABLE_OFFSET_COMMIT without end. The instance finds it and commits
 // it, as its coordinator decided; it then starts from that offset.
 //
-// Every group whose offsets share that partition (all of them on
-// services.sh's broker, which has one) waits meanwhile, so the test runs
-// alone: only with OXBOW_TEST_ALONE=1, as .ci/run runs it after the
-// suite.
+// Every group whose offsets share that partition waits meanwhile, so the
+// test runs on the fault campaigns' own broker (kafka-solo), which it
+// holds alone while it runs.
 func TestAppRepairsHangingOffsets(t *testing.T) {
-	if os.Getenv("OXBOW_TEST_ALONE") != "1" {
-		t.Skip("holds every group's offsets on the broker for 30s: runs alone, with OXBOW_TEST_ALONE=1 (.ci/run does)")
-	}
-	kafkaenv.Real(t)
-	k := newKT(t)
+	k := newKTOn(t, faultkafka.Get(t, "solo", 1).Env)
 	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
 	k.create(1, in, out, side)
 	k.produce(in, keyed(0, 20, 5)...)
@@ -211,5 +206,51 @@ func TestAppRepairsHangingOffsets(t *testing.T) {
 	if log := logs.String(); !strings.Contains(log, `msg="repaired a transaction Kafka left open: wrote the marker its coordinator decided" group=`) ||
 		!strings.Contains(log, "topic=__consumer_offsets") || !strings.Contains(log, "decision=commit") {
 		t.Fatalf("the log says nothing of the repair on __consumer_offsets:\n%s", log)
+	}
+}
+
+// An instance restarted on input read to its end but for an aborted
+// transaction, which its group's offset stays before, has nothing to
+// wait for: its watcher finds that no record waits there and looks for
+// no transaction left open (a look costs requests to every broker, every
+// few seconds while it lasts).
+func TestAppIdleAfterRestartLooksForNothing(t *testing.T) {
+	t.Parallel() // waits out the default look, like the tests above
+	kafkaenv.Real(t)
+	k := newKT(t)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	k.produce(in, keyed(0, 20, 5)...)
+	want := wantCounts(20, 5)
+	first := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce})
+	k.table(out, time.Minute, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Then an aborted transaction: records no reader gets, and its marker.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := kgo.NewClient(kgo.SeedBrokers(k.env.Brokers...), kgo.TransactionalID(k.prefix+"-writer"), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ProduceSync(ctx, keyed(20, 10, 5)...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := newSyncLog(t)
+	k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	await.Until(t, time.Minute, "the watcher to find that nothing waits", func() bool {
+		return strings.Contains(logs.String(), "no record waits on them")
+	})
+	if log := logs.String(); strings.Contains(log, "looking for transactions") {
+		t.Fatalf("the idle instance looked for transactions left open:\n%s", log)
 	}
 }

@@ -560,24 +560,12 @@ func readLog(ctx context.Context, cl *kgo.Client, adm *kadm.Client, txnID string
 	}
 	decompressor := kgo.DefaultDecompressor()
 	for offset := int64(0); offset < end.Offset; {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxBytes = 16 << 20
-		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic, ft.TopicID = TransactionStateTopic, td.ID
-		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = p, offset, 16<<20, pd.LeaderEpoch
-		ft.Partitions = append(ft.Partitions, fp)
-		req.Topics = append(req.Topics, ft)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(pd.Leader)))
-		if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
-			err = errors.New("a fetch response without the partition asked for")
-		}
+		fp, err := fetch(ctx, cl, td, pd, offset, 16<<20, false)
 		if err != nil {
-			return nil, fmt.Errorf("hanging: reading %s[%d]: %w", TransactionStateTopic, p, err)
+			return nil, err
 		}
 		got, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: offset, Topic: TransactionStateTopic, Partition: p},
-			&resp.Topics[0].Partitions[0], decompressor, nil)
+			fp, decompressor, nil)
 		if got.Err != nil {
 			return nil, fmt.Errorf("hanging: reading %s[%d] at %d: %w", TransactionStateTopic, p, offset, got.Err)
 		}

@@ -188,3 +188,72 @@ func readCommitted(ctx context.Context, t *testing.T, cl *kgo.Client, topic stri
 	}
 	return out
 }
+
+// TestReadable: a read-committed reader at the offset after a
+// transaction's last record has nothing to read, the marker only; nor
+// does one before an aborted transaction; one before committed records
+// does.
+func TestReadable(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("readable-%d", time.Now().UnixNano())
+	env.CreateTopics(t, 1, topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	defer func() { _, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), topic) }()
+	txn := func(commit bool, values ...string) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := func() int64 {
+		t.Helper()
+		ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset
+	}
+	readable := func(from, to int64) bool {
+		t.Helper()
+		ok, err := hanging.Readable(ctx, cl, topic, 0, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	// The markers are written after EndTransaction returns.
+	ended := func(want int64) {
+		t.Helper()
+		await.Until(t, 30*time.Second, fmt.Sprintf("the end at %d", want), func() bool { return end() == want })
+	}
+	txn(true, "a", "b") // offsets 0, 1; the marker 2
+	ended(3)
+	if !readable(0, 3) || !readable(1, 3) || readable(2, 3) || readable(3, 3) {
+		t.Fatalf("after a committed transaction: readable from 0, 1 and not from 2, 3: %v %v %v %v", readable(0, 3), readable(1, 3), readable(2, 3), readable(3, 3))
+	}
+	txn(false, "c", "d", "e") // aborted: 3–5, the marker 6
+	ended(7)
+	if readable(2, 7) {
+		t.Fatal("an aborted transaction's records are readable")
+	}
+	txn(true, "f") // 7, the marker 8
+	ended(9)
+	if !readable(2, 9) || readable(8, 9) {
+		t.Fatalf("past an aborted transaction: readable from 2 %v (want true), from 8 %v (want false)", readable(2, 9), readable(8, 9))
+	}
+}

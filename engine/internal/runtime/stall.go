@@ -25,10 +25,10 @@ import (
 // settle, or its group's offset fetch, which franz-go retries on
 // UNSTABLE_OFFSET_COMMIT without end. The other partitions may go on
 // meanwhile. A watcher beside the loop notices: when an input partition
-// of an active task has had no record polled for stallBound while records
+// of an active task has had no record polled for stallLook while records
 // wait on it (past its last stable offset, or, unread, while its group's
-// offsets are unstable; see behind), or
-// a task restores and nothing has been restored for as long. Under
+// offsets are unstable; see behind), or a task restores and nothing has
+// been restored for as long. Under
 // exactly-once it then looks for transactions left open on the partitions
 // of the instance's inputs and internal topics and on its group's
 // partition of __consumer_offsets. What it finds it repairs with the
@@ -38,7 +38,8 @@ import (
 // oxbow.kafka.hanging_transactions; Stalled, which readiness answers. It
 // never touches a transaction its coordinator still has in progress.
 // Where it finds none, and at least once (where nothing waits on a stable
-// offset), it says at WARN what the instance waits for.
+// offset), it says at WARN what the instance waits for, once the wait
+// passes stallBound.
 
 // stallMargin is what stallBound allows past the transaction timeout: the
 // coordinator's check for timed-out transactions runs every 10s
@@ -47,11 +48,24 @@ import (
 const stallMargin = 15 * time.Second
 
 // stallBound is how long the instance may make no progress, with records
-// waiting, before the watcher looks for why: the longest a transaction
-// of a crashed producer may keep a partition waiting, at this instance's
-// own transaction timeout.
+// waiting, before the watcher says so when it finds no transaction left
+// open: the longest a transaction of a crashed producer may keep a
+// partition waiting, at this instance's own transaction timeout.
 func (r *Runtime) stallBound() time.Duration {
 	return max(r.cfg.TransactionTimeout, 10*time.Second) + stallMargin
+}
+
+// stallLook is how long the instance may make no progress, with records
+// waiting, before the watcher looks for transactions left open. It looks
+// well before stallBound: what a coordinator decided is known at once,
+// and a transaction whose coordinator may still end it is left alone
+// (package hanging decides so from the coordinator, not from how long
+// the instance waited), so a look only costs the requests it makes.
+// After a broker restart that dropped markers, the repair then comes
+// about stallLook after the partitions last moved, which is mostly
+// while the broker was away.
+func (r *Runtime) stallLook() time.Duration {
+	return min(10*time.Second, r.stallBound())
 }
 
 // stallTick is how often the watcher checks; stallRescan how often it
@@ -163,16 +177,16 @@ func (w *stallWatch) check(ctx context.Context) {
 		w.over()
 		return
 	}
-	bound := r.stallBound()
+	bound, look := r.stallBound(), r.stallLook()
 	idle := map[topicPartition]bool{} // the idle partitions, and whether they had records since their task opened
 	if p := r.polled.Load(); p != nil {
 		for tp, m := range *p {
-			if now.Sub(m.at) >= bound {
+			if now.Sub(m.at) >= look {
 				idle[tp] = m.records
 			}
 		}
 	}
-	restoreIdle := now.Sub(w.restoredAt) >= bound
+	restoreIdle := now.Sub(w.restoredAt) >= look
 	if len(idle) > 0 && w.stillQuiet(ctx, idle) {
 		clear(idle)
 	}
@@ -193,9 +207,10 @@ func (w *stallWatch) check(ctx context.Context) {
 			return
 		}
 		if behind != "" {
-			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+bound.String()+": "+behind, "; ")
+			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+look.String()+": "+behind, "; ")
 			strong = strong || sure
 		} else {
+			r.log.Debug("partitions polled nothing for a while, and no record waits on them", "partitions", len(idle))
 			w.quiet = ends
 		}
 	}
@@ -214,17 +229,20 @@ func (w *stallWatch) check(ctx context.Context) {
 		return
 	}
 	w.scanned = now
+	waited := now.Sub(w.since) + look
+	// Only past stallBound is a wait with nothing found worth a WARN.
+	tell := strong && waited >= bound
 	if !r.cfg.ExactlyOnce {
 		// At least once, nothing waits on a stable offset: a transaction
 		// left open holds nothing of this instance's. Say what it waits
 		// for.
-		if strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+		if tell && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
 			w.waitTold = now
-			r.log.Warn("no progress: waiting on Kafka", "for", (now.Sub(w.since) + bound).Round(time.Second), "waiting", what)
+			r.log.Warn("no progress: waiting on Kafka", "for", waited.Round(time.Second), "waiting", what)
 		}
 		return
 	}
-	w.scan(ctx, now.Sub(w.since)+bound, what, strong)
+	w.scan(ctx, waited, what, tell)
 }
 
 // over ends a stall.
@@ -249,8 +267,9 @@ func (w *stallWatch) over() {
 // on the group's offsets, which a transaction left open on them keeps
 // unstable (the consumer cannot start); or they may be an aborted
 // transaction's, which no consumer ever gets past in its committed
-// offset. Only a look at the group's offsets tells: such a partition is
-// waiting, but not strongly.
+// offset, or its last transaction's marker. Only a look at the group's
+// offsets tells: such a partition, if a read-committed reader has records
+// to read there, is waiting, but not strongly.
 func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, ends map[topicPartition]int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -293,7 +312,12 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 			strong = true
 			behind = append(behind, fmt.Sprintf("%s[%d] %d records past its last stable offset %d", tp.topic, tp.partition, end.Offset-lso.Offset, lso.Offset))
 		case !records:
-			behind = append(behind, fmt.Sprintf("%s[%d] %d records past the group's offset, none polled", tp.topic, tp.partition, end.Offset-at))
+			// Below the end may be only the last transaction's marker or
+			// an aborted tail, which no reader gets past in its offset:
+			// then nothing waits.
+			if ok, err := hanging.Readable(ctx, w.cl, tp.topic, tp.partition, at, end.Offset); err != nil || ok {
+				behind = append(behind, fmt.Sprintf("%s[%d] %d records past the group's offset, none polled", tp.topic, tp.partition, end.Offset-at))
+			}
 		}
 	}
 	slices.Sort(behind)
@@ -333,12 +357,14 @@ func (w *stallWatch) stillQuiet(ctx context.Context, idle map[topicPartition]boo
 	return true
 }
 
-// scan looks for transactions left open, repairs or reports them; strong:
-// the evidence that records wait is sure (behind).
-func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, strong bool) {
+// scan looks for transactions left open, repairs or reports them; tell:
+// the evidence that records wait is sure (behind) and they have waited
+// past stallBound, so that finding nothing is said too.
+func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, tell bool) {
 	r := w.r
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	r.log.Debug("no progress: looking for transactions Kafka left open", "for", idle.Round(time.Second), "waiting", what)
 	set, err := w.partitions(ctx)
 	var found []hanging.Txn
 	if err == nil {
@@ -379,7 +405,7 @@ func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, 
 	if len(found) == 0 {
 		// Records behind the group's offset alone may be an aborted
 		// transaction's: say nothing of those.
-		if strong && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
+		if tell && now.Sub(w.waitTold) >= backoff(now.Sub(w.since)) {
 			w.waitTold = now
 			r.log.Warn("no progress, and no transaction left open found on the instance's partitions: waiting on Kafka", "for", idle.Round(time.Second), "waiting", what)
 		}
