@@ -28,6 +28,13 @@ func (c *child) Write(p []byte) (int, error) {
 	return c.out.Write(p)
 }
 
+// output is the child's whole output so far.
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
 // tail is the end of the child's output.
 func (c *child) tail() string {
 	c.mu.Lock()

@@ -49,7 +49,8 @@ func TestServiceChild(t *testing.T) {
 	var err error
 	switch which {
 	case "store":
-		err = run(ctx, config{Name: name, Addr: "127.0.0.1:0", Brokers: brokers, StateDir: dir, InstanceID: "store-0", Logger: log, Ready: ready})
+		err = run(ctx, config{Name: name, Addr: "127.0.0.1:0", Brokers: brokers, StateDir: dir, InstanceID: "store-0", Logger: log, Ready: ready,
+			LeaveHangingTransactions: os.Getenv("SHOESTORE_LEAVE_HANGING") == "1"})
 	case "warehouse":
 		err = runWarehouse(ctx, warehouseConfig{Name: name, Addr: "127.0.0.1:0", Brokers: brokers, StateDir: dir, InstanceID: "warehouse-0", Logger: log, Ready: ready})
 	default:
@@ -64,12 +65,13 @@ func TestServiceChild(t *testing.T) {
 }
 
 // startService runs the service in a child process with its state in dir,
-// and waits until it serves.
-func startService(t *testing.T, which, name, dir string, brokers []string) *child {
+// and waits until it serves; env adds to its environment.
+func startService(t *testing.T, which, name, dir string, brokers []string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestServiceChild$", "-test.v")
 	cmd.Env = append(os.Environ(), serviceChildEnv+"="+which, "SHOESTORE_NAME="+name, "SHOESTORE_STATE="+dir,
 		"SHOESTORE_BROKERS="+strings.Join(brokers, ","))
+	cmd.Env = append(cmd.Env, env...)
 	return startChild(t, which, cmd, func(line string) (string, bool) { return strings.CutPrefix(line, "READY ") })
 }
 

@@ -96,7 +96,12 @@ type config struct {
 	// the first one's command line is another instance); each needs its
 	// own.
 	InstanceID string
-	Logger     *slog.Logger
+	// LeaveHangingTransactions: report the transactions Kafka left open
+	// on the store's partitions, and do not end them (the engine's
+	// Config.LeaveHangingTransactions; by default they are ended as
+	// their coordinators decided).
+	LeaveHangingTransactions bool
+	Logger                   *slog.Logger
 	// EngineLogger is the engine's and the capture's (default: Logger).
 	EngineLogger *slog.Logger
 	// Ready, if set, is called with the API's URL once the store serves.
@@ -145,6 +150,7 @@ func main() {
 	version := fs.String("version", Versions[0], fmt.Sprintf("the version of the store's views this instance runs (%s); a new version computes its views from the whole history beside the one serving, and the oxbow tool promotes it", strings.Join(Versions, ", ")))
 	memoryBudget := fs.Int64("memory-budget", 0, "bytes of memory each of the store's applications (the decider and the views) divides between its caches and heap (engine.Config.MemoryBudget; 0: the engine's separate defaults)")
 	outcomeRetention := fs.Duration("outcome-retention", 24*time.Hour, "how long a command's outcome is kept to answer a repeat of its Idempotency-Key")
+	leaveHanging := fs.Bool("leave-hanging-transactions", false, "report the transactions Kafka left open on the store's partitions without ending them (default: end each with the marker its coordinator decided, which needs CLUSTER_ACTION)")
 	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -174,7 +180,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, OutcomeRetention: *outcomeRetention, MemoryBudget: *memoryBudget, InstanceID: *instance, Version: *version, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, OutcomeRetention: *outcomeRetention, MemoryBudget: *memoryBudget, InstanceID: *instance, Version: *version, LeaveHangingTransactions: *leaveHanging, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		auth := ""
 		if *token != "" {
 			auth = `-H "Authorization: Bearer $SHOESTORE_TOKEN" `
@@ -346,7 +352,7 @@ func run(ctx context.Context, cfg config) error {
 			OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name),
 			// Stopped, an instance hands its tasks over at once (and a
 			// version whose instances have all stopped may be retired).
-			LeaveGroupOnClose: true, MemoryBudget: cfg.MemoryBudget}
+			LeaveGroupOnClose: true, MemoryBudget: cfg.MemoryBudget, LeaveHangingTransactions: cfg.LeaveHangingTransactions}
 	}
 	dec, err := engine.NewApp(decTop, engineConfig(deciderApp(cfg.Name), ""))
 	if err != nil {
