@@ -3,10 +3,12 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +254,59 @@ func TestAppIdleAfterRestartLooksForNothing(t *testing.T) {
 	})
 	if log := logs.String(); strings.Contains(log, "looking for transactions") {
 		t.Fatalf("the idle instance looked for transactions left open:\n%s", log)
+	}
+}
+
+// An instance whose broker stops answering in the middle of its commits
+// says at WARN, once it has waited 10s, what it waits for, and at INFO
+// when the wait ends; then it goes on, exactly. (The broker is kafka-solo,
+// held alone: it is SIGSTOPped for 15s.)
+func TestAppSaysWhatItWaitsFor(t *testing.T) {
+	kc := faultkafka.Get(t, "solo", 1)
+	k := newKTOn(t, kc.Env)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	logs := newSyncLog(t)
+	k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+
+	// Records keep coming, so that a transaction is open, or about to
+	// commit, when the broker stops.
+	ctx, cancel := context.WithCancel(context.Background())
+	var fed atomic.Int64
+	var feeder sync.WaitGroup
+	feeder.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := k.cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "k%03d", i%5), Value: []byte("v")}).FirstErr(); err == nil {
+				fed.Add(1)
+			} else if ctx.Err() == nil {
+				t.Errorf("feeding: %v", err)
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // about 200 records a second
+		}
+	})
+	stopFeeding := func() { cancel(); feeder.Wait() }
+	defer stopFeeding()
+	k.table(out, time.Minute, func(m map[string]int64) bool { return m["k000"] > 0 })
+	await.Until(t, time.Minute, "records to be fed", func() bool { return fed.Load() > 100 })
+
+	kc.Node(t, 1, "pause")
+	await.Until(t, time.Minute, "a WARN of what the instance waits for", func() bool {
+		return strings.Contains(logs.String(), `level=WARN msg="waiting on Kafka"`)
+	})
+	kc.Node(t, 1, "resume")
+	await.Until(t, 2*time.Minute, "the end of the wait, said", func() bool {
+		return strings.Contains(logs.String(), `msg="done waiting on Kafka"`)
+	})
+	stopFeeding()
+	want := map[string]int64{}
+	for i := range fed.Load() {
+		want[fmt.Sprintf("k%03d", i%5)]++
+	}
+	k.table(out, 2*time.Minute, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "waiting on Kafka") {
+			t.Logf("the instance: %s", l)
+		}
 	}
 }

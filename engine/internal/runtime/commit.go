@@ -162,6 +162,7 @@ func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) 
 	}
 	var cerr error
 	times := r.commitTimes()
+	done := r.waiting("the group coordinator to commit the offsets of " + r.cfg.Group)
 	r.cl.CommitOffsetsSync(withStreamTimes(ctx, times), offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
@@ -175,6 +176,7 @@ func (r *Runtime) commitOffsetsLocked(ctx context.Context) (ok bool, err error) 
 			}
 		}
 	})
+	done()
 	if cerr != nil {
 		// The group moved on without us (a rebalance or a session
 		// timeout): another member may own the tasks now. Drop the

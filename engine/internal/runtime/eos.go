@@ -193,7 +193,9 @@ func (r *Runtime) abortLocked(ctx context.Context, why string) error {
 	var err error
 	if r.inTxn {
 		actx, cancel := context.WithTimeout(ctx, endTimeout)
+		done := r.waiting("the transaction coordinator to abort the transaction of " + r.cfg.TransactionalID)
 		_, err = r.sess.End(actx, kgo.TryAbort)
+		done()
 		cancel()
 		r.inTxn = false
 		if err == nil {
@@ -269,7 +271,9 @@ func (r *Runtime) endTxnLocked(ctx context.Context) (ok bool, err error) {
 	}
 	ectx, cancel := context.WithTimeout(ctx, endTimeout)
 	times := r.commitTimes()
+	done := r.waiting("the group coordinator to take the input offsets and the transaction coordinator to commit the transaction of " + r.cfg.TransactionalID)
 	committed, err := r.sess.End(withStreamTimes(ectx, times), kgo.TryCommit)
+	done()
 	cancel()
 	r.inTxn = false
 	if err != nil {

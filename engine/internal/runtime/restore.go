@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -152,10 +153,14 @@ func (rs *restorer) add(t *rtask, mem map[string]*topo.MemStore) error {
 			}
 			why = err
 			// Say what the task waits for, once a second has passed and
-			// again at each doubling.
+			// again at each doubling; at WARN past waitBound.
 			if waited := time.Since(started); waited >= max(time.Second, 2*told) && ctx.Err() == nil {
 				told = waited
-				rs.r.log.Info("waiting to restore", "task", t.id.String(), "waited", waited.Round(time.Millisecond), "for", why)
+				level := slog.LevelInfo
+				if waited >= waitBound {
+					level = slog.LevelWarn
+				}
+				rs.r.log.Log(ctx, level, "waiting to restore", "task", t.id.String(), "waited", waited.Round(time.Millisecond), "for", why)
 			}
 		}
 	})

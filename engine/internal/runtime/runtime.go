@@ -424,7 +424,10 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	// this instance and aborts the transaction it left open, which would
 	// otherwise hold back every read-committed reader of its topics (our
 	// own restores included) until the transaction timeout.
-	if _, _, err := r.cl.ProducerID(ctx); err != nil {
+	done := r.waiting("the transaction coordinator to give " + r.cfg.TransactionalID + " its producer id (InitProducerID)")
+	_, _, err = r.cl.ProducerID(ctx)
+	done()
+	if err != nil {
 		return fmt.Errorf("engine: initialize the transactional producer %s: %w", r.cfg.TransactionalID, err)
 	}
 	return nil
@@ -832,9 +835,11 @@ func (r *Runtime) teardown(err error) {
 		// A failed instance: abort what it began, rather than leave the
 		// broker to time the transaction out.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		done := r.waiting("the transaction coordinator to abort the transaction of " + r.cfg.TransactionalID + " as the instance stops")
 		if _, err := r.sess.End(ctx, kgo.TryAbort); err != nil {
 			r.log.Warn("abort the transaction", "err", err)
 		}
+		done()
 		cancel()
 		r.inTxn = false
 	}

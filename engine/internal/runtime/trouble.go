@@ -318,6 +318,7 @@ func (a *acks) OnProduceRecordUnbuffered(*kgo.Record, error) { a.n.Add(1) }
 func (r *Runtime) flushProduced(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
+	defer r.waiting("the partitions' leaders to acknowledge the records produced")()
 	done := make(chan error, 1)
 	go func() { done <- r.cl.Flush(fctx) }()
 	tick := time.NewTicker(time.Second)
