@@ -501,7 +501,11 @@ func TestAppExactlyOnceRevokeBetweenPollAndRecords(t *testing.T) {
 	fired := engine.RevokeMidStream(t, a.App)
 	waitRunning(t, k, a)
 	const n = 12000
-	k.produce(in, keyed(0, n, 10)...)
+	// In produce calls of 300 records, batches of a few KiB each: one
+	// batch of all of them would come in one fetch, and one poll.
+	for i := 0; i < n; i += 300 {
+		k.produce(in, keyed(i, 300, 10)...)
+	}
 	waitInputCommitted(t, k)
 	if !fired() {
 		t.Fatal("no poll with records followed another")
