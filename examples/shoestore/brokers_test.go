@@ -33,7 +33,15 @@ import (
 // 30 s; and when the callers stop, every shoe's inventory and the till
 // are what the outcomes make them.
 func TestStoreBrokerFaults(t *testing.T) {
-	kc := faultkafka.Get(t, "solo", 1)
+	storeBrokerFaults(t, faultkafka.Get(t, "solo", 1))
+}
+
+// The same on three brokers, each fault on the next node.
+func TestStoreBrokerFaultsCluster(t *testing.T) {
+	storeBrokerFaults(t, faultkafka.Get(t, "cluster", 3))
+}
+
+func storeBrokerFaults(t *testing.T, kc *faultkafka.Cluster) {
 	const (
 		callers = 3
 		faults  = 8 // alternately a SIGKILL and restart, and a SIGSTOP
@@ -60,7 +68,7 @@ func TestStoreBrokerFaults(t *testing.T) {
 	}
 	var recoveries []time.Duration
 	for i := range faults {
-		time.Sleep(time.Duration(3+rng.IntN(5)) * time.Second) // load before the fault
+		time.Sleep(time.Duration(2+rng.IntN(4)) * time.Second) // load before the fault
 		alive := func() {
 			select {
 			case <-s.exited:
@@ -69,15 +77,16 @@ func TestStoreBrokerFaults(t *testing.T) {
 			}
 		}
 		alive()
-		kind := "SIGKILL and restart"
+		node := 1 + i%kc.Nodes
+		kind := fmt.Sprintf("SIGKILL and restart of node %d", node)
 		if i%2 == 0 {
-			kc.Node(t, 1, "kill")
-			kc.Node(t, 1, "start") // returns once the broker answers
+			kc.Node(t, node, "kill")
+			kc.Node(t, node, "start") // returns once the broker answers
 		} else {
-			kind = fmt.Sprintf("SIGSTOP for %v", hangFor)
-			kc.Node(t, 1, "pause")
+			kind = fmt.Sprintf("SIGSTOP of node %d for %v", node, hangFor)
+			kc.Node(t, node, "pause")
 			time.Sleep(hangFor) // the fault's length
-			kc.Node(t, 1, "resume")
+			kc.Node(t, node, "resume")
 		}
 		end := time.Now()
 		probe.submit(ctx, t, "blue", fmt.Sprintf(`{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":%d}}`, 2000+i), 3*time.Minute)
