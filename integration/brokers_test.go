@@ -419,8 +419,10 @@ func TestBrokerGoneTaskTimeout(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz before the fault: %d %s", code, body)
 	}
-	f.Node(t, 1, "kill")
+	// The broker goes during the kill's call (which returns once it has
+	// gone): the instance may see it before the call returns.
 	killed := time.Now()
+	f.Node(t, 1, "kill")
 	await.NoError(t, time.Minute, "the instance degraded after the broker went", func() error {
 		if s := app.State(); s != engine.AppDegraded {
 			select {
