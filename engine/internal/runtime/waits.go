@@ -1,14 +1,14 @@
 package runtime
 
 import (
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
 // No silent wait.
 //
 // Every call of the loop that waits on Kafka says so at WARN once it has
-// waited waitBound, naming what it waits for, and at INFO how long it took
+// waited waitBound (5s), naming what it waits for, and at INFO how long it took
 // when it ends: the producer id (InitProducerID, which also fences a
 // previous incarnation), the acknowledgement of the records produced,
 // the commit or abort of a transaction (the group coordinator's
@@ -24,19 +24,32 @@ import (
 
 // waitBound is how long a wait on Kafka lasts before it is said at WARN:
 // far above what any of them takes when the brokers answer (milliseconds),
-// below every bound that ends them.
-const waitBound = 10 * time.Second
+// below every bound that ends them (flushStall, 10s, the shortest).
+const waitBound = 5 * time.Second
 
-// waiting starts a wait on Kafka for what; done ends it.
+// waiting starts a wait on Kafka for what; done ends it. A wait that ends
+// before its WARN is said is not said at all.
 func (r *Runtime) waiting(what string) (done func()) {
 	start := time.Now()
-	var told atomic.Bool
+	var (
+		mu          sync.Mutex
+		ended, told bool
+	)
 	tm := time.AfterFunc(waitBound, func() {
-		told.Store(true)
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		told = true
 		r.log.Warn("waiting on Kafka", "for", what, "waited", waitBound)
 	})
 	return func() {
-		if !tm.Stop() && told.Load() {
+		tm.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		if told {
 			r.log.Info("done waiting on Kafka", "for", what, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
