@@ -260,7 +260,7 @@ func TestAppIdleAfterRestartLooksForNothing(t *testing.T) {
 // An instance whose broker stops answering in the middle of its commits
 // says at WARN, once it has waited 5s, what it waits for, and at INFO
 // when the wait ends; then it goes on, exactly. (The broker is kafka-solo,
-// held alone: it is SIGSTOPped for 15s.)
+// held alone: it is SIGSTOPped until the WARN.)
 func TestAppSaysWhatItWaitsFor(t *testing.T) {
 	kc := faultkafka.Get(t, "solo", 1)
 	k := newKTOn(t, kc.Env)
