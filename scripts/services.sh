@@ -17,6 +17,9 @@
 #   scripts/services.sh start|stop|status kafka-cluster|kafka-solo
 #       three nodes (or one) apart from the default broker, for fault campaigns
 #   scripts/services.sh node kafka-cluster|kafka-solo N kill|stop|start|pause|resume|pid
+#   OXBOW_KAFKA_NET_HOSTS=ns1=ip1,ns2=ip2,ns3=ip3 scripts/services.sh start kafka-net
+#       three nodes in network namespaces a test made (internal/faultnet),
+#       node i on ip_i:9092 in ns_i; stop, status and node work as above
 #
 # Beside the plaintext/trust side (PLAINTEXT 127.0.0.1:9092, postgres@5432 with
 # trust), both have a secured side, for tests of TLS, SASL, mTLS and ACLs:
@@ -682,9 +685,9 @@ kafka_status() {
 # listens on base+2(i-1), its controller on the port after).
 kc_size() {
 	case "$1" in
-	cluster) echo 3 ;;
+	cluster | net) echo 3 ;;
 	solo) echo 1 ;;
-	*) die "no Kafka cluster named '$1' (cluster or solo)" ;;
+	*) die "no Kafka cluster named '$1' (cluster, solo or net)" ;;
 	esac
 }
 
@@ -692,17 +695,44 @@ kc_base() {
 	case "$1" in
 	cluster) echo "${OXBOW_KAFKA_CLUSTER_PORT:-19092}" ;;
 	solo) echo "${OXBOW_KAFKA_SOLO_PORT:-19192}" ;;
+	net) echo 9092 ;;
 	esac
 }
 
 kc_dir() { echo "${RUN_DIR}/kafka-$1/$2"; }
-kc_port() { echo $(($(kc_base "$1") + 2 * ($2 - 1))); }
+
+# kc_port NAME I: node I's port; in "net" every node has an address of its
+# own and the same port.
+kc_port() {
+	if [ "$1" = net ]; then
+		kc_base net
+	else
+		echo $(($(kc_base "$1") + 2 * ($2 - 1)))
+	fi
+}
+
+# kc_host NAME I, kc_exec NAME I: node I's address, and the words that run a
+# command where it runs ("ip netns exec NS" in "net", whose namespaces and
+# addresses start kept in run/kafka-net/hosts).
+kc_host() {
+	if [ "$1" = net ]; then
+		sed -n "${2}p" "${RUN_DIR}/kafka-net/hosts" | cut -d= -f2
+	else
+		echo 127.0.0.1
+	fi
+}
+
+kc_exec() {
+	if [ "$1" = net ]; then
+		echo "ip netns exec $(sed -n "${2}p" "${RUN_DIR}/kafka-net/hosts" | cut -d= -f1)"
+	fi
+}
 
 kc_address() {
 	local name="$1" n i out=""
 	n="$(kc_size "$name")"
 	for i in $(seq 1 "$n"); do
-		out="${out:+${out},}127.0.0.1:$(kc_port "$name" "$i")"
+		out="${out:+${out},}$(kc_host "$name" "$i"):$(kc_port "$name" "$i")"
 	done
 	echo "$out"
 }
@@ -716,12 +746,13 @@ kc_pid() {
 }
 
 kc_write_config() {
-	local name="$1" i="$2" n dir port voters="" j rf isr
+	local name="$1" i="$2" n dir port host voters="" j rf isr
 	n="$(kc_size "$name")"
 	dir="$(kc_dir "$name" "$i")"
 	port="$(kc_port "$name" "$i")"
+	host="$(kc_host "$name" "$i")"
 	for j in $(seq 1 "$n"); do
-		voters="${voters:+${voters},}${j}@127.0.0.1:$(($(kc_port "$name" "$j") + 1))"
+		voters="${voters:+${voters},}${j}@$(kc_host "$name" "$j"):$(($(kc_port "$name" "$j") + 1))"
 	done
 	rf="$n"
 	isr=$((n > 1 ? 2 : 1))
@@ -731,8 +762,8 @@ kc_write_config() {
 process.roles=broker,controller
 node.id=${i}
 controller.quorum.voters=${voters}
-listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:$((port + 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:${port}
+listeners=PLAINTEXT://${host}:${port},CONTROLLER://${host}:$((port + 1))
+advertised.listeners=PLAINTEXT://${host}:${port}
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
@@ -773,7 +804,8 @@ kc_fail() {
 kc_node_launch() {
 	local name="$1" i="$2" dir
 	dir="$(kc_dir "$name" "$i")"
-	local -a jvm_opts
+	local -a jvm_opts where
+	read -r -a where <<<"$(kc_exec "$name" "$i")"
 	read -r -a jvm_opts <<<"${OXBOW_KAFKA_CLUSTER_HEAP:--Xms128m -Xmx384m}"
 	jvm_opts+=(
 		-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
@@ -784,7 +816,7 @@ kc_node_launch() {
 		cd "$dir"
 		# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
 		setsid bash -c 'echo $$ >"$0/kafka.pid"; exec "$@"' "$dir" \
-			"$JAVA" "${jvm_opts[@]}" -cp "${KAFKA_LIBS}/*" kafka.Kafka "${dir}/server.properties" \
+			"${where[@]}" "$JAVA" "${jvm_opts[@]}" -cp "${KAFKA_LIBS}/*" kafka.Kafka "${dir}/server.properties" \
 			</dev/null >>"${dir}/logs/kafka.out" 2>&1 9>&- &
 	)
 	local deadline=$((SECONDS + 30))
@@ -796,15 +828,20 @@ kc_node_launch() {
 
 # kc_node_wait NAME I: wait until node I answers ApiVersions as itself.
 kc_node_wait() {
-	local name="$1" i="$2" port out="" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	local name="$1" i="$2" port host out="" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	local -a where
 	port="$(kc_port "$name" "$i")"
+	host="$(kc_host "$name" "$i")"
+	read -r -a where <<<"$(kc_exec "$name" "$i")"
 	while :; do
 		launched_alive "$(kc_dir "$name" "$i")/kafka.pid" || kc_fail "$name" "$i" "the broker exited during startup"
-		if port_open "$port" && out="$(timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
-			--bootstrap-server "127.0.0.1:${port}" 2>&1)" && grep -q "127.0.0.1:${port} (id: ${i} " <<<"$out"; then
+		# shellcheck disable=SC2016 # $0 and $1 are the inner shell's
+		if "${where[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2>/dev/null &&
+			out="$("${where[@]}" timeout 60 bash "$SCRIPT" kafka-class org.apache.kafka.tools.BrokerApiVersionsCommand \
+				--bootstrap-server "${host}:${port}" 2>&1)" && grep -q "${host}:${port} (id: ${i} " <<<"$out"; then
 			return 0
 		fi
-		[ "$SECONDS" -lt "$deadline" ] || kc_fail "$name" "$i" "no answer on 127.0.0.1:${port} after ${KAFKA_START_TIMEOUT}s"
+		[ "$SECONDS" -lt "$deadline" ] || kc_fail "$name" "$i" "no answer on ${host}:${port} after ${KAFKA_START_TIMEOUT}s"
 		sleep 0.5
 	done
 }
@@ -818,13 +855,23 @@ kc_start() {
 	fi
 	find_java
 	kafka_fetch
-	for i in $(seq 1 "$n"); do
-		port="$(kc_port "$name" "$i")"
-		if port_open "$port" || port_open $((port + 1)); then
-			die "kafka-${name}: port 127.0.0.1:${port} or the next is in use (set OXBOW_KAFKA_$(tr '[:lower:]' '[:upper:]' <<<"$name")_PORT)"
-		fi
-	done
+	if [ "$name" = net ]; then
+		[ -n "${OXBOW_KAFKA_NET_HOSTS:-}" ] || die "kafka-net: set OXBOW_KAFKA_NET_HOSTS=ns1=ip1,ns2=ip2,ns3=ip3"
+		[ "$(tr ',' '\n' <<<"$OXBOW_KAFKA_NET_HOSTS" | grep -c '^[^=]\+=[0-9.]\+$')" = "$n" ] ||
+			die "kafka-net: OXBOW_KAFKA_NET_HOSTS=${OXBOW_KAFKA_NET_HOSTS}: want ${n} ns=ip pairs"
+	else
+		for i in $(seq 1 "$n"); do
+			port="$(kc_port "$name" "$i")"
+			if port_open "$port" || port_open $((port + 1)); then
+				die "kafka-${name}: port 127.0.0.1:${port} or the next is in use (set OXBOW_KAFKA_$(tr '[:lower:]' '[:upper:]' <<<"$name")_PORT)"
+			fi
+		done
+	fi
 	rm -rf "${RUN_DIR}/kafka-${name}"
+	if [ "$name" = net ]; then
+		mkdir -p "${RUN_DIR}/kafka-net"
+		tr ',' '\n' <<<"$OXBOW_KAFKA_NET_HOSTS" >"${RUN_DIR}/kafka-net/hosts"
+	fi
 	local cluster_id="-"
 	while [[ "$cluster_id" == -* ]]; do
 		cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
@@ -871,7 +918,7 @@ kc_status() {
 	n="$(kc_size "$name")"
 	for i in $(seq 1 "$n"); do
 		if pid="$(kc_pid "$name" "$i")"; then
-			info "kafka-${name}: node ${i} running (pid ${pid}) at 127.0.0.1:$(kc_port "$name" "$i")"
+			info "kafka-${name}: node ${i} running (pid ${pid}) at $(kc_host "$name" "$i"):$(kc_port "$name" "$i")"
 		else
 			info "kafka-${name}: node ${i} not running"
 			rc=1
@@ -1404,7 +1451,7 @@ targets() {
 	for t in "$@"; do
 		case "$t" in
 		all) echo "kafka postgres registry" ;;
-		kafka | postgres | registry | kafka-cluster | kafka-solo) echo "$t" ;;
+		kafka | postgres | registry | kafka-cluster | kafka-solo | kafka-net) echo "$t" ;;
 		*) usage ;;
 		esac
 	done
@@ -1422,7 +1469,7 @@ main() {
 			kafka) kafka_start ;;
 			postgres) pg_start ;;
 			registry) registry_start ;;
-			kafka-cluster | kafka-solo) kc_start "${t#kafka-}" ;;
+			kafka-cluster | kafka-solo | kafka-net) kc_start "${t#kafka-}" ;;
 			esac
 		done
 		;;
@@ -1432,13 +1479,13 @@ main() {
 		# includes the fault campaigns' clusters.
 		local ts
 		ts="$(targets "$@" | tr '\n' ' ')"
-		[ "${1:-all}" = all ] && ts="kafka-solo kafka-cluster ${ts}"
+		[ "${1:-all}" = all ] && ts="kafka-net kafka-solo kafka-cluster ${ts}"
 		for t in $(echo "$ts" | tr ' ' '\n' | tac); do
 			case "$t" in
 			kafka) kafka_stop || rc=1 ;;
 			postgres) pg_stop || rc=1 ;;
 			registry) registry_stop || rc=1 ;;
-			kafka-cluster | kafka-solo) kc_stop "${t#kafka-}" || rc=1 ;;
+			kafka-cluster | kafka-solo | kafka-net) kc_stop "${t#kafka-}" || rc=1 ;;
 			esac
 		done
 		return "$rc"
@@ -1454,7 +1501,7 @@ main() {
 			kafka) kafka_status || rc=1 ;;
 			postgres) pg_status || rc=1 ;;
 			registry) registry_status || rc=1 ;;
-			kafka-cluster | kafka-solo) kc_status "${t#kafka-}" || rc=1 ;;
+			kafka-cluster | kafka-solo | kafka-net) kc_status "${t#kafka-}" || rc=1 ;;
 			esac
 		done
 		return "$rc"
@@ -1488,7 +1535,7 @@ main() {
 	node)
 		[ $# -eq 3 ] || usage
 		case "$1" in
-		kafka-cluster | kafka-solo) kc_node "${1#kafka-}" "$2" "$3" ;;
+		kafka-cluster | kafka-solo | kafka-net) kc_node "${1#kafka-}" "$2" "$3" ;;
 		*) usage ;;
 		esac
 		;;

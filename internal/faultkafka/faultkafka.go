@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/faultnet"
 )
 
 // Kind is the kafkaenv kind of a cluster's environment.
@@ -34,6 +35,7 @@ type Cluster struct {
 	Nodes  int
 	Env    *kafkaenv.Env
 	script string
+	env    []string // of the script
 }
 
 // Get returns the cluster named (solo, cluster) with its nodes running,
@@ -45,11 +47,7 @@ func Get(t *testing.T, name string, nodes int) *Cluster {
 	if testing.Short() {
 		t.Skip("broker fault campaigns; not with -short")
 	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("faultkafka: no source file to find scripts/services.sh from")
-	}
-	c := &Cluster{Name: name, Nodes: nodes, script: filepath.Join(filepath.Dir(file), "..", "..", "scripts", "services.sh")}
+	c := &Cluster{Name: name, Nodes: nodes, script: script(t)}
 	lock(t, name)
 	variable := "OXBOW_KAFKA_" + strings.ToUpper(name)
 	addrs := os.Getenv(variable)
@@ -89,6 +87,42 @@ func Get(t *testing.T, name string, nodes int) *Cluster {
 	return c
 }
 
+// InNet starts the three-node cluster "net" on the hosts given (node i on
+// hosts[i-1], at its address, port 9092), held by this test and stopped
+// when it ends. Its hosts are network namespaces the test made
+// (internal/faultnet), which must outlive the cluster: make them first.
+func InNet(t *testing.T, hosts ...*faultnet.Host) *Cluster {
+	t.Helper()
+	if len(hosts) != 3 {
+		t.Fatalf("faultkafka: kafka-net has 3 nodes, not %d", len(hosts))
+	}
+	c := &Cluster{Name: "net", Nodes: 3, script: script(t)}
+	lock(t, "net")
+	var pairs, addrs []string
+	for _, h := range hosts {
+		pairs = append(pairs, h.NS+"="+h.IP)
+		addrs = append(addrs, h.IP+":9092")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := c.run(ctx, "stop", "kafka-net"); err != nil {
+			t.Errorf("stopping kafka-net: %v\n%s", err, out)
+		}
+	})
+	if out, err := c.run(ctx, "stop", "kafka-net"); err != nil { // what a killed test left
+		t.Fatalf("stopping kafka-net: %v\n%s", err, out)
+	}
+	c.env = []string{"OXBOW_KAFKA_NET_HOSTS=" + strings.Join(pairs, ",")}
+	if out, err := c.run(ctx, "start", "kafka-net"); err != nil {
+		t.Fatalf("starting kafka-net: %v\n%s", err, out)
+	}
+	c.Env = kafkaenv.NewEnv(Kind, addrs, nil)
+	return c
+}
+
 // Node does action (kill, start, pause, resume) to node i and returns
 // when it is done (start: when the node answers). Resume resumes a paused
 // node and starts one that is down.
@@ -106,9 +140,21 @@ func (c *Cluster) Node(t *testing.T, i int, action string) {
 	}
 }
 
+// script is scripts/services.sh's path.
+func script(t *testing.T) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("faultkafka: no source file to find scripts/services.sh from")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "services.sh")
+}
+
 func (c *Cluster) run(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "bash", append([]string{c.script}, args...)...)
 	cmd.Dir = filepath.Dir(filepath.Dir(c.script))
+	if c.env != nil {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
 	// If ctx ends, the script is killed; its children (a JVM) may still
 	// hold the output pipe, so stop waiting for them after a while.
 	cmd.WaitDelay = 5 * time.Second
