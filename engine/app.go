@@ -496,11 +496,14 @@ func (a *App) State() AppState { return AppState(a.rt.State()) }
 // Kafka gave it while it retries. Nil otherwise.
 func (a *App) Trouble() error { return a.rt.Trouble() }
 
-// Stalled says why the instance cannot make progress: a transaction Kafka
-// left open on one of its partitions, found after a partition polled
-// nothing for 10s while records waited there, and not repaired
+// Stalled says why the instance cannot make progress though nothing
+// fails: no broker has answered it for 10s while its requests waited
+// (Kafka out of its reach: a network cut, one-way loss), or a transaction
+// Kafka left open on one of its partitions, found after a partition
+// polled nothing for 10s while records waited there, and not repaired
 // (LeaveHangingTransactions, or a decision that cannot be known). Nil
-// otherwise. Readiness (httpapi's /readyz) fails while it is not nil.
+// otherwise. Readiness (httpapi's /readyz) fails while it is not nil, and
+// a decider's commands answer 503 at once.
 func (a *App) Stalled() error { return a.rt.Stalled() }
 
 // Hanging lists the transactions left open that Stalled reports.

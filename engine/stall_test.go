@@ -310,3 +310,45 @@ func TestAppSaysWhatItWaitsFor(t *testing.T) {
 		}
 	}
 }
+
+// An idle instance that Kafka stops answering (its broker SIGSTOPped: the
+// connections stay, the requests wait) fails nothing, but it cannot read
+// what is written meanwhile: it says so at WARN, and Stalled (readiness)
+// names Kafka out of its reach, until the broker answers again.
+func TestAppOutOfReach(t *testing.T) {
+	kc := faultkafka.Get(t, "solo", 1)
+	k := newKTOn(t, kc.Env)
+	in, out := k.topic("in"), k.topic("out")
+	k.create(1, in, out)
+	logs := newSyncLog(t)
+	// The default session (kt.start's is shorter): with a short one the
+	// group's heartbeat fails first, and the instance is Degraded instead.
+	a := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, SessionTimeout: 45 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	k.produce(in, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("v")})
+	k.table(out, time.Minute, func(m map[string]int64) bool { return m["k"] == 1 })
+	if err := a.Stalled(); err != nil {
+		t.Fatalf("Stalled before the fault: %v", err)
+	}
+
+	kc.Node(t, 1, "pause")
+	paused := time.Now()
+	await.Until(t, time.Minute, "Stalled to name Kafka out of reach", func() bool {
+		err := a.Stalled()
+		return err != nil && strings.Contains(err.Error(), "Kafka is out of its reach")
+	})
+	t.Logf("out of reach %v after the pause: %v", time.Since(paused).Round(100*time.Millisecond), a.Stalled())
+	await.Until(t, 30*time.Second, "the WARN", func() bool {
+		return strings.Contains(logs.String(), `level=WARN msg="Kafka does not answer this instance"`)
+	})
+	if st := a.State(); st == engine.AppFailed {
+		t.Fatalf("the instance failed: %v", a.Trouble())
+	}
+	kc.Node(t, 1, "resume")
+	await.Until(t, time.Minute, "Stalled to clear", func() bool { return a.Stalled() == nil })
+	await.Until(t, 30*time.Second, "the INFO", func() bool {
+		return strings.Contains(logs.String(), `msg="Kafka answers this instance again"`)
+	})
+	k.produce(in, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("v")})
+	k.table(out, time.Minute, func(m map[string]int64) bool { return m["k"] == 2 })
+}

@@ -115,7 +115,8 @@ type Runtime struct {
 	// instance runs again, though Kafka has yet to take a commit).
 	reassigned bool
 	trouble    atomic.Pointer[error]
-	acks       acks // of the group client's records (flushProduced)
+	acks       acks    // of the group client's records (flushProduced)
+	answers    answers // Kafka's answers to the group client (silence.go)
 	// leaveAtTeardown: a clean stop of a static member that leaves.
 	leaveAtTeardown bool
 	// clCancel ends the group client's context (closeGroupClient).
@@ -386,7 +387,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(1<<20),
 		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
-		kgo.WithHooks(&r.acks),
+		kgo.WithHooks(&r.acks, &r.answers),
 	)
 	if r.cfg.StaticMember {
 		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))

@@ -107,10 +107,13 @@ func (r *Runtime) publishPolled() {
 	r.polled.Store(&snap)
 }
 
-// Stalled says why the instance cannot make progress, when the watcher
-// has found a transaction left open that it did not repair; nil
-// otherwise.
+// Stalled says why the instance cannot make progress though nothing
+// fails: Kafka out of its reach (silence.go), or a transaction left open
+// that the watcher found and did not repair; nil otherwise.
 func (r *Runtime) Stalled() error {
+	if err := r.unreachable(time.Now()); err != nil {
+		return err
+	}
 	p := r.hangs.Load()
 	if p == nil || len(*p) == 0 {
 		return nil
@@ -163,11 +166,13 @@ type stallWatch struct {
 	told       map[string]time.Time
 	waitTold   time.Time
 	deniedTold bool
+	outOfReach time.Time // since when Kafka has not answered (zero: it answers)
 }
 
 func (w *stallWatch) check(ctx context.Context) {
 	r := w.r
 	now := time.Now()
+	w.tellUnreachable(now)
 	if n := r.Restored(); n != w.restored || !r.restoringNow.Load() {
 		w.restored, w.restoredAt = n, now
 	}
