@@ -242,6 +242,8 @@ func (ta *tally) statuses() string {
 // caller sends commands to the store over HTTP.
 type caller struct {
 	url    string
+	urls   []string     // if set, the URLs it sends to in turn instead
+	hc     *http.Client // if set, the client it sends with
 	store  *child
 	tally  *tally
 	prefix string // of its Idempotency-Keys
@@ -275,9 +277,16 @@ func (c *caller) load(ctx context.Context, t *testing.T, stop <-chan struct{}) {
 func (c *caller) submit(ctx context.Context, t *testing.T, shoe, cmd string, limit time.Duration) bool {
 	c.n++
 	key := fmt.Sprintf("%s-%d", c.prefix, c.n)
-	hc := &http.Client{Timeout: 30 * time.Second}
+	hc := c.hc
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
 	deadline := time.Now().Add(limit)
-	for {
+	for attempt := 0; ; attempt++ {
+		url := c.url
+		if len(c.urls) > 0 {
+			url = c.urls[(c.n+attempt)%len(c.urls)]
+		}
 		if ctx.Err() != nil {
 			return false
 		}
@@ -285,7 +294,7 @@ func (c *caller) submit(ctx context.Context, t *testing.T, shoe, cmd string, lim
 			t.Errorf("command %s (%s on %s): no outcome within %v:\n%s", key, cmd, shoe, limit, c.store.tail())
 			return false
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/aggregates/inventory/"+shoe+"/commands", strings.NewReader(cmd))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/aggregates/inventory/"+shoe+"/commands", strings.NewReader(cmd))
 		if err != nil {
 			t.Error(err)
 			return false
@@ -357,7 +366,11 @@ func (ta *tally) add(shoe, cmd string) {
 // get GETs url and returns the status and body (0 if it cannot).
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second}
+	return getWith(&http.Client{Timeout: 10 * time.Second}, url)
+}
+
+// getWith is get with the client hc.
+func getWith(hc *http.Client, url string) (int, string) {
 	resp, err := hc.Get(url)
 	if err != nil {
 		return 0, err.Error()
@@ -371,9 +384,15 @@ func get(t *testing.T, url string) (int, string) {
 // fails the test with the last answer if it does not within limit.
 func getUntil(t *testing.T, url string, limit time.Duration, want string, s *child) {
 	t.Helper()
+	getUntilWith(t, &http.Client{Timeout: 10 * time.Second}, url, limit, want, s)
+}
+
+// getUntilWith is getUntil with the client hc.
+func getUntilWith(t *testing.T, hc *http.Client, url string, limit time.Duration, want string, s *child) {
+	t.Helper()
 	var last string
 	if err := await.Within(limit, func() error {
-		code, body := get(t, url)
+		code, body := getWith(hc, url)
 		last = fmt.Sprintf("%d %s", code, body)
 		if code != 200 {
 			return fmt.Errorf("%s", last)

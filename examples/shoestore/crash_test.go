@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,7 +50,8 @@ func TestServiceChild(t *testing.T) {
 	var err error
 	switch which {
 	case "store":
-		err = run(ctx, config{Name: name, Addr: "127.0.0.1:0", Brokers: brokers, StateDir: dir, InstanceID: "store-0", Logger: log, Ready: ready,
+		err = run(ctx, config{Name: name, Addr: cmp.Or(os.Getenv("SHOESTORE_ADDR"), "127.0.0.1:0"), Brokers: brokers, StateDir: dir,
+			InstanceID: cmp.Or(os.Getenv("SHOESTORE_INSTANCE"), "store-0"), Logger: log, Ready: ready,
 			LeaveHangingTransactions: os.Getenv("SHOESTORE_LEAVE_HANGING") == "1"})
 	case "warehouse":
 		err = runWarehouse(ctx, warehouseConfig{Name: name, Addr: "127.0.0.1:0", Brokers: brokers, StateDir: dir, InstanceID: "warehouse-0", Logger: log, Ready: ready})
@@ -68,7 +70,13 @@ func TestServiceChild(t *testing.T) {
 // and waits until it serves; env adds to its environment.
 func startService(t *testing.T, which, name, dir string, brokers []string, env ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestServiceChild$", "-test.v")
+	return startServiceCmd(t, exec.Command(os.Args[0], "-test.run", "^TestServiceChild$", "-test.v"), which, name, dir, brokers, env...)
+}
+
+// startServiceCmd is startService with the command that runs the test
+// binary (in a network namespace, say).
+func startServiceCmd(t *testing.T, cmd *exec.Cmd, which, name, dir string, brokers []string, env ...string) *child {
+	t.Helper()
 	cmd.Env = append(os.Environ(), serviceChildEnv+"="+which, "SHOESTORE_NAME="+name, "SHOESTORE_STATE="+dir,
 		"SHOESTORE_BROKERS="+strings.Join(brokers, ","))
 	cmd.Env = append(cmd.Env, env...)
