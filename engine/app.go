@@ -506,6 +506,12 @@ func (a *App) Trouble() error { return a.rt.Trouble() }
 // a decider's commands answer 503 at once.
 func (a *App) Stalled() error { return a.rt.Stalled() }
 
+// Stuck says why the instance has not become ready for long though
+// nothing fails: still without tasks from its group, or a task restoring
+// with nothing restored, for TransactionTimeout + 15s (25s by default).
+// Nil otherwise. Readiness says it as the reason it is not ready.
+func (a *App) Stuck() error { return a.rt.Stuck() }
+
 // Hanging lists the transactions left open that Stalled reports.
 func (a *App) Hanging() []hanging.Txn { return a.rt.Hanging() }
 

@@ -22,7 +22,40 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 		a.problem(w, r, http.StatusServiceUnavailable, "failed", "the instance failed and processes nothing more: restart it")
 		return
 	}
+	// Alive, and a restart would not help with what is wrong (Kafka's
+	// troubles): 200, saying what it is.
+	if ps := a.problems(); len(ps) > 0 {
+		a.json(w, http.StatusOK, map[string]any{"status": "ok", "problems": ps})
+		return
+	}
 	a.json(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// problems lists what keeps the applications of the process from making
+// progress though none has failed: the instance's and the deciders'
+// Stalled, Degraded (with its Trouble) and Stuck.
+func (a *api) problems() []string {
+	var out []string
+	say := func(who string, app any) {
+		if s, ok := app.(interface{ Stalled() error }); ok && s.Stalled() != nil {
+			out = append(out, fmt.Sprintf("%s: %v", who, s.Stalled()))
+		}
+		if s, ok := app.(interface{ State() engine.AppState }); ok && s.State() == engine.AppDegraded {
+			msg := fmt.Sprintf("%s: degraded: Kafka does not answer; it retries", who)
+			if tr, ok := app.(interface{ Trouble() error }); ok && tr.Trouble() != nil {
+				msg += ": " + tr.Trouble().Error()
+			}
+			out = append(out, msg)
+		}
+		if s, ok := app.(interface{ Stuck() error }); ok && s.Stuck() != nil {
+			out = append(out, fmt.Sprintf("%s: %v", who, s.Stuck()))
+		}
+	}
+	say("the views' instance", a.cfg.Instance)
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Deciders)) {
+		say(fmt.Sprintf("the %s commands' decider", name), a.cfg.Deciders[name])
+	}
+	return out
 }
 
 // readyz: ready while the instance runs (not while it starts, restores
@@ -66,7 +99,11 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if st != engine.AppRunning {
 		w.Header().Set("Retry-After", "1")
-		a.problem(w, r, http.StatusServiceUnavailable, "not ready", fmt.Sprintf("the instance is %s", st))
+		detail := fmt.Sprintf("the instance is %s", st)
+		if s, ok := a.cfg.Instance.(interface{ Stuck() error }); ok && s.Stuck() != nil {
+			detail += ": " + s.Stuck().Error()
+		}
+		a.problem(w, r, http.StatusServiceUnavailable, "not ready", detail)
 		return
 	}
 	a.json(w, http.StatusOK, map[string]string{"status": "ready"})

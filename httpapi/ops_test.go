@@ -77,11 +77,46 @@ func TestReadinessStalled(t *testing.T) {
 		!strings.Contains(string(body), "orders[3] open since offset 17") || !strings.Contains(string(body), "remedy: oxbow transactions repair") {
 		t.Fatalf("readyz while stalled: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
-	if status, _, _ := get(t, s, "/healthz"); status != 200 {
-		t.Errorf("healthz while stalled: %d (the process is alive; restarting it does not help)", status)
+	if status, _, body := get(t, s, "/healthz"); status != 200 || !strings.Contains(body, `"problems":["the views' instance: a transaction Kafka left open stops this instance: orders[3]`) {
+		t.Errorf("healthz while stalled: %d %s (the process is alive, restarting it does not help, and it says what is wrong)", status, body)
 	}
 	if status, _, body := get(t, s, "/status"); status != 200 || !strings.Contains(body, `"stalled":"a transaction Kafka left open stops this instance: orders[3]`) {
 		t.Errorf("status while stalled: %d %s", status, body)
+	}
+}
+
+// stuckInstance is a starting instance that its group gives no tasks, as
+// *engine.App says through Stuck.
+type stuckInstance struct {
+	*instance
+	err error
+}
+
+func (s stuckInstance) Stuck() error { return s.err }
+
+// An instance not ready for long says why: readiness gives the reason,
+// and /healthz (still 200) lists it; once it runs, neither does.
+func TestReadinessStuck(t *testing.T) {
+	in, reg := shop(t)
+	st := &stuckInstance{instance: in}
+	s := serve(t, st, reg)
+	in.state = engine.AppStarting
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "the instance is starting") {
+		t.Fatalf("readyz while starting: %d %s", status, body)
+	}
+	if _, _, body := get(t, s, "/healthz"); strings.Contains(body, "problems") {
+		t.Fatalf("healthz while starting, not for long: %s", body)
+	}
+	st.err = errors.New("the group g has given this instance no tasks for 40s")
+	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "the instance is starting: the group g has given this instance no tasks for 40s") {
+		t.Fatalf("readyz while stuck: %d %s", status, body)
+	}
+	if status, _, body := get(t, s, "/healthz"); status != 200 || !strings.Contains(body, `"problems":["the views' instance: the group g has given this instance no tasks for 40s"]`) {
+		t.Fatalf("healthz while stuck: %d %s", status, body)
+	}
+	st.err, in.state = nil, engine.AppRunning
+	if status, _, body := get(t, s, "/healthz"); status != 200 || body != `{"status":"ok"}`+"\n" && body != `{"status":"ok"}` {
+		t.Fatalf("healthz once running: %d %q", status, body)
 	}
 }
 
@@ -268,6 +303,9 @@ func TestDeciderStalled(t *testing.T) {
 	d.stalled, d.state = nil, engine.AppDegraded
 	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "it is degraded") {
 		t.Fatalf("readyz while the decider is degraded: %d %s", status, body)
+	}
+	if status, _, body := get(t, s, "/healthz"); status != 200 || !strings.Contains(body, "the inventory commands' decider: degraded") {
+		t.Fatalf("healthz while the decider is degraded: %d %s", status, body)
 	}
 	if _, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Deciders: map[string]httpapi.Decider{"inventory": d}}); err == nil || !strings.Contains(err.Error(), `"inventory", which is not among Commands`) {
 		t.Fatalf("Deciders without the command: %v", err)

@@ -167,6 +167,42 @@ type stallWatch struct {
 	waitTold   time.Time
 	deniedTold bool
 	outOfReach time.Time // since when Kafka has not answered (zero: it answers)
+	starting   time.Time // since when the instance has been Starting (zero: it is not)
+}
+
+// Stuck says why the instance has not become ready for a long time
+// though nothing fails: still without tasks from its group, or a task
+// restoring with nothing restored, for stallBound; nil otherwise. The
+// watcher sets it every tick.
+func (r *Runtime) Stuck() error {
+	if p := r.stuck.Load(); p != nil {
+		return errors.New(*p)
+	}
+	return nil
+}
+
+// noteStuck sets what Stuck says.
+func (w *stallWatch) noteStuck(now time.Time) {
+	r := w.r
+	st := r.State()
+	if st != Starting {
+		w.starting = time.Time{}
+	} else if w.starting.IsZero() {
+		w.starting = now
+	}
+	var msg string
+	switch bound := r.stallBound(); {
+	case st == Starting && now.Sub(w.starting) >= bound:
+		msg = fmt.Sprintf("the group %s has given this instance no tasks for %v: it has not finished joining (another member slow to rejoin, or the group's offsets unreadable?)",
+			r.cfg.Group, now.Sub(w.starting).Round(time.Second))
+	case st == Restoring && r.restoringNow.Load() && now.Sub(w.restoredAt) >= bound:
+		msg = fmt.Sprintf("a task restores and nothing has been restored for %v", now.Sub(w.restoredAt).Round(time.Second))
+	}
+	if msg == "" {
+		r.stuck.Store(nil)
+	} else {
+		r.stuck.Store(&msg)
+	}
 }
 
 func (w *stallWatch) check(ctx context.Context) {
@@ -176,6 +212,7 @@ func (w *stallWatch) check(ctx context.Context) {
 	if n := r.Restored(); n != w.restored || !r.restoringNow.Load() {
 		w.restored, w.restoredAt = n, now
 	}
+	w.noteStuck(now)
 	switch r.State() {
 	case Starting, Restoring, Running:
 	default: // Degraded says why itself; the others do not process
@@ -495,4 +532,5 @@ type stallFields struct {
 	polled          atomic.Pointer[map[topicPartition]polledMark]
 	restoringNow    atomic.Bool // a task restores, as of the last round
 	hangs           atomic.Pointer[[]hanging.Txn]
+	stuck           atomic.Pointer[string] // what Stuck says
 }
