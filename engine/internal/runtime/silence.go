@@ -105,6 +105,7 @@ func (w *stallWatch) tellUnreachable(now time.Time) {
 		w.r.log.Warn("Kafka does not answer this instance", "err", err)
 	case err == nil && !w.outOfReach.IsZero():
 		w.r.log.Info("Kafka answers this instance again", "after", now.Sub(w.outOfReach).Round(time.Second))
+		w.r.kafkaBack.Store(now.UnixNano())
 		w.outOfReach = time.Time{}
 	}
 }

@@ -61,18 +61,34 @@ func (r *Runtime) stallBound() time.Duration {
 // and a transaction whose coordinator may still end it is left alone
 // (package hanging decides so from the coordinator, not from how long
 // the instance waited), so a look only costs the requests it makes.
-// After a broker restart that dropped markers, the repair then comes
-// about stallLook after the partitions last moved, which is mostly
-// while the broker was away.
+// For a minute after Kafka was back (the loop reconnected after a
+// failed round, or Kafka answered again after a silence), when a broker
+// restart may just have dropped markers, it looks after backLook, and
+// the watcher checks every backTick: the tasks reopened on reconnecting,
+// so the partitions' clocks started again, and a transaction left open
+// would otherwise cost the 10s again after the broker answered.
 func (r *Runtime) stallLook() time.Duration {
-	return min(10*time.Second, r.stallBound())
+	look := min(10*time.Second, r.stallBound())
+	if r.justBack(time.Now()) {
+		look = min(look, backLook)
+	}
+	return look
 }
 
-// stallTick is how often the watcher checks; stallRescan how often it
-// looks again while the stall lasts, after its first two minutes.
+// justBack reports whether Kafka was back less than a minute ago.
+func (r *Runtime) justBack(now time.Time) bool {
+	t := r.kafkaBack.Load()
+	return t != 0 && now.Sub(time.Unix(0, t)) < time.Minute
+}
+
+// stallTick is how often the watcher checks (backTick just after Kafka was
+// back); stallRescan how often it looks again while the stall lasts,
+// after its first two minutes.
 const (
 	stallTick   = 5 * time.Second
 	stallRescan = 30 * time.Second
+	backLook    = 2 * time.Second
+	backTick    = time.Second
 )
 
 // publishPolled publishes, for the watcher, when each input partition of
@@ -139,7 +155,7 @@ func (r *Runtime) Hanging() []hanging.Txn {
 // admin client.
 func (r *Runtime) watchStalls(ctx context.Context, cl *kgo.Client) {
 	w := &stallWatch{r: r, cl: cl, adm: kadm.NewClient(cl), told: map[string]time.Time{}, restoredAt: time.Now()}
-	tick := time.NewTicker(stallTick)
+	tick := time.NewTimer(stallTick)
 	defer tick.Stop()
 	for {
 		select {
@@ -148,6 +164,11 @@ func (r *Runtime) watchStalls(ctx context.Context, cl *kgo.Client) {
 		case <-tick.C:
 		}
 		w.check(ctx)
+		if r.justBack(time.Now()) {
+			tick.Reset(backTick)
+		} else {
+			tick.Reset(stallTick)
+		}
 	}
 }
 
@@ -533,4 +554,5 @@ type stallFields struct {
 	restoringNow    atomic.Bool // a task restores, as of the last round
 	hangs           atomic.Pointer[[]hanging.Txn]
 	stuck           atomic.Pointer[string] // what Stuck says
+	kafkaBack       atomic.Int64           // unix nanos: when Kafka was last back after trouble (stallLook)
 }

@@ -168,6 +168,7 @@ func (r *Runtime) rideOut(ctx context.Context, cause error) error {
 		}
 	}
 	r.log.Info("reconnected to Kafka", "after", time.Since(r.troubleSince).Round(time.Millisecond))
+	r.kafkaBack.Store(time.Now().UnixNano())
 	r.lastCommit = r.cfg.Now()
 	return nil
 }
