@@ -51,6 +51,8 @@ func TestStoreNetworkPartitions(t *testing.T) {
 	name := fmt.Sprintf("partitions%d", time.Now().UnixNano()%1_000_000_000)
 	hc := n.Host("client").Client(30 * time.Second)
 	defer hc.CloseIdleConnections()
+	probeReady := n.Host("client").Client(5 * time.Second)
+	defer probeReady.CloseIdleConnections()
 	var stores []*child
 	var urls []string
 	for i, h := range instances {
@@ -123,7 +125,7 @@ func TestStoreNetworkPartitions(t *testing.T) {
 			time.Sleep(faultFor) // the fault's length
 			var ready []string
 			for _, u := range urls {
-				code, body := getWith(n.Host("client").Client(5*time.Second), u+"/readyz")
+				code, body := getWith(probeReady, u+"/readyz")
 				ready = append(ready, fmt.Sprintf("%d %s", code, strings.TrimSpace(body)))
 			}
 			t.Logf("round %d, %s: /readyz at its end: %q", round+1, f.name, ready)
