@@ -42,9 +42,7 @@ import (
 //     the transaction if it was doomed (a revoke or a loss since it began),
 //     closes every task without committing, and opens the tasks of the
 //     current assignment, which restore the short tail their changelogs have
-//     beyond their checkpoints. A revoke between a commit and the next
-//     transaction dooms nothing: the staying tasks keep their state, and an
-//     End with no transaction open clears the session's note of it. Kafka Streams does the same ("close dirty and
+//     beyond their checkpoints. Kafka Streams does the same ("close dirty and
 //     revive") after an aborted transaction. The abort moves every partition
 //     back to its committed offset, so what that round polled is dropped: it
 //     is fetched again.
@@ -106,31 +104,10 @@ func (r *Runtime) reconcileEOS(ctx context.Context) (rewound bool, err error) {
 	doomed, changed, assigned := r.txnDoomed, r.assignChanged, r.assigned
 	r.txnDoomed, r.assignChanged = false, false
 	r.assignMu.Unlock()
-	switch {
-	case doomed && r.inTxn:
-		rewound = true
+	if doomed {
+		rewound = r.inTxn
 		if err := r.abortLocked(ctx, "the group rebalanced"); err != nil {
 			return rewound, err
-		}
-	case doomed:
-		// The revoke came between a commit and the next transaction:
-		// nothing is uncommitted, so the tasks that stay keep their
-		// state. The session still holds the revoke against the next
-		// transaction it ends, which would be their work since: an End
-		// with no transaction open clears it (and moves the partitions
-		// back to their committed offsets, so what was polled is
-		// dropped). Measured before: on a scale-out, the staying tasks
-		// were closed and reopened, and their next 500ms of work
-		// aborted and done again.
-		rewound = true
-		ectx, cancel := context.WithTimeout(ctx, endTimeout)
-		done := r.waiting("the session to forget a revoke, with no transaction of " + r.cfg.TransactionalID + " open")
-		_, err := r.sess.End(ectx, kgo.TryAbort)
-		done()
-		cancel()
-		if err != nil {
-			r.closeDirtyLocked()
-			return rewound, r.fenced(fmt.Errorf("engine: clear the session after a revoke: %w", err))
 		}
 	}
 	if !doomed && !changed {
