@@ -637,6 +637,19 @@ func (l *soakLoad) changePrices(ctx context.Context, dsn string, shoes []string)
 			return err
 		}()
 		if ctx.Err() != nil {
+			// The load stopped during this change. Taken or not, it is
+			// the database's to say: the catalog view must show what the
+			// database holds (a change made as the load stopped, and not
+			// counted, once failed the soak with the view right).
+			if err == nil {
+				l.mu.Lock()
+				l.prices[shoe] = price
+				l.mu.Unlock()
+			} else if p, rerr := readPrice(context.WithoutCancel(ctx), dsn, shoe); rerr == nil {
+				l.mu.Lock()
+				l.prices[shoe] = p
+				l.mu.Unlock()
+			}
 			return
 		}
 		if err != nil {
@@ -660,6 +673,20 @@ func (l *soakLoad) changePrices(ctx context.Context, dsn string, shoes []string)
 		l.priceChanges.Add(1)
 		i, price = i+1, int64(5000+rng.IntN(4000))
 	}
+}
+
+// readPrice reads shoe's price in the catalog table.
+func readPrice(ctx context.Context, dsn, shoe string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var p int64
+	err = c.QueryRow(ctx, `SELECT price_cents FROM catalog WHERE model = $1`, shoe).Scan(&p)
+	return p, err
 }
 
 // soakSettle is how long the views have, once the load stops, to show
