@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/faultkafka"
 	"github.com/oxbow-dev/oxbow/internal/faultnet"
 )
@@ -73,7 +70,7 @@ func TestStoreNetworkPartitions(t *testing.T) {
 	tally := newTally()
 	probe := &caller{urls: urls, hc: hc, store: stores[0], tally: tally, prefix: "probe"}
 	probe.submit(ctx, t, "red", `{"type":"ReceiveShipment","data":{"quantity":5,"unitCost":3000}}`, 3*time.Minute)
-	awaitSettledWith(t, hc, urls)
+	awaitSettled(t, hc, urls)
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -181,27 +178,4 @@ func TestStoreNetworkPartitions(t *testing.T) {
 			t.Errorf("instance %d's /readyz after the campaign: %d %s", i+1, code, body)
 		}
 	}
-}
-
-// awaitSettledWith is awaitSettled with the client hc.
-func awaitSettledWith(t *testing.T, hc *http.Client, urls []string) {
-	t.Helper()
-	await.Until(t, 2*time.Minute, "the instances all running with tasks", func() bool {
-		for _, u := range urls {
-			var st struct {
-				State string   `json:"state"`
-				Tasks []string `json:"tasks"`
-			}
-			resp, err := hc.Get(u + "/status")
-			if err != nil {
-				return false
-			}
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err != nil || len(st.Tasks) == 0 || !strings.EqualFold(st.State, "running") {
-				return false
-			}
-		}
-		return true
-	})
 }

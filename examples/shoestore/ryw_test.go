@@ -38,7 +38,7 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 	for _, u := range urls {
 		(&store{t: t, url: u}).await("/views/inventory/keys/green", `{"key":"green","value":{"inStock":100,"sold":0,"returned":0}}`)
 	}
-	awaitSettled(t, urls)
+	awaitSettled(t, http.DefaultClient, urls)
 
 	type stock struct{ InStock, Sold, Returned int64 }
 	inv := map[string]*stock{"red": {InStock: 100}, "blue": {InStock: 100}, "green": {InStock: 100}}
@@ -139,25 +139,26 @@ func TestShoeStoreReadsItsWritesOnThreeInstances(t *testing.T) {
 	}
 }
 
-// awaitSettled waits until the group has given tasks to all the instances
-// and each says it is running.
-func awaitSettled(t *testing.T, urls []string) {
+// awaitSettled waits, asking with hc, until the group has given tasks to
+// all the instances and each says it is running.
+func awaitSettled(t *testing.T, hc *http.Client, urls []string) {
 	t.Helper()
-	await.Until(t, 2*time.Minute, "the three instances all running with tasks", func() bool {
-		settled := true
+	await.Until(t, 2*time.Minute, "the instances all running with tasks", func() bool {
 		for _, u := range urls {
 			var st struct {
 				State string   `json:"state"`
 				Tasks []string `json:"tasks"`
 			}
-			resp, err := http.Get(u + "/status")
+			resp, err := hc.Get(u + "/status")
 			if err != nil {
-				t.Fatal(err)
+				return false
 			}
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
-			settled = settled && err == nil && len(st.Tasks) > 0 && strings.EqualFold(st.State, "running")
+			if err != nil || len(st.Tasks) == 0 || !strings.EqualFold(st.State, "running") {
+				return false
+			}
 		}
-		return settled
+		return true
 	})
 }

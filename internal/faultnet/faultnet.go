@@ -162,6 +162,11 @@ func (n *Net) Heal(t testing.TB) {
 	for _, h := range n.hosts {
 		run(t, "ip", "netns", "exec", h.NS, "iptables", "-w", "-F")
 	}
+	n.stopDelayers()
+}
+
+// stopDelayers closes the delayers Degrade started.
+func (n *Net) stopDelayers() {
 	n.mu.Lock()
 	ds := n.delayers
 	n.delayers = nil
@@ -183,13 +188,7 @@ func (n *Net) index(h *Host) int {
 // remove stops the delayers, kills what still runs in the namespaces and
 // deletes them.
 func (n *Net) remove(t testing.TB) {
-	n.mu.Lock()
-	ds := n.delayers
-	n.delayers = nil
-	n.mu.Unlock()
-	for _, d := range ds {
-		d.close()
-	}
+	n.stopDelayers()
 	for _, ns := range append(n.namespaces(), n.sw) {
 		deleteNS(t, ns)
 	}
