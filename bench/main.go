@@ -202,6 +202,7 @@ func runBench(args []string) int {
 	fs.Float64Var(&ss.rate, "soak-rate", 50, "soak: commands a second, and as many view reads")
 	fs.DurationVar(&ss.retention, "soak-retention", 5*time.Minute, "soak: how long the store keeps each command's outcome (its -outcome-retention; the tables grow until it has passed)")
 	fs.Int64Var(&ss.budget, "soak-budget", 64<<20, "soak: the store's -memory-budget in bytes, each application's (0: none); its memtables' size is a sixteenth of it, and the resident memory settles once they have filled and been recycled")
+	fs.Int64Var(&ss.cache, "soak-cache", 0, "soak: the store's -cache-bytes, each application's record cache (0: the engine's default, or the budget's share); the Go heap grows until the cache has filled, with outcomes kept for -soak-retention")
 	fs.IntVar(&ss.shoes, "soak-shoes", 20, "soak: the shoes the commands go to (each a row of the catalog)")
 	fs.StringVar(&ss.dir, "soak-dir", "bench/soak", "soak: where the samples, fits and plots go")
 	mergeFrom := fs.String("merge", "", "run nothing: report the runs of these comma-separated -results files as one run (the parts of a full run)")

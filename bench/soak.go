@@ -57,9 +57,15 @@ type soakSettings struct {
 	retention time.Duration
 	// budget is the store's -memory-budget (0: none).
 	budget int64
-	rate   float64
-	shoes  int
-	dir    string
+	// cache is the store's -cache-bytes (0: the engine's default). Each
+	// command leaves an outcome, kept for retention under a key of its
+	// own, so the record cache fills with them up to its bound: at 25
+	// commands a second, the default 10 MiB takes longer than a short
+	// soak, whose heap would then still be growing towards it.
+	cache int64
+	rate  float64
+	shoes int
+	dir   string
 }
 
 // soakSample is one sample of the store's process.
@@ -189,7 +195,7 @@ func soak(ctx context.Context, c benchConfig, ss soakSettings) error {
 	var unpinned *pinning
 	cmd := unpinned.command(ctx, os.Environ(), bin, "-name", name, "-addr", addr, "-brokers", strings.Join(c.brokers, ","), "-pg", dsn,
 		"-state-dir", stateDir, "-services", "store", "-outcome-retention", ss.retention.String(),
-		"-memory-budget", strconv.FormatInt(ss.budget, 10))
+		"-memory-budget", strconv.FormatInt(ss.budget, 10), "-cache-bytes", strconv.FormatInt(ss.cache, 10))
 	store, err := startHelper(cmd)
 	if err != nil {
 		return err
@@ -205,8 +211,12 @@ func soak(ctx context.Context, c benchConfig, ss soakSettings) error {
 		return fmt.Errorf("the shoe store: %w", err)
 	}
 	// Every request but the feed's is answered within a minute or fails
-	// the soak: the store's own request timeout is shorter.
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: soakInFlight, IdleConnTimeout: time.Minute}, Timeout: time.Minute}
+	// the soak: the store's own request timeout is shorter. An idle
+	// connection is closed after soakIdleConn: each one the client keeps
+	// is a goroutine and a file of the store's, and a minute's keeping
+	// made a moment's slowness (more requests out at once, so more
+	// connections) a step in both that lasted past the window's end.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: soakInFlight, IdleConnTimeout: soakIdleConn}, Timeout: time.Minute}
 	defer client.CloseIdleConnections()
 	feedClient := &http.Client{Transport: &http.Transport{}}
 	defer feedClient.CloseIdleConnections()
@@ -320,7 +330,7 @@ sampling:
 }
 
 func (ss soakSettings) String() string {
-	return fmt.Sprintf("-soak %s -soak-warmup %s -soak-every %s -soak-rate %g -soak-shoes %d -soak-retention %s -soak-budget %d", ss.duration, ss.warmup, ss.every, ss.rate, ss.shoes, ss.retention, ss.budget)
+	return fmt.Sprintf("-soak %s -soak-warmup %s -soak-every %s -soak-rate %g -soak-shoes %d -soak-retention %s -soak-budget %d -soak-cache %d", ss.duration, ss.warmup, ss.every, ss.rate, ss.shoes, ss.retention, ss.budget, ss.cache)
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
@@ -417,6 +427,11 @@ func awaitPrice(ctx context.Context, client *http.Client, base, shoe string, pri
 // soakInFlight bounds the requests of each kind the load has out at once:
 // past it a tick is skipped and counted, and the soak fails.
 const soakInFlight = 64
+
+// soakIdleConn is how long the load keeps an idle connection to the store:
+// long enough that the steady load reuses its few (a request each 20 ms),
+// short enough that those a burst opened are gone by the next sample.
+const soakIdleConn = 2 * time.Second
 
 // ticks calls f at rate a second, each call in a goroutine of its own, at
 // most soakInFlight at once, until ctx is done; it returns when every call

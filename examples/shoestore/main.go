@@ -88,6 +88,9 @@ type config struct {
 	// MemoryBudget is each of the store's two applications' (the
 	// engine's Config.MemoryBudget; 0: none).
 	MemoryBudget int64
+	// CacheBytes is each application's record cache (the engine's
+	// Config.CacheBytes; 0: the engine's default, or the budget's share).
+	CacheBytes int64
 	// Token, if set, is the bearer token every request but /healthz and
 	// /readyz needs (it may do everything); none: the API is open.
 	Token string
@@ -149,6 +152,7 @@ func main() {
 	leadTime := fs.Duration("lead-time", 5*time.Second, "how long the warehouse's supplier takes to deliver a shipment")
 	version := fs.String("version", Versions[0], fmt.Sprintf("the version of the store's views this instance runs (%s); a new version computes its views from the whole history beside the one serving, and the oxbow tool promotes it", strings.Join(Versions, ", ")))
 	memoryBudget := fs.Int64("memory-budget", 0, "bytes of memory each of the store's applications (the decider and the views) divides between its caches and heap (engine.Config.MemoryBudget; 0: the engine's separate defaults)")
+	cacheBytes := fs.Int64("cache-bytes", 0, "bytes of record cache each of the store's applications keeps (engine.Config.CacheBytes; 0: the engine's default, or the memory budget's share)")
 	outcomeRetention := fs.Duration("outcome-retention", 24*time.Hour, "how long a command's outcome is kept to answer a repeat of its Idempotency-Key")
 	leaveHanging := fs.Bool("leave-hanging-transactions", false, "report the transactions Kafka left open on the store's partitions without ending them (default: end each with the marker its coordinator decided, which needs CLUSTER_ACTION)")
 	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
@@ -180,7 +184,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, OutcomeRetention: *outcomeRetention, MemoryBudget: *memoryBudget, InstanceID: *instance, Version: *version, LeaveHangingTransactions: *leaveHanging, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
+	cfg := config{Name: *name, Addr: *addr, Token: *token, Kafka: sec, PGDSN: *pg, PGPasswordFile: *pgPassword, StateDir: *stateDir, OutcomeRetention: *outcomeRetention, MemoryBudget: *memoryBudget, CacheBytes: *cacheBytes, InstanceID: *instance, Version: *version, LeaveHangingTransactions: *leaveHanging, Logger: log, EngineLogger: engineLog, Ready: func(url string) {
 		auth := ""
 		if *token != "" {
 			auth = `-H "Authorization: Bearer $SHOESTORE_TOKEN" `
@@ -352,7 +356,7 @@ func run(ctx context.Context, cfg config) error {
 			OnDeserializationError: engine.DeadLetter, DeadLetterTopic: deadLetterTopic(cfg.Name),
 			// Stopped, an instance hands its tasks over at once (and a
 			// version whose instances have all stopped may be retired).
-			LeaveGroupOnClose: true, MemoryBudget: cfg.MemoryBudget, LeaveHangingTransactions: cfg.LeaveHangingTransactions}
+			LeaveGroupOnClose: true, MemoryBudget: cfg.MemoryBudget, CacheBytes: cfg.CacheBytes, LeaveHangingTransactions: cfg.LeaveHangingTransactions}
 	}
 	dec, err := engine.NewApp(decTop, engineConfig(deciderApp(cfg.Name), ""))
 	if err != nil {
