@@ -88,6 +88,14 @@ type Assignment struct {
 	// caught up, the member should ask for a rebalance (a probing one) so
 	// that the task moves to it.
 	Warmups bool
+	// FollowUp: the plan gives this member tasks that another member still
+	// owns, so they were left out of its partitions (see [Balancer]); a
+	// second rebalance follows once that member has revoked them. The
+	// member may join it at once (kgo.Client.ForceRebalance) rather than
+	// notice it by a heartbeat, which franz-go sends half a second after a
+	// cooperative rebalance: the members that revoked wait for every
+	// member in that rebalance, their staying tasks' commits with them.
+	FollowUp bool
 }
 
 // KeyOwner returns the task that holds key in sub-topology sub, and where it
@@ -392,10 +400,17 @@ func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, e
 		return nil, err
 	}
 	a.Warmups = b.warm && b.warmups.Max > 0
-	b.current.Store(&a)
 	m := make(map[string][]int32, len(ka.Topics))
 	for _, t := range ka.Topics {
 		m[t.Topic] = append(m[t.Topic], t.Partitions...)
 	}
+	for _, t := range a.Active {
+		for _, g := range b.groups {
+			if g.Sub == t.Sub && !slices.Contains(m[g.Topics[0]], t.Partition) {
+				a.FollowUp = true
+			}
+		}
+	}
+	b.current.Store(&a)
 	return m, nil
 }

@@ -24,11 +24,18 @@ import (
 // the followers, and returns what each member's ParseSyncAssignment returned.
 func syncGroup(t *testing.T, leader *Balancer, bs map[string]*Balancer, partitions map[string]int32, topics []string) (map[string]map[string][]int32, error) {
 	t.Helper()
+	return syncOwned(t, leader, bs, partitions, topics, nil)
+}
+
+// syncOwned is syncGroup with the partitions each member says it owns (the
+// cooperative protocol's OwnedPartitions).
+func syncOwned(t *testing.T, leader *Balancer, bs map[string]*Balancer, partitions map[string]int32, topics []string, owned map[string]map[string][]int32) (map[string]map[string][]int32, error) {
+	t.Helper()
 	var members []kmsg.JoinGroupResponseMember
 	for _, id := range slices.Sorted(maps.Keys(bs)) {
 		m := kmsg.NewJoinGroupResponseMember()
 		m.MemberID = id
-		m.ProtocolMetadata = bs[id].JoinGroupMetadata(topics, nil, 1)
+		m.ProtocolMetadata = bs[id].JoinGroupMetadata(topics, owned[id], 1)
 		members = append(members, m)
 	}
 	gmb, wanted, err := leader.MemberBalancer(members)
@@ -115,6 +122,64 @@ func TestBalancerWithoutKafka(t *testing.T) {
 	var cpe *CoPartitionError
 	if !errors.As(err, &cpe) || !strings.Contains(err.Error(), "orders (3), payments (4)") {
 		t.Errorf("err = %v, want a co-partitioning error naming the counts", err)
+	}
+}
+
+// TestBalancerFollowUp checks the two rebalances that move a task
+// cooperatively: the first leaves a moving task out of its new owner's
+// partitions while the old one still owns it, and tells the new owner that a
+// second follows (FollowUp); in the second, the task goes to it.
+func TestBalancerFollowUp(t *testing.T) {
+	groups := []Group{{Sub: 0, Topics: []string{"orders"}}}
+	partitions := map[string]int32{"orders": 6}
+	bs := map[string]*Balancer{}
+	add := func(id string) {
+		var b *Balancer
+		b = New(Config{Groups: groups, Metadata: func() MemberInfo {
+			cur := b.Current()
+			return MemberInfo{InstanceID: "p-" + id, Active: cur.Active}
+		}})
+		bs[id] = b
+	}
+	add("m1")
+	add("m2")
+	two, err := syncGroup(t, bs["m1"], bs, partitions, []string{"orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, b := range bs {
+		if b.Current().FollowUp {
+			t.Errorf("%s: FollowUp after a rebalance in which nothing was owned", id)
+		}
+	}
+	add("m3")
+	first, err := syncOwned(t, bs["m1"], bs, partitions, []string{"orders"}, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first["m3"]["orders"]) != 0 || len(bs["m3"].Current().Active) == 0 {
+		t.Fatalf("first rebalance: m3 was given %v of its planned tasks %v; want none of them yet", first["m3"], bs["m3"].Current().Active)
+	}
+	if !bs["m3"].Current().FollowUp {
+		t.Error("m3: no FollowUp, though its planned tasks were withheld")
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if bs[id].Current().FollowUp {
+			t.Errorf("%s: FollowUp, though it was given every task planned for it", id)
+		}
+	}
+	// The old owners revoked what they lost; m3 owns nothing yet.
+	second, err := syncOwned(t, bs["m1"], bs, partitions, []string{"orders"}, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(second["m1"]["orders"]) + len(second["m2"]["orders"]) + len(second["m3"]["orders"]); n != 6 || len(second["m3"]["orders"]) == 0 {
+		t.Errorf("second rebalance assigned %v; want all six partitions, m3 some", second)
+	}
+	for id, b := range bs {
+		if b.Current().FollowUp {
+			t.Errorf("%s: FollowUp after the rebalance that moved the tasks", id)
+		}
 	}
 }
 
