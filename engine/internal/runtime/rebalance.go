@@ -18,7 +18,8 @@ import (
 // onAssigned creates the tasks of the newly assigned partitions (the
 // balancer is cooperative: franz-go passes what was added); their state is
 // restored by the loop before they process anything.
-func (r *Runtime) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (r *Runtime) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	defer r.joinFollowUp(cl)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.balancer.Current()

@@ -126,8 +126,10 @@ type Runtime struct {
 	// and what the rebalance callbacks recorded for the loop (eos.go).
 	sess          *kgo.GroupTransactSession
 	inTxn         bool
-	noTxnDescribe bool // awaitTxnComplete is off (loop only)
-	awaitEnd      bool // the commit under way awaits its transaction's end (loop only)
+	txnBegan      time.Time  // when the open transaction began (loop only)
+	phase         groupPhase // where the group's rebalance is (rebalancing.go)
+	noTxnDescribe bool       // awaitTxnComplete is off (loop only)
+	awaitEnd      bool       // the commit under way awaits its transaction's end (loop only)
 	assignMu      sync.Mutex
 	assigned      map[string][]int32
 	assignChanged bool
@@ -387,7 +389,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(1<<20),
 		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
-		kgo.WithHooks(&r.acks, &r.answers),
+		kgo.WithHooks(&r.acks, &r.answers, &r.phase),
 	)
 	if r.cfg.StaticMember {
 		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
@@ -416,6 +418,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(r.onAssignedEOS),
 		kgo.OnPartitionsRevoked(r.onRevokedEOS),
 		kgo.OnPartitionsLost(r.onLostEOS),
+		kgo.OnPartitionsCallbackBlocked(r.phase.onCallbackBlocked),
 	)
 	if r.sess, err = kgo.NewGroupTransactSession(opts...); err != nil {
 		return fmt.Errorf("engine: kafka client: %w", err)
@@ -528,7 +531,7 @@ func (r *Runtime) round(ctx context.Context) error {
 	// 3.6–3.9s with two; polling everything, 2.2–2.5s with two).
 	fetches := r.cl.PollFetches(pollCtx)
 	cancel()
-	defer r.cl.AllowRebalance()
+	defer r.allowRebalance()
 	if h := polledHook.Load(); h != nil {
 		(*h)(r, fetches.NumRecords())
 	}
@@ -615,7 +618,7 @@ func (r *Runtime) round(ctx context.Context) error {
 		r.commitSoon = t.t.TakeCommitRequest() || r.commitSoon
 	}
 	soon := idle || (r.commitSoon && r.drained())
-	if soon || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval {
+	if r.commitDue(soon || r.cfg.Now().Sub(r.lastCommit) >= r.cfg.CommitInterval) {
 		r.commitSoon = false
 		// Someone may wait for what this commit makes visible, and the
 		// next records come soon after: they go out once Kafka has

@@ -22,6 +22,7 @@ var kafkaWaits = map[string]string{
 	"commitOffsetsLocked CommitOffsetsSync": "waiting",
 	"endTxnLocked End":                      "waiting",
 	"abortLocked End":                       "waiting",
+	"reconcileEOS End":                      "waiting",
 	"teardown End":                          "waiting",
 	"round PollFetches":                     "the stall watcher: records waiting on a partition that polled nothing (stall.go); no record to poll is not a wait",
 	"step PollRecords":                      "the stall watcher: a restore that moves nothing (stall.go)",
