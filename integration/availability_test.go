@@ -240,6 +240,9 @@ var assignedRE = regexp.MustCompile(`msg=assigned .*?generation=(\d+) tasks="?\[
 // revokedRE finds the tasks an instance's log says were revoked.
 var revokedRE = regexp.MustCompile(`msg=revoked .*?tasks="?\[([^\]]*)\]`)
 
+// abortedRE matches an instance's log line of a transaction it aborted.
+var abortedRE = regexp.MustCompile(`msg="aborting the transaction"|msg="transaction aborted by a rebalance`)
+
 // Three exactly-once instances at the default configuration, each restarted
 // in turn five times (SIGTERM, then started again at once): no task moves
 // (every member's partitions stay as they were, and every assignment an
@@ -312,6 +315,8 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 		}
 		slices.Sort(settledTasks[id])
 	}
+	// Pauses count from here: before, the group formed and tasks moved.
+	settledAt := time.Now()
 	feed := startFeeder(t, input)
 	time.Sleep(2 * time.Second)
 	type window struct {
@@ -383,29 +388,30 @@ func TestAvailabilityRollingRestart(t *testing.T) {
 	}
 	times := appendTimes(t, env, c.out, 6)
 	var worst time.Duration
+	var worstAt time.Time
+	var worstPart int32
 	for p, ts := range times {
 		for i := 1; i < len(ts); i++ {
 			gap := ts[i].Sub(ts[i-1])
-			excused := false
+			excused := ts[i-1].Before(settledAt)
 			for _, w := range windows {
 				if w.id == owner[p] && ts[i-1].Before(w.to.Add(time.Second)) && ts[i].After(w.from.Add(-time.Second)) {
 					excused = true
 				}
 			}
 			if !excused && gap > worst {
-				worst = gap
+				worst, worstAt, worstPart = gap, ts[i-1], p
 			}
 			if !excused && gap > time.Second {
-				// Reported, not asserted: a pause is a timing, and CI's
-				// two cores shared with the whole suite once paused every
-				// staying task at the same moment for 1.27s. What would
-				// make pauses structural (a task moving, a revocation) is
-				// checked above.
-				t.Logf("output partition %d (task of %s, not restarting) paused %v at %v", p, owner[p], gap, ts[i-1].Format(time.StampMilli))
+				// The bound of the availability issue, asserted: before
+				// the loop committed ahead of a rebalance's callbacks and
+				// members joined a follow-up rebalance at once
+				// (runtime/rebalancing.go), CI saw 1.27-1.32s.
+				t.Errorf("output partition %d (task of %s, not restarting) paused %v at %v; want at most 1s", p, owner[p], gap, ts[i-1].Format(time.StampMilli))
 			}
 		}
 	}
-	t.Logf("longest pause of an instance not restarting: %v", worst)
+	t.Logf("longest pause of an instance not restarting: %v (output partition %d, task of %s, at %v)", worst, worstPart, owner[worstPart], worstAt.Format(time.StampMilli))
 	for _, s := range slots {
 		stopChild(t, s.child, s.c.id)
 	}
@@ -569,10 +575,12 @@ func TestAvailabilityScaleOutIn(t *testing.T) {
 		if stayed == 0 {
 			t.Errorf("%s: no task stayed where it was (%v, then %v)", what, before, after)
 		}
-		// The pause is a figure, not a verdict: on two loaded cores a
-		// task that stayed can wait 1.3 s for its worker (CI, once). That
-		// no such task was revoked is what the revocation check below
-		// asserts; an eager rebalance would fail it.
+		// That no such task was revoked is what the revocation check
+		// below asserts (an eager rebalance would fail it); this, that
+		// none waited long for the others' commits.
+		if worst > time.Second {
+			t.Errorf("%s: a task that stayed paused %v; want at most 1s", what, worst)
+		}
 	}
 	// Every task revoked was one that moved (cooperative rebalancing); the
 	// re-keying tasks (sub-topology 0) read the input, the counts (1) the
@@ -600,6 +608,15 @@ func TestAvailabilityScaleOutIn(t *testing.T) {
 	}
 	if revokes == 0 {
 		t.Error("no task was revoked while scaling out and in")
+	}
+	// The instances that stayed committed every transaction: each revoke
+	// came between two (the loop commits before it lets a rebalance's
+	// callbacks run), and no End waited on a join until the session gave
+	// up on it (runtime/rebalancing.go).
+	for _, id := range []string{"scale-0", "scale-1"} {
+		if n := len(abortedRE.FindAllString(children[id].outputSince(mark[id]), -1)); n > 0 {
+			t.Errorf("%s aborted %d transactions while scaling out and in", id, n)
+		}
 	}
 	check("scaling out to three", two.owners(repartition), three.owners(repartition), outFrom, outTo)
 	check("scaling in to two", three.owners(repartition), back.owners(repartition), inFrom, inTo)
