@@ -404,11 +404,15 @@ func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, e
 	for _, t := range ka.Topics {
 		m[t.Topic] = append(m[t.Topic], t.Partitions...)
 	}
+	// A task's partition is in all of its sub-topology's topics or none.
+	firstTopic := make(map[int]string, len(b.groups))
+	for _, g := range b.groups {
+		firstTopic[g.Sub] = g.Topics[0]
+	}
 	for _, t := range a.Active {
-		for _, g := range b.groups {
-			if g.Sub == t.Sub && !slices.Contains(m[g.Topics[0]], t.Partition) {
-				a.FollowUp = true
-			}
+		if !slices.Contains(m[firstTopic[t.Sub]], t.Partition) {
+			a.FollowUp = true
+			break
 		}
 	}
 	b.current.Store(&a)

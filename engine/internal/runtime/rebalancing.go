@@ -49,6 +49,11 @@ type groupPhase struct {
 	blocked atomic.Bool // a rebalance callback waits for the loop to allow it
 }
 
+func (g *groupPhase) reset() {
+	g.joining.Store(false)
+	g.blocked.Store(false)
+}
+
 // OnBrokerWrite implements kgo.HookBrokerWrite.
 func (g *groupPhase) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if err == nil && key == keyJoinGroup {

@@ -368,6 +368,9 @@ func (r *Runtime) setup(ctx context.Context) error {
 // lost its broker (trouble.go).
 func (r *Runtime) newGroupClient(ctx context.Context) error {
 	var err error
+	// What the replaced client's join and callbacks left noted is not the
+	// new client's (a join cut off by a broker that went away).
+	r.phase.reset()
 	groups := assign.GroupsOf(r.topo, r.plan.name)
 	var topics []string
 	for _, g := range groups {
