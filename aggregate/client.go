@@ -82,7 +82,12 @@ func (ct Contract[C, E]) NewClient(ctx context.Context, cfg ClientConfig) (*Clie
 	if err != nil {
 		return nil, fmt.Errorf("aggregate: ClientConfig.KafkaSecurity: %w", err)
 	}
-	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.ProducerLinger(0))...)
+	// A command written twice is decided once (its outcome is recorded
+	// under its id), so Submit's deadline may end a write Kafka has not
+	// acknowledged: without this, franz-go keeps a record that may have
+	// reached a broker until the broker answers, and a Submit to a broker
+	// gone for good would never return.
+	prod, err := kgo.NewClient(append(slices.Clone(base), kgo.ProducerLinger(0), kgo.AllowIdempotentProduceCancellation())...)
 	if err != nil {
 		return nil, fmt.Errorf("aggregate: a Kafka client: %w", err)
 	}
@@ -276,8 +281,31 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 	c.waiters[s.id] = append(c.waiters[s.id], w)
 	c.mu.Unlock()
 	defer c.forget(s.id, w)
-	if err := c.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return Outcome{}, fmt.Errorf("aggregate %s: write command %s to %s: %w", c.name, s.id, c.commands, err)
+	// The deadline ends the wait for Kafka's acknowledgement too: franz-go
+	// notices a record's cancelled context only between its retries.
+	written := make(chan error, 1)
+	c.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) { written <- err })
+	notAcked := func(last error) error {
+		why := ""
+		if last != nil {
+			why = fmt.Sprintf(" (last error: %v)", last)
+		}
+		return fmt.Errorf("%w for command %s of aggregate %s: Kafka did not acknowledge it in %s: %w%s; it may still be written and decided: submit it again with the same CommandID to learn its outcome",
+			ErrNoOutcome, s.id, c.name, c.commands, context.Cause(ctx), why)
+	}
+	select {
+	case err := <-written:
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// franz-go fails the record with the last error it met
+			// (a broker's refused connection, say): a timeout, not a
+			// failure of the command.
+			return Outcome{}, notAcked(err)
+		case err != nil:
+			return Outcome{}, fmt.Errorf("aggregate %s: write command %s to %s: %w", c.name, s.id, c.commands, err)
+		}
+	case <-ctx.Done():
+		return Outcome{}, notAcked(nil)
 	}
 	select {
 	case o := <-w:

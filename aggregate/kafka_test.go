@@ -173,6 +173,43 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	}
 }
 
+// A command whose broker has gone away gets ErrNoOutcome at Submit's
+// deadline: a timeout, not the connection error franz-go fails the record
+// with (the broker's outage is no failure of the command), and not a
+// Submit that waits for the broker past its deadline.
+func TestSubmitBrokerGone(t *testing.T) {
+	env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	a, err := inv.New(fmt.Sprintf("gone-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands, events, replies := a.Topics()
+	env.CreateTopics(t, 1, commands, events, replies)
+	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A first command, written (no instance decides it): the client
+	// knows the partition's leader.
+	if _, err := c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}); !errors.Is(err, aggregate.ErrNoOutcome) {
+		t.Fatalf("the first command: %v", err)
+	}
+	if err := env.Close(); err != nil { // every connection refused from now on
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}, aggregate.CommandID("unwritten"))
+	t.Logf("took %v: %v", time.Since(start), err)
+	if !errors.Is(err, aggregate.ErrNoOutcome) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not acknowledge it") {
+		t.Errorf("Submit with the broker gone: %v; want ErrNoOutcome for a command Kafka did not take", err)
+	}
+}
+
 // eventAt reads the event record at a position, read committed.
 func eventAt(t *testing.T, env *kafkaenv.Env, p aggregate.Position) *kgo.Record {
 	t.Helper()
