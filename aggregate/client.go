@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/propagation"
 
@@ -285,13 +288,9 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 	// notices a record's cancelled context only between its retries.
 	written := make(chan error, 1)
 	c.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) { written <- err })
-	notAcked := func(last error) error {
-		why := ""
-		if last != nil {
-			why = fmt.Sprintf(" (last error: %v)", last)
-		}
-		return fmt.Errorf("%w for command %s of aggregate %s: Kafka did not acknowledge it in %s: %w%s; it may still be written and decided: submit it again with the same CommandID to learn its outcome",
-			ErrNoOutcome, s.id, c.name, c.commands, context.Cause(ctx), why)
+	notAcked := func(cause error) error {
+		return fmt.Errorf("%w for command %s of aggregate %s: Kafka did not acknowledge it in %s: %w; it may still be written and decided: submit it again with the same CommandID to learn its outcome",
+			ErrNoOutcome, s.id, c.name, c.commands, cause)
 	}
 	select {
 	case err := <-written:
@@ -300,12 +299,17 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 			// franz-go fails the record with the last error it met
 			// (a broker's refused connection, say): a timeout, not a
 			// failure of the command.
+			return Outcome{}, notAcked(fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err))
+		case kafkaAway(err):
+			// A record ahead of it on the partition timed out, and
+			// franz-go failed the records behind it with the error
+			// that kept it: Kafka's absence, not the command's fault.
 			return Outcome{}, notAcked(err)
 		case err != nil:
 			return Outcome{}, fmt.Errorf("aggregate %s: write command %s to %s: %w", c.name, s.id, c.commands, err)
 		}
 	case <-ctx.Done():
-		return Outcome{}, notAcked(nil)
+		return Outcome{}, notAcked(context.Cause(ctx))
 	}
 	select {
 	case o := <-w:
@@ -320,6 +324,21 @@ func (c *Client[C]) Submit(ctx context.Context, aggregateID string, cmd C, opts 
 		return Outcome{}, fmt.Errorf("%w for command %s of aggregate %s %q in %s[%d] at offset %d: %w; the instance that owns the partition may be down or restoring, and the command may still be decided: submit it again with the same CommandID to learn its outcome",
 			ErrNoOutcome, s.id, c.name, aggregateID, c.commands, rec.Partition, rec.Offset, context.Cause(ctx))
 	}
+}
+
+// kafkaAway reports whether a write failed because Kafka was out of reach
+// or busy (a connection refused or cut, a leader moving) rather than
+// because it refused the write (not authorized, no such topic, too
+// large).
+func kafkaAway(err error) bool {
+	if err == nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return false
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return kerr.IsRetriable(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries)
 }
 
 // ErrMalformedCommand wraps the error of a command envelope that SubmitJSON

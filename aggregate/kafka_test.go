@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -173,10 +177,11 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	}
 }
 
-// A command whose broker has gone away gets ErrNoOutcome at Submit's
-// deadline: a timeout, not the connection error franz-go fails the record
-// with (the broker's outage is no failure of the command), and not a
-// Submit that waits for the broker past its deadline.
+// A command whose broker has gone away gets ErrNoOutcome: at Submit's
+// deadline, not after it waited for the broker; and when a command ahead
+// of it on the partition times out first, which fails every record behind
+// with the connection error, not that error (the broker's absence is no
+// failure of the command).
 func TestSubmitBrokerGone(t *testing.T) {
 	env, err := kafkaenv.StartEmbedded(kafkaenv.Options{})
 	if err != nil {
@@ -189,24 +194,37 @@ func TestSubmitBrokerGone(t *testing.T) {
 	}
 	commands, events, replies := a.Topics()
 	env.CreateTopics(t, 1, commands, events, replies)
-	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 2 * time.Second})
+	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	submit := func(id string, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		_, err := c.Submit(ctx, "blue", inv.SellPair{Price: 1}, aggregate.CommandID(id))
+		return err
+	}
 	// A first command, written (no instance decides it): the client
 	// knows the partition's leader.
-	if _, err := c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}); !errors.Is(err, aggregate.ErrNoOutcome) {
+	if err := submit("written", time.Second); !errors.Is(err, aggregate.ErrNoOutcome) {
 		t.Fatalf("the first command: %v", err)
 	}
 	if err := env.Close(); err != nil { // every connection refused from now on
 		t.Fatal(err)
 	}
-	start := time.Now()
-	_, err = c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}, aggregate.CommandID("unwritten"))
-	t.Logf("took %v: %v", time.Since(start), err)
-	if !errors.Is(err, aggregate.ErrNoOutcome) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not acknowledge it") {
-		t.Errorf("Submit with the broker gone: %v; want ErrNoOutcome for a command Kafka did not take", err)
+	ahead := make(chan error, 1)
+	go func() { ahead <- submit("ahead", time.Second) }()
+	await.Until(t, 10*time.Second, "the first command buffered", func() bool { return c.BufferedRecords() == 1 })
+	behind := submit("behind", 20*time.Second)
+	for id, err := range map[string]error{"ahead": <-ahead, "behind": behind} {
+		t.Logf("%s: %v", id, err)
+		if !errors.Is(err, aggregate.ErrNoOutcome) || !strings.Contains(err.Error(), "did not acknowledge") {
+			t.Errorf("Submit of %s with the broker gone: %v; want ErrNoOutcome for a command Kafka did not acknowledge", id, err)
+		}
+	}
+	if errors.Is(behind, context.DeadlineExceeded) {
+		t.Errorf("the command behind waited out its deadline: %v; the one ahead of it timed out 19 s before", behind)
 	}
 }
 
@@ -300,4 +318,28 @@ func TestStateLostAndRestored(t *testing.T) {
 		}
 		return fmt.Errorf("version %d, %+v, %v; want 31, 29 in stock, 1 sold", v, s, err)
 	})
+}
+
+// What Kafka's absence is, and what is its refusal of a write.
+func TestKafkaAway(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		err  error
+		away bool
+	}{
+		{fmt.Errorf("unable to dial: %w", dial), true},
+		{kerr.NotLeaderForPartition, true},
+		{kerr.NotEnoughReplicas, true},
+		{io.EOF, true},
+		{kgo.ErrRecordTimeout, true},
+		{kerr.UnknownTopicOrPartition, false},
+		{kerr.TopicAuthorizationFailed, false},
+		{kerr.MessageTooLarge, false},
+		{errors.New("something else"), false},
+		{nil, false},
+	} {
+		if got := aggregate.KafkaAway(c.err); got != c.away {
+			t.Errorf("kafkaAway(%v) = %v, want %v", c.err, got, c.away)
+		}
+	}
 }
