@@ -507,8 +507,10 @@ func (a *App) Trouble() error { return a.rt.Trouble() }
 func (a *App) Stalled() error { return a.rt.Stalled() }
 
 // Stuck says why the instance has not become ready for long though
-// nothing fails: still without tasks from its group, or a task restoring
-// with nothing restored, for TransactionTimeout + 15s (25s by default).
+// nothing fails: still without tasks from its group, a task restoring
+// with nothing restored, or partitions it cannot start on because its
+// group's offsets there are unstable (a transaction's offset commit
+// waits for its marker), for TransactionTimeout + 15s (25s by default).
 // Nil otherwise. Readiness says it as the reason it is not ready.
 func (a *App) Stuck() error { return a.rt.Stuck() }
 

@@ -211,6 +211,57 @@ func TestAppRepairsHangingOffsets(t *testing.T) {
 	}
 }
 
+// A transaction in progress that holds an offset commit of the group
+// keeps the group's offsets unstable, and every member from starting on
+// them; its coordinator has it in progress, so it is not left open, and
+// the watcher leaves it alone. But the wait is not silent: past the bound
+// the instance says at WARN what it waits on, and Stuck (readiness) names
+// the partitions. When the transaction ends without a marker on the
+// offsets (its commit never added them), it is left open: repaired, and
+// the instance counts.
+func TestAppSaysOffsetsUnstable(t *testing.T) {
+	k := newKTOn(t, faultkafka.Get(t, "solo", 1).Env) // the group's offsets partition is shared: alone
+	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
+	k.create(1, in, out, side)
+	k.produce(in, keyed(0, 20, 5)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hangingtest.VerificationOff(ctx, t, k.adm)
+	raw, err := hangingtest.Client(k.env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	p := hangingtest.Init(ctx, t, raw, k.prefix+"-offsets", 5*60_000) // in progress for five minutes
+	p.Add(ctx, t, side, 0)
+	p.Produce(ctx, t, side, 0, "s")
+	group := engine.NamesOf(engine.Config{AppID: k.prefix}).Group()
+	p.CommitOffset(ctx, t, group, in, 0, 10)
+
+	logs := newSyncLog(t)
+	a := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	await.Until(t, 2*time.Minute, "the instance to say what it waits on", func() bool {
+		return strings.Contains(logs.String(), "level=WARN msg=\"no progress, and no transaction left open found")
+	})
+	if log := logs.String(); !strings.Contains(log, in+"[0] unread: the group's offset there is unstable") {
+		t.Errorf("the WARN does not name the partition and the unstable offsets:\n%s", log)
+	}
+	await.Until(t, 30*time.Second, "Stuck to say so", func() bool { return a.Stuck() != nil })
+	if err := a.Stuck(); !strings.Contains(err.Error(), "offsets have been unstable") || !strings.Contains(err.Error(), in+"[0]") {
+		t.Errorf("Stuck: %v", err)
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "repaired") && strings.Contains(l, "transactional_id="+p.TxnID+" ") {
+			t.Fatalf("a transaction its coordinator has in progress was repaired: %s", l)
+		}
+	}
+
+	p.End(ctx, t, true) // no marker on the offsets: now left open
+	want := map[string]int64{"k000": 2, "k001": 2, "k002": 2, "k003": 2, "k004": 2}
+	k.table(out, 90*time.Second, func(m map[string]int64) bool { return maps.Equal(m, want) })
+	await.Until(t, 30*time.Second, "Stuck to clear", func() bool { return a.Stuck() == nil })
+}
+
 // An instance restarted on input read to its end but for an aborted
 // transaction, which its group's offset stays before, has nothing to
 // wait for: its watcher finds that no record waits there and looks for

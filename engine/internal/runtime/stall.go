@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine/hanging"
 )
@@ -189,6 +191,14 @@ type stallWatch struct {
 	deniedTold bool
 	outOfReach time.Time // since when Kafka has not answered (zero: it answers)
 	starting   time.Time // since when the instance has been Starting (zero: it is not)
+	// unstable names the partitions whose consumer cannot start because
+	// the group's offsets there are unstable, as of the last check, and
+	// unstableSince is since when some have been (zero: none).
+	unstable      string
+	unstableSince time.Time
+	// blindSince: since when the lag of idle partitions cannot be read
+	// (zero: it can); blindTold: when that was last said.
+	blindSince, blindTold time.Time
 }
 
 // Stuck says why the instance has not become ready for a long time
@@ -218,6 +228,9 @@ func (w *stallWatch) noteStuck(now time.Time) {
 			r.cfg.Group, now.Sub(w.starting).Round(time.Second))
 	case st == Restoring && r.restoringNow.Load() && now.Sub(w.restoredAt) >= bound:
 		msg = fmt.Sprintf("a task restores and nothing has been restored for %v", now.Sub(w.restoredAt).Round(time.Second))
+	case w.unstable != "" && now.Sub(w.unstableSince) >= bound:
+		msg = fmt.Sprintf("the group %s's offsets have been unstable for %v (an offset commit of a transaction waits for its marker), and the consumer cannot start on %s",
+			r.cfg.Group, now.Sub(w.unstableSince).Round(time.Second), w.unstable)
 	}
 	if msg == "" {
 		r.stuck.Store(nil)
@@ -233,10 +246,11 @@ func (w *stallWatch) check(ctx context.Context) {
 	if n := r.Restored(); n != w.restored || !r.restoringNow.Load() {
 		w.restored, w.restoredAt = n, now
 	}
-	w.noteStuck(now)
+	defer w.noteStuck(now)
 	switch r.State() {
 	case Starting, Restoring, Running:
 	default: // Degraded says why itself; the others do not process
+		w.noteUnstable(now, "")
 		w.over()
 		return
 	}
@@ -253,6 +267,9 @@ func (w *stallWatch) check(ctx context.Context) {
 	if len(idle) > 0 && w.stillQuiet(ctx, idle) {
 		clear(idle)
 	}
+	if len(idle) == 0 {
+		w.noteUnstable(now, "")
+	}
 	if len(idle) == 0 && !restoreIdle {
 		w.over()
 		return
@@ -262,13 +279,28 @@ func (w *stallWatch) check(ctx context.Context) {
 		what = fmt.Sprintf("a task restores and nothing was restored for %v", now.Sub(w.restoredAt).Round(time.Second))
 	}
 	if len(idle) > 0 {
-		behind, sure, ends, err := w.behind(ctx, idle)
+		behind, sure, unstable, ends, err := w.behind(ctx, idle)
+		if err == nil {
+			w.noteUnstable(now, unstable)
+		}
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Once, or while it lasts past the bound (at a back-off): a
+			// watcher that cannot look is a silent wait.
+			if w.blindSince.IsZero() {
+				w.blindSince = now
+			}
+			if blind := now.Sub(w.blindSince) + look; blind >= bound && now.Sub(w.blindTold) >= backoff(blind) {
+				w.blindTold = now
+				r.log.Warn("no progress, and the lag of the partitions that polled nothing cannot be read", "for", blind.Round(time.Second), "partitions", len(idle), "err", err)
+			} else {
 				r.log.Debug("partitions polled nothing for a while, and their lag cannot be read", "partitions", len(idle), "err", err)
 			}
 			return
 		}
+		w.blindSince = time.Time{}
 		if behind != "" {
 			what = strings.TrimPrefix(what+"; records wait on partitions that polled nothing for "+look.String()+": "+behind, "; ")
 			strong = strong || sure
@@ -333,7 +365,12 @@ func (w *stallWatch) over() {
 // offset, or its last transaction's marker. Only a look at the group's
 // offsets tells: such a partition, if a read-committed reader has records
 // to read there, is waiting, but not strongly.
-func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, ends map[topicPartition]int64, err error) {
+//
+// A partition whose group's offset is unstable (a fetch that requires
+// stable offsets answers UNSTABLE_OFFSET_COMMIT) cannot start at all:
+// franz-go retries that fetch without end. That is strong too, and
+// unstable names those partitions.
+func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (what string, strong bool, unstable string, ends map[topicPartition]int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var topics []string
@@ -344,16 +381,23 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 	}
 	listed, err := w.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return "", false, nil, err
+		return "", false, "", nil, err
 	}
 	stable, err := w.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return "", false, nil, err
+		return "", false, "", nil, err
 	}
 	committed, err := w.adm.FetchOffsets(ctx, w.r.cfg.Group)
 	if err != nil {
-		return "", false, nil, err
+		return "", false, "", nil, err
 	}
+	// The idle partitions' own, requiring stable offsets, as the consumer
+	// asks.
+	unstableAt, err := w.unstableOffsets(ctx, idle)
+	if err != nil {
+		return "", false, "", nil, err
+	}
+	var unstables []string
 	ends = map[topicPartition]int64{}
 	var behind []string
 	for tp, records := range idle {
@@ -368,6 +412,12 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 		at := int64(0)
 		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
 			at = max(c.At, 0)
+		}
+		if !records && unstableAt[tp] {
+			strong = true
+			unstables = append(unstables, fmt.Sprintf("%s[%d]", tp.topic, tp.partition))
+			behind = append(behind, fmt.Sprintf("%s[%d] unread: the group's offset there is unstable (a transaction's offset commit waits for its marker)", tp.topic, tp.partition))
+			continue
 		}
 		switch {
 		case at >= end.Offset: // read to its end
@@ -387,7 +437,64 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 	if len(behind) > 5 {
 		behind = append(behind[:5], fmt.Sprintf("and %d more", len(behind)-5))
 	}
-	return strings.Join(behind, ", "), strong, ends, nil
+	slices.Sort(unstables)
+	if len(unstables) > 5 {
+		unstables = append(unstables[:5], fmt.Sprintf("and %d more", len(unstables)-5))
+	}
+	return strings.Join(behind, ", "), strong, strings.Join(unstables, ", "), ends, nil
+}
+
+// unstableOffsets asks the group's coordinator for the group's offsets of
+// the partitions, requiring stable ones, and says which it answers
+// UNSTABLE_OFFSET_COMMIT for. (A fetch of all the group's offsets names
+// only those committed, not one that a transaction holds.)
+func (w *stallWatch) unstableOffsets(ctx context.Context, parts map[topicPartition]bool) (map[topicPartition]bool, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = w.r.cfg.Group, true
+	byTopic := map[string][]int32{}
+	for tp := range parts {
+		byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+	}
+	for topic, ps := range byTopic {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, ps
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, w.cl)
+	if err != nil {
+		return nil, err
+	}
+	unstable := map[topicPartition]bool{}
+	note := func(topic string, partition int32, code int16) {
+		if errors.Is(kerr.ErrorForCode(code), kerr.UnstableOffsetCommit) {
+			unstable[topicPartition{topic, partition}] = true
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			note(t.Topic, p.Partition, p.ErrorCode)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				note(t.Topic, p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	return unstable, nil
+}
+
+// noteUnstable records which partitions cannot start on the group's
+// unstable offsets (none: empty), for Stuck.
+func (w *stallWatch) noteUnstable(now time.Time, unstable string) {
+	switch {
+	case unstable == "":
+		w.unstableSince = time.Time{}
+	case w.unstable == "":
+		w.unstableSince = now
+	}
+	w.unstable = unstable
 }
 
 // stillQuiet reports whether the idle partitions are those last found not
@@ -423,9 +530,9 @@ func (w *stallWatch) stillQuiet(ctx context.Context, idle map[topicPartition]boo
 // scan looks for transactions left open, repairs or reports them; tell:
 // the evidence that records wait is sure (behind) and they have waited
 // past stallBound, so that finding nothing is said too.
-func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, tell bool) {
+func (w *stallWatch) scan(parent context.Context, idle time.Duration, what string, tell bool) {
 	r := w.r
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
 	r.log.Debug("no progress: looking for transactions Kafka left open", "for", idle.Round(time.Second), "waiting", what)
 	set, err := w.partitions(ctx)
@@ -441,7 +548,7 @@ func (w *stallWatch) scan(ctx context.Context, idle time.Duration, what string, 
 		err = nil
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if parent.Err() == nil { // the look's own timeout is said too
 			r.log.Warn("no progress; looking for transactions Kafka left open failed", "for", idle.Round(time.Second), "waiting", what, "err", err)
 		}
 		return
