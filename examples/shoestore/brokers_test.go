@@ -89,7 +89,11 @@ func storeBrokerFaults(t *testing.T, kc *faultkafka.Cluster) {
 			kc.Node(t, node, "resume")
 		}
 		end := time.Now()
+		// Past the bound, the store's goroutines tell what it waits on.
+		dump, again := time.AfterFunc(bound, s.dump), time.AfterFunc(4*bound, s.dump)
 		probe.submit(ctx, t, "blue", fmt.Sprintf(`{"type":"ReceiveShipment","data":{"quantity":1,"unitCost":%d}}`, 2000+i), 3*time.Minute)
+		dump.Stop()
+		again.Stop()
 		took := time.Since(end)
 		alive()
 		recoveries = append(recoveries, took)

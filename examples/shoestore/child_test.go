@@ -3,9 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,11 +27,15 @@ type child struct {
 	exited chan struct{}
 	mu     sync.Mutex
 	out    bytes.Buffer // its output, stdout and stderr
+	file   *os.File     // a copy of out under OXBOW_CRASH_LOGDIR, or nil
 }
 
 func (c *child) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.file != nil {
+		_, _ = c.file.Write(p)
+	}
 	return c.out.Write(p)
 }
 
@@ -52,6 +63,13 @@ func (c *child) tail() string {
 func startChild(t *testing.T, name string, cmd *exec.Cmd, served func(line string) (url string, ok bool)) *child {
 	t.Helper()
 	c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
+	if dir := os.Getenv(childLogDirEnv); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%03d.log", strings.ReplaceAll(t.Name(), "/", "_"), name, childStarts.Add(1))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.file = f
+	}
 	cmd.Stderr = c
 	// Killed with the test binary, also when a signal ends it before its
 	// cleanups run.
@@ -86,6 +104,11 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, served func(line strin
 		default:
 			_ = cmd.Process.Kill()
 			<-c.exited
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.file != nil {
+			_ = c.file.Close()
 		}
 	})
 	select {
@@ -140,4 +163,37 @@ func (c *child) stop(t *testing.T) {
 	if code := c.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("the %s exited with %d after SIGTERM:\n%s", c.name, code, c.tail())
 	}
+}
+
+// childLogDirEnv, when set, names a directory where each child started
+// keeps its whole output, logged at DEBUG, one file per start: the way to
+// diagnose a failed campaign.
+const childLogDirEnv = "OXBOW_CRASH_LOGDIR"
+
+var childStarts atomic.Int64
+
+// dumpOnSignal makes a child write every goroutine's stack to its
+// standard error on each SIGUSR1, until ctx ends: what a campaign asks
+// for when a command waits past its bound.
+func dumpOnSignal(ctx context.Context) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+				fmt.Fprintf(os.Stderr, "GOROUTINES at %s\n", time.Now().Format(time.RFC3339Nano))
+				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+			}
+		}
+	}()
+}
+
+// dump asks the child for its goroutines' stacks (dumpOnSignal), which
+// land in its output.
+func (c *child) dump() {
+	_ = c.cmd.Process.Signal(syscall.SIGUSR1)
 }

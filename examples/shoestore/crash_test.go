@@ -43,7 +43,12 @@ func TestServiceChild(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv(childLogDirEnv) != "" {
+		level = slog.LevelDebug // the whole story goes to a file
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	dumpOnSignal(ctx)
 	ready := func(url string) { fmt.Println("READY " + url) }
 	brokers := strings.Split(os.Getenv("SHOESTORE_BROKERS"), ",")
 	name, dir := os.Getenv("SHOESTORE_NAME"), os.Getenv("SHOESTORE_STATE")
