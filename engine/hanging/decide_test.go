@@ -94,3 +94,36 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestInProgress checks which open transactions a coordinator's present
+// state has in progress: never one of an earlier epoch than an Ongoing
+// transaction's, which is the one a restarted broker's dropped marker left
+// while its producer went on to the next.
+func TestInProgress(t *testing.T) {
+	listed := kadm.TopicsSet{}
+	listed.Add("t", 0)
+	for _, c := range []struct {
+		name   string
+		state  string
+		coord  int16 // the coordinator's epoch
+		epoch  int16 // the records'
+		topics kadm.TopicsSet
+		want   bool
+	}{
+		{"ongoing, its epoch, listed", "Ongoing", 6, 6, listed, true},
+		{"ongoing, its epoch, not listed (tv1: an earlier transaction's)", "Ongoing", 6, 6, nil, false},
+		{"ongoing at the next epoch (tv2: the previous transaction ended)", "Ongoing", 6, 5, listed, false},
+		{"ongoing, much later", "Ongoing", 9, 5, listed, false},
+		{"preparing a commit, bumped (tv2)", "PrepareCommit", 6, 5, nil, true},
+		{"preparing an abort, same epoch (tv1)", "PrepareAbort", 5, 5, nil, true},
+		{"preparing, much later", "PrepareCommit", 9, 5, nil, false},
+		{"complete", "CompleteCommit", 6, 5, nil, false},
+		{"empty", "Empty", 5, 5, nil, false},
+	} {
+		d := kadm.DescribedTransaction{State: c.state, ProducerEpoch: c.coord, Topics: c.topics}
+		p := kadm.DescribedProducer{Topic: "t", Partition: 0, ProducerEpoch: c.epoch}
+		if got := inProgress(d, p); got != c.want {
+			t.Errorf("%s: inProgress = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

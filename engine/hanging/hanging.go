@@ -360,18 +360,21 @@ func inProgress(d kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
 	default:
 		return false
 	}
-	// Under transaction version 2 the coordinator bumps the epoch when
-	// it prepares, so its epoch is one past the records'.
-	if p.ProducerEpoch < d.ProducerEpoch-1 {
-		return false
-	}
-	if d.State == "Ongoing" && p.ProducerEpoch == d.ProducerEpoch {
+	if d.State == "Ongoing" {
+		// The transaction in progress writes at the coordinator's epoch
+		// (under version 2 the epoch moves on when the previous one
+		// prepared; under version 1 when the producer was initialised
+		// again, which ended the previous epoch's). Records of an
+		// earlier epoch are an ended transaction's: a decider whose
+		// marker was dropped while its producer runs the next one.
 		// A partition joins a transaction before its records are
 		// written, so one the coordinator does not list was left by an
-		// earlier transaction of the same epoch (transaction version 1).
-		return d.Topics.Lookup(p.Topic, p.Partition)
+		// earlier transaction of the same epoch (version 1).
+		return p.ProducerEpoch == d.ProducerEpoch && d.Topics.Lookup(p.Topic, p.Partition)
 	}
-	return true
+	// Under transaction version 2 the coordinator bumps the epoch when
+	// it prepares, so its epoch is one past the records'.
+	return p.ProducerEpoch >= d.ProducerEpoch-1
 }
 
 // decision is one of the coordinator's decisions for the producer in its
