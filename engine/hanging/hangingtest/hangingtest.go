@@ -16,6 +16,9 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,19 +39,43 @@ func Client(brokers []string) (*kgo.Client, error) {
 }
 
 // VerificationOff turns transaction.partition.verification.enable off for
-// the cluster until the test ends.
+// the cluster until the test ends. Tests that need it off may run at once,
+// in one process or in several (go test runs packages side by side): each
+// holds a shared lock on a file named for the cluster while it does, and
+// the last to end restores the setting, so that none restores it under
+// another.
 func VerificationOff(ctx context.Context, t testing.TB, adm *kadm.Client) {
 	const name = "transaction.partition.verification.enable"
-	off := "false"
-	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: &off}}); err != nil {
+	meta, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "oxbow-verification-"+meta.Cluster+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+		lock.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		defer lock.Close()
+		// Unlocked, then alone (an exclusive lock no other holds): the
+		// last user. A test that locks meanwhile sets it off again.
+		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			return
+		}
+		defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 		_, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: name}})
 		if err != nil {
 			t.Errorf("restoring %s: %v", name, err)
 		}
 	})
+	off := "false"
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: &off}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Partition is a topic's partition.
