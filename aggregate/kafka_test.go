@@ -155,18 +155,8 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	commands, _, _ := a.Topics()
 	// An aggregate with topics but no instance running it: as if its
 	// owner were down.
-	other, err := inv.New(commands + "-idle")
-	if err != nil {
-		t.Fatal(err)
-	}
-	oc, oe, or := other.Topics()
-	env.CreateTopics(t, 1, oc, oe, or)
-	c, err := other.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}, aggregate.CommandID("lost"))
+	c := idleClient(t, env, commands+"-idle", 500*time.Millisecond)
+	_, err := c.Submit(context.Background(), "blue", inv.SellPair{Price: 1}, aggregate.CommandID("lost"))
 	if !errors.Is(err, aggregate.ErrNoOutcome) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Submit without an instance: %v", err)
 	}
@@ -175,6 +165,26 @@ func TestSubmitWithoutOutcome(t *testing.T) {
 	if _, err := missing.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers}); err == nil {
 		t.Error("a client without its reply topic was made")
 	}
+}
+
+// idleClient is a client, with the Timeout given, of an inventory
+// aggregate named name whose topics it creates on env and which no
+// instance runs: as if its owner were down. It is closed when the test
+// ends.
+func idleClient(t *testing.T, env *kafkaenv.Env, name string, timeout time.Duration) *aggregate.Client[inv.Command] {
+	t.Helper()
+	a, err := inv.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands, events, replies := a.Topics()
+	env.CreateTopics(t, 1, commands, events, replies)
+	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // A command whose broker has gone away gets ErrNoOutcome: at Submit's
@@ -188,17 +198,7 @@ func TestSubmitBrokerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
-	a, err := inv.New(fmt.Sprintf("gone-%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	commands, events, replies := a.Topics()
-	env.CreateTopics(t, 1, commands, events, replies)
-	c, err := a.NewClient(context.Background(), aggregate.ClientConfig{Brokers: env.Brokers, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := idleClient(t, env, fmt.Sprintf("gone-%d", time.Now().UnixNano()), 30*time.Second)
 	submit := func(id string, within time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()

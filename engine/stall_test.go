@@ -170,6 +170,36 @@ func TestAppRepairsHangingTransaction(t *testing.T) {
 	}
 }
 
+// offsetsInTxn makes, on kafka-solo, an input in of 20 records and a
+// transaction of version 1 (timing out after timeoutMillis) that writes to
+// a side topic and commits the group's offset 10 of in without adding the
+// group's offsets to it: until it ends, the group's offsets there are
+// unstable; once it ends, they are left so. Every group whose offsets
+// share that partition of __consumer_offsets waits meanwhile, so the test
+// holds the broker alone while it runs. ctx ends with the test.
+func offsetsInTxn(t *testing.T, timeoutMillis int32) (ctx context.Context, k *kt, in, out string, p *hangingtest.Producer) {
+	t.Helper()
+	k = newKTOn(t, faultkafka.Get(t, "solo", 1).Env)
+	in, out = k.topic("in"), k.topic("out")
+	side := k.topic("side")
+	k.create(1, in, out, side)
+	k.produce(in, keyed(0, 20, 5)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	hangingtest.VerificationOff(ctx, t, k.adm)
+	raw, err := hangingtest.Client(k.env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	p = hangingtest.Init(ctx, t, raw, k.prefix+"-offsets", timeoutMillis)
+	p.Add(ctx, t, side, 0)
+	p.Produce(ctx, t, side, 0, "s")
+	group := engine.NamesOf(engine.Config{AppID: k.prefix}).Group()
+	p.CommitOffset(ctx, t, group, in, 0, 10) // the first 10 records count as processed
+	return ctx, k, in, out, p
+}
+
 // A transaction Kafka left open on the group's partition of
 // __consumer_offsets (a transactional offset commit whose marker was
 // dropped) keeps every member from starting: franz-go retries
@@ -180,23 +210,7 @@ func TestAppRepairsHangingTransaction(t *testing.T) {
 // test runs on the fault campaigns' own broker (kafka-solo), which it
 // holds alone while it runs.
 func TestAppRepairsHangingOffsets(t *testing.T) {
-	k := newKTOn(t, faultkafka.Get(t, "solo", 1).Env)
-	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
-	k.create(1, in, out, side)
-	k.produce(in, keyed(0, 20, 5)...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	hangingtest.VerificationOff(ctx, t, k.adm)
-	raw, err := hangingtest.Client(k.env.Brokers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p := hangingtest.Init(ctx, t, raw, k.prefix+"-offsets", 60_000)
-	p.Add(ctx, t, side, 0)
-	p.Produce(ctx, t, side, 0, "s")
-	group := engine.NamesOf(engine.Config{AppID: k.prefix}).Group()
-	p.CommitOffset(ctx, t, group, in, 0, 10) // the first 10 records count as processed
+	ctx, k, in, out, p := offsetsInTxn(t, 60_000)
 	p.End(ctx, t, true)
 
 	logs := newSyncLog(t)
@@ -220,23 +234,7 @@ func TestAppRepairsHangingOffsets(t *testing.T) {
 // offsets (its commit never added them), it is left open: repaired, and
 // the instance counts.
 func TestAppSaysOffsetsUnstable(t *testing.T) {
-	k := newKTOn(t, faultkafka.Get(t, "solo", 1).Env) // the group's offsets partition is shared: alone
-	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
-	k.create(1, in, out, side)
-	k.produce(in, keyed(0, 20, 5)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	hangingtest.VerificationOff(ctx, t, k.adm)
-	raw, err := hangingtest.Client(k.env.Brokers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p := hangingtest.Init(ctx, t, raw, k.prefix+"-offsets", 5*60_000) // in progress for five minutes
-	p.Add(ctx, t, side, 0)
-	p.Produce(ctx, t, side, 0, "s")
-	group := engine.NamesOf(engine.Config{AppID: k.prefix}).Group()
-	p.CommitOffset(ctx, t, group, in, 0, 10)
+	ctx, k, in, out, p := offsetsInTxn(t, 5*60_000) // in progress for five minutes
 
 	logs := newSyncLog(t)
 	a := k.start(countByKey(in, out), engine.Config{Guarantee: engine.ExactlyOnce, Logger: slog.New(slog.NewTextHandler(logs, nil))})

@@ -387,13 +387,7 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 	if err != nil {
 		return "", false, "", nil, err
 	}
-	committed, err := w.adm.FetchOffsets(ctx, w.r.cfg.Group)
-	if err != nil {
-		return "", false, "", nil, err
-	}
-	// The idle partitions' own, requiring stable offsets, as the consumer
-	// asks.
-	unstableAt, err := w.unstableOffsets(ctx, idle)
+	committed, unstableAt, err := w.groupOffsets(ctx, idle)
 	if err != nil {
 		return "", false, "", nil, err
 	}
@@ -409,10 +403,7 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 		if !ok1 || !ok2 || end.Err != nil || lso.Err != nil {
 			continue
 		}
-		at := int64(0)
-		if c, ok := committed.Lookup(tp.topic, tp.partition); ok && c.Err == nil {
-			at = max(c.At, 0)
-		}
+		at := max(committed[tp], 0)
 		if !records && unstableAt[tp] {
 			strong = true
 			unstables = append(unstables, fmt.Sprintf("%s[%d]", tp.topic, tp.partition))
@@ -433,22 +424,24 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 			}
 		}
 	}
-	slices.Sort(behind)
-	if len(behind) > 5 {
-		behind = append(behind[:5], fmt.Sprintf("and %d more", len(behind)-5))
-	}
-	slices.Sort(unstables)
-	if len(unstables) > 5 {
-		unstables = append(unstables[:5], fmt.Sprintf("and %d more", len(unstables)-5))
-	}
-	return strings.Join(behind, ", "), strong, strings.Join(unstables, ", "), ends, nil
+	return fewOf(behind), strong, fewOf(unstables), ends, nil
 }
 
-// unstableOffsets asks the group's coordinator for the group's offsets of
-// the partitions, requiring stable ones, and says which it answers
-// UNSTABLE_OFFSET_COMMIT for. (A fetch of all the group's offsets names
-// only those committed, not one that a transaction holds.)
-func (w *stallWatch) unstableOffsets(ctx context.Context, parts map[topicPartition]bool) (map[topicPartition]bool, error) {
+// fewOf lists items, sorted, the first five and how many more.
+func fewOf(items []string) string {
+	slices.Sort(items)
+	if len(items) > 5 {
+		items = append(items[:5], fmt.Sprintf("and %d more", len(items)-5))
+	}
+	return strings.Join(items, ", ")
+}
+
+// groupOffsets asks the group's coordinator for its offsets of the
+// partitions as the consumer does, requiring stable ones: the committed
+// offset of each that has one, and which it answers UNSTABLE_OFFSET_COMMIT
+// for. (A fetch of all the group's offsets names only those committed,
+// not one that a transaction holds.)
+func (w *stallWatch) groupOffsets(ctx context.Context, parts map[topicPartition]bool) (committed map[topicPartition]int64, unstable map[topicPartition]bool, err error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group, req.RequireStable = w.r.cfg.Group, true
 	byTopic := map[string][]int32{}
@@ -462,27 +455,31 @@ func (w *stallWatch) unstableOffsets(ctx context.Context, parts map[topicPartiti
 	}
 	resp, err := req.RequestWith(ctx, w.cl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	unstable := map[topicPartition]bool{}
-	note := func(topic string, partition int32, code int16) {
-		if errors.Is(kerr.ErrorForCode(code), kerr.UnstableOffsetCommit) {
-			unstable[topicPartition{topic, partition}] = true
+	committed, unstable = map[topicPartition]int64{}, map[topicPartition]bool{}
+	note := func(topic string, partition int32, offset int64, code int16) {
+		tp := topicPartition{topic, partition}
+		switch err := kerr.ErrorForCode(code); {
+		case err == nil:
+			committed[tp] = offset
+		case errors.Is(err, kerr.UnstableOffsetCommit):
+			unstable[tp] = true
 		}
 	}
-	for _, t := range resp.Topics {
+	for _, t := range resp.Topics { // up to v7
 		for _, p := range t.Partitions {
-			note(t.Topic, p.Partition, p.ErrorCode)
+			note(t.Topic, p.Partition, p.Offset, p.ErrorCode)
 		}
 	}
-	for _, g := range resp.Groups {
+	for _, g := range resp.Groups { // v8 on
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				note(t.Topic, p.Partition, p.ErrorCode)
+				note(t.Topic, p.Partition, p.Offset, p.ErrorCode)
 			}
 		}
 	}
-	return unstable, nil
+	return committed, unstable, nil
 }
 
 // noteUnstable records which partitions cannot start on the group's
