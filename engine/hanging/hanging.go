@@ -165,11 +165,25 @@ func Find(ctx context.Context, cl *kgo.Client, topics ...string) ([]Txn, error) 
 // client may not describe are skipped: then the error is a
 // *NotAllowedError, returned with what was found elsewhere.
 func FindIn(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet) ([]Txn, error) {
+	return find(ctx, cl, set, -1)
+}
+
+// FindOf is FindIn for one producer's transactions only.
+func FindOf(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet, producerID int64) ([]Txn, error) {
+	return find(ctx, cl, set, producerID)
+}
+
+// find is FindIn on the transactions of producerID, or of every producer
+// if it is negative.
+func find(ctx context.Context, cl *kgo.Client, set kadm.TopicsSet, producerID int64) ([]Txn, error) {
 	adm := kadm.NewClient(cl)
 	open, err := openTxns(ctx, adm, set)
 	var denied *NotAllowedError
 	if err != nil && !errors.As(err, &denied) {
 		return nil, err
+	}
+	if producerID >= 0 {
+		open = slices.DeleteFunc(open, func(p kadm.DescribedProducer) bool { return p.ProducerID != producerID })
 	}
 	if len(open) == 0 {
 		return nil, err

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine/hanging"
 )
@@ -387,7 +385,11 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 	if err != nil {
 		return "", false, "", nil, err
 	}
-	committed, unstableAt, err := w.groupOffsets(ctx, idle)
+	parts := kadm.TopicsSet{}
+	for tp := range idle {
+		parts.Add(tp.topic, tp.partition)
+	}
+	committed, unstableAt, err := hanging.GroupOffsets(ctx, w.cl, w.r.cfg.Group, parts)
 	if err != nil {
 		return "", false, "", nil, err
 	}
@@ -403,8 +405,11 @@ func (w *stallWatch) behind(ctx context.Context, idle map[topicPartition]bool) (
 		if !ok1 || !ok2 || end.Err != nil || lso.Err != nil {
 			continue
 		}
-		at := max(committed[tp], 0)
-		if !records && unstableAt[tp] {
+		at := int64(0)
+		if o, ok := committed.Lookup(tp.topic, tp.partition); ok {
+			at = o.At
+		}
+		if !records && unstableAt.Lookup(tp.topic, tp.partition) {
 			strong = true
 			unstables = append(unstables, fmt.Sprintf("%s[%d]", tp.topic, tp.partition))
 			behind = append(behind, fmt.Sprintf("%s[%d] unread: the group's offset there is unstable (a transaction's offset commit waits for its marker)", tp.topic, tp.partition))
@@ -434,52 +439,6 @@ func fewOf(items []string) string {
 		items = append(items[:5], fmt.Sprintf("and %d more", len(items)-5))
 	}
 	return strings.Join(items, ", ")
-}
-
-// groupOffsets asks the group's coordinator for its offsets of the
-// partitions as the consumer does, requiring stable ones: the committed
-// offset of each that has one, and which it answers UNSTABLE_OFFSET_COMMIT
-// for. (A fetch of all the group's offsets names only those committed,
-// not one that a transaction holds.)
-func (w *stallWatch) groupOffsets(ctx context.Context, parts map[topicPartition]bool) (committed map[topicPartition]int64, unstable map[topicPartition]bool, err error) {
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group, req.RequireStable = w.r.cfg.Group, true
-	byTopic := map[string][]int32{}
-	for tp := range parts {
-		byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
-	}
-	for topic, ps := range byTopic {
-		rt := kmsg.NewOffsetFetchRequestTopic()
-		rt.Topic, rt.Partitions = topic, ps
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, w.cl)
-	if err != nil {
-		return nil, nil, err
-	}
-	committed, unstable = map[topicPartition]int64{}, map[topicPartition]bool{}
-	note := func(topic string, partition int32, offset int64, code int16) {
-		tp := topicPartition{topic, partition}
-		switch err := kerr.ErrorForCode(code); {
-		case err == nil:
-			committed[tp] = offset
-		case errors.Is(err, kerr.UnstableOffsetCommit):
-			unstable[tp] = true
-		}
-	}
-	for _, t := range resp.Topics { // up to v7
-		for _, p := range t.Partitions {
-			note(t.Topic, p.Partition, p.Offset, p.ErrorCode)
-		}
-	}
-	for _, g := range resp.Groups { // v8 on
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				note(t.Topic, p.Partition, p.Offset, p.ErrorCode)
-			}
-		}
-	}
-	return committed, unstable, nil
 }
 
 // noteUnstable records which partitions cannot start on the group's
@@ -623,15 +582,24 @@ func (w *stallWatch) partitions(ctx context.Context) (kadm.TopicsSet, error) {
 			set.Add(topic, p)
 		}
 	}
-	const offsets = "__consumer_offsets"
-	td, err := w.adm.ListTopicsWithInternal(ctx, offsets)
-	if err != nil {
+	if err := addOffsetsPartition(ctx, w.adm, w.r.cfg.Group, set); err != nil {
 		return nil, err
 	}
-	if d, ok := td[offsets]; ok && d.Err == nil && len(d.Partitions) > 0 {
-		set.Add(offsets, hanging.CoordinatorPartition(w.r.cfg.Group, len(d.Partitions)))
-	}
 	return set, nil
+}
+
+// addOffsetsPartition adds to set the partition of __consumer_offsets
+// that holds group's offsets.
+func addOffsetsPartition(ctx context.Context, adm *kadm.Client, group string, set kadm.TopicsSet) error {
+	const offsets = "__consumer_offsets"
+	td, err := adm.ListTopicsWithInternal(ctx, offsets)
+	if err != nil {
+		return err
+	}
+	if d, ok := td[offsets]; ok && d.Err == nil && len(d.Partitions) > 0 {
+		set.Add(offsets, hanging.CoordinatorPartition(group, len(d.Partitions)))
+	}
+	return nil
 }
 
 // txnAttrs are a hanging transaction's log attributes.
