@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/oxbow-dev/oxbow/engine/hanging"
 )
 
 // Lag is how far a version's consumer group is behind its inputs.
@@ -34,6 +36,47 @@ type PartitionLag struct {
 	Start     int64 `json:"start"`
 	End       int64 `json:"end"`
 	Lag       int64 `json:"lag"`
+	// Unsettled is the records past the partition's last stable offset,
+	// which a transaction still open there holds from every read-committed
+	// reader. Brief under exactly-once load; lasting past the producer's
+	// transaction timeout, a transaction Kafka left open.
+	Unsettled int64 `json:"unsettled,omitempty"`
+	// Held is whether the group's offset there is held by a transaction
+	// that committed it and has not ended: until it ends, no member of the
+	// group can start on the partition (its coordinator answers
+	// UNSTABLE_OFFSET_COMMIT).
+	Held bool `json:"held,omitempty"`
+}
+
+// Waits says what the group's progress waits on in Kafka at the time of
+// the measurement: the partitions whose offsets an open transaction holds
+// and those with records past their last stable offset. Empty if none.
+func (l Lag) Waits() string {
+	var held, unsettled []string
+	for _, p := range l.Partitions {
+		if p.Held {
+			held = append(held, fmt.Sprintf("%s[%d]", p.Topic, p.Partition))
+		}
+		if p.Unsettled > 0 {
+			unsettled = append(unsettled, fmt.Sprintf("%s[%d] (%d)", p.Topic, p.Partition, p.Unsettled))
+		}
+	}
+	var says []string
+	if len(held) > 0 {
+		says = append(says, "offsets held by an open transaction on "+fewOf(held))
+	}
+	if len(unsettled) > 0 {
+		says = append(says, "records past the last stable offset on "+fewOf(unsettled))
+	}
+	return strings.Join(says, "; ")
+}
+
+// fewOf lists items, the first five and how many more.
+func fewOf(items []string) string {
+	if len(items) > 5 {
+		items = append(items[:5:5], fmt.Sprintf("and %d more", len(items)-5))
+	}
+	return strings.Join(items, ", ")
 }
 
 // CaughtUp reports whether the group has committed on every input
@@ -123,10 +166,6 @@ func (c *Control) groupLag(ctx context.Context, app, version, group string, inpu
 	if d, ok := described[group]; ok && d.Err == nil {
 		l.State, l.Members = d.State, len(d.Members)
 	}
-	committed, err := c.adm.FetchOffsetsForTopics(ctx, group, inputs...)
-	if err != nil && !isGroupGone(err) {
-		return l, fmt.Errorf("versions: the offsets of %s: %w", group, err)
-	}
 	starts, err := c.adm.ListStartOffsets(ctx, inputs...)
 	if err != nil {
 		return l, fmt.Errorf("versions: the starts of %v: %w", inputs, err)
@@ -134,6 +173,21 @@ func (c *Control) groupLag(ctx context.Context, app, version, group string, inpu
 	ends, err := c.adm.ListEndOffsets(ctx, inputs...)
 	if err != nil {
 		return l, fmt.Errorf("versions: the ends of %v: %w", inputs, err)
+	}
+	stable, err := c.adm.ListCommittedOffsets(ctx, inputs...)
+	if err != nil {
+		return l, fmt.Errorf("versions: the last stable offsets of %v: %w", inputs, err)
+	}
+	committed, err := c.adm.FetchOffsetsForTopics(ctx, group, inputs...)
+	if err != nil && !isGroupGone(err) {
+		return l, fmt.Errorf("versions: the offsets of %s: %w", group, err)
+	}
+	// Fetched as a member fetches them, requiring stable offsets, they
+	// show which an open transaction holds (the fetch above gives the
+	// offsets committed before it).
+	_, held, err := hanging.GroupOffsets(ctx, c.cl, group, ends.Offsets().TopicsSet())
+	if err != nil && !isGroupGone(err) {
+		return l, fmt.Errorf("versions: the offsets of %s: %w", group, err)
 	}
 	var errs []error
 	ends.Each(func(e kadm.ListedOffset) {
@@ -148,6 +202,10 @@ func (c *Control) groupLag(ctx context.Context, app, version, group string, inpu
 		from := p.Start
 		if o, ok := committed.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At >= 0 {
 			p.Committed, from = o.At, o.At
+		}
+		p.Held = held.Lookup(e.Topic, e.Partition)
+		if lso, ok := stable.Lookup(e.Topic, e.Partition); ok && lso.Err == nil {
+			p.Unsettled = max(p.End-lso.Offset, 0)
 		}
 		p.Lag = max(p.End-from, 0)
 		l.Total += p.Lag

@@ -250,6 +250,7 @@ func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
 				Lag        int64     `json:"lag"`
 				Progress   float64   `json:"progress"`
 				Registered time.Time `json:"registered"`
+				Waits      string    `json:"waits,omitempty"`
 				Error      string    `json:"error,omitempty"`
 			}
 			var rows []row
@@ -259,7 +260,7 @@ func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
 				if l, err := c.Lag(e.ctx, *app, name); err != nil {
 					r.Error = err.Error()
 				} else {
-					r.State, r.Instances, r.Lag, r.Progress = l.State, l.Members, l.Total, l.Progress()
+					r.State, r.Instances, r.Lag, r.Progress, r.Waits = l.State, l.Members, l.Total, l.Progress(), l.Waits()
 				}
 				rows = append(rows, r)
 			}
@@ -285,6 +286,11 @@ func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%\n", mark, r.Version, r.Group, r.State, r.Instances, r.Lag, 100*r.Progress)
 			}
 			_ = tw.Flush()
+			for _, r := range rows {
+				if r.Waits != "" {
+					fmt.Fprintf(e.stdout, "%s %s\n", r.Version, waitsLine(r.Waits))
+				}
+			}
 			if a.Active == "" {
 				fmt.Fprintln(e.stdout, "no version is active yet: oxbow promote --app", *app, "--version V")
 			}
@@ -318,28 +324,48 @@ func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
 				}
 				fmt.Fprintln(e.stdout, progressLine(l, 0, -1))
 				tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+				fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tUNSETTLED\tOFFSET")
 				for _, p := range l.Partitions {
 					committed := fmt.Sprint(p.Committed)
 					if p.Committed < 0 {
 						committed = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", p.Topic, p.Partition, committed, p.End, p.Lag)
+					offset := "stable"
+					if p.Held {
+						offset = "held by an open transaction"
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", p.Topic, p.Partition, committed, p.End, p.Lag, p.Unsettled, offset)
 				}
 				_ = tw.Flush()
+				if w := l.Waits(); w != "" {
+					fmt.Fprintln(e.stdout, waitsLine(w))
+				}
 				return exitOK
 			}
 			// prev was measured at prevAt, l at at.
 			prev, prevAt, at := l, time.Time{}, time.Now()
+			var still stillness
 			for {
 				rate, eta := 0.0, time.Duration(-1)
 				if !prevAt.IsZero() && !l.CaughtUp(*maxLag) {
 					rate, eta = progress(prev, l, at.Sub(prevAt))
 				}
+				stalled := still.note(prev, l, prevAt, at)
 				if e.json {
-					e.printJSON(lagJSON(l, rate, eta))
+					out := lagJSON(l, rate, eta)
+					if stalled > 0 {
+						out["noProgressSeconds"] = stalled.Seconds()
+					}
+					e.printJSON(out)
 				} else {
-					fmt.Fprintln(e.stdout, progressLine(l, rate, eta))
+					line := progressLine(l, rate, eta)
+					if stalled > 0 {
+						line += fmt.Sprintf("  no progress for %v", stalled.Round(time.Second))
+						if w := l.Waits(); w != "" {
+							line += ": " + w
+						}
+					}
+					fmt.Fprintln(e.stdout, line)
 				}
 				if l.CaughtUp(*maxLag) {
 					return exitOK
@@ -374,9 +400,43 @@ func progress(prev, now versions.Lag, dt time.Duration) (rate float64, eta time.
 	return rate, -1
 }
 
+// stalledAfter is how long lag --watch sees a version with lag consume
+// nothing before it says so.
+const stalledAfter = 30 * time.Second
+
+// stillness follows, measurement after measurement, how long a version
+// with lag has consumed nothing.
+type stillness struct{ since time.Time }
+
+// note takes the measurement now, at, after prev, at prevAt (zero: the
+// first), and returns how long the version has consumed nothing while it
+// had lag, once that is stalledAfter or more; else 0.
+func (s *stillness) note(prev, now versions.Lag, prevAt, at time.Time) time.Duration {
+	switch {
+	case prevAt.IsZero() || now.Total == 0 || now.Consumed != prev.Consumed:
+		s.since = time.Time{}
+		return 0
+	case s.since.IsZero():
+		s.since = prevAt
+	}
+	if d := at.Sub(s.since); d >= stalledAfter {
+		return d
+	}
+	return 0
+}
+
+// waitsLine says what a version waits on in Kafka, and what to do if it
+// lasts.
+func waitsLine(waits string) string {
+	return "waiting on Kafka: " + waits + " (normal for moments under exactly-once load; lasting past the transaction timeout, see `oxbow transactions find-hanging`)"
+}
+
 func lagJSON(l versions.Lag, rate float64, eta time.Duration) map[string]any {
 	out := map[string]any{"app": l.App, "version": l.Version, "group": l.Group, "state": l.State, "instances": l.Members,
 		"lag": l.Total, "consumed": l.Consumed, "progress": l.Progress(), "partitions": l.Partitions}
+	if w := l.Waits(); w != "" {
+		out["waits"] = w
+	}
 	if rate > 0 {
 		out["rate"] = rate
 	}

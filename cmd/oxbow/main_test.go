@@ -17,6 +17,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/versions"
 )
 
@@ -233,6 +234,108 @@ func TestProgress(t *testing.T) {
 		if rate, eta := progress(c.prev, c.now, c.dt); rate != c.rate || eta != c.eta {
 			t.Errorf("progress(%+v, %+v, %v) = %v/s, ETA %v; want %v/s, ETA %v", c.prev, c.now, c.dt, rate, eta, c.rate, c.eta)
 		}
+	}
+}
+
+// lag --watch says a version with lag has made no progress once it has
+// consumed nothing for 30 s, and no longer once it consumes again or has
+// no lag left.
+func TestStillness(t *testing.T) {
+	t0 := time.Now()
+	behind, on, done := versions.Lag{Consumed: 10, Total: 5}, versions.Lag{Consumed: 12, Total: 3}, versions.Lag{Consumed: 12}
+	var s stillness
+	for _, step := range []struct {
+		prev, now versions.Lag
+		prevAt    time.Duration // from t0; -1: the first measurement
+		at        time.Duration
+		want      time.Duration
+	}{
+		{behind, behind, -1, 0, 0},
+		{behind, behind, 0, 10 * time.Second, 0},
+		{behind, behind, 10 * time.Second, 29 * time.Second, 0},
+		{behind, behind, 29 * time.Second, 30 * time.Second, 30 * time.Second},
+		{behind, behind, 30 * time.Second, 45 * time.Second, 45 * time.Second},
+		{behind, on, 45 * time.Second, 50 * time.Second, 0}, // consumed again
+		{on, on, 50 * time.Second, 70 * time.Second, 0},
+		{on, on, 70 * time.Second, 80 * time.Second, 30 * time.Second},
+		{on, done, 80 * time.Second, 200 * time.Second, 0}, // no lag left
+	} {
+		prevAt := time.Time{}
+		if step.prevAt >= 0 {
+			prevAt = t0.Add(step.prevAt)
+		}
+		if got := s.note(step.prev, step.now, prevAt, t0.Add(step.at)); got != step.want {
+			t.Errorf("at %v after %v: no progress for %v, want %v", step.at, step.prevAt, got, step.want)
+		}
+	}
+}
+
+// An open transaction that holds a version's offset on one input
+// partition, and records on another: lag and versions name both, and
+// once it ends, neither.
+func TestLagSaysWhatWaits(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	app := fmt.Sprintf("cliwait%d", time.Now().UnixNano())
+	topic := app + "-in"
+	env.CreateTopics(t, 2, topic)
+	control := app + "-control"
+	ctl, err := versions.New(env.Brokers, versions.Options{Topic: control})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if err := ctl.Register(ctx, app, "v1", []string{topic}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := hangingtest.Client(env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	group := versions.Group(app, "v1")
+	p := hangingtest.Init(ctx, t, raw, app+"-txn", 60_000)
+	ended := false
+	defer func() {
+		if !ended {
+			p.End(context.Background(), t, false)
+		}
+	}()
+	p.Add(ctx, t, topic, 0)
+	p.Produce(ctx, t, topic, 0, "x")
+	p.AddOffsets(ctx, t, group)
+	p.CommitOffset(ctx, t, group, topic, 1, 0)
+
+	common := []string{"--brokers", strings.Join(env.Brokers, ","), "--control-topic", control, "--app", app}
+	cmd := func(name string, args ...string) result {
+		return oxbow("", append(append([]string{name}, common...), args...)...)
+	}
+	waits := fmt.Sprintf("waiting on Kafka: offsets held by an open transaction on %s[1]; records past the last stable offset on %s[0] (1)", topic, topic)
+	if r := cmd("lag", "--version", "v1"); r.code != exitOK || !strings.Contains(r.stdout, waits) || strings.Count(r.stdout, "held by an open transaction") != 2 {
+		t.Errorf("lag with a transaction open: %+v", r)
+	}
+	var vs struct {
+		Versions []struct {
+			Waits string `json:"waits"`
+		} `json:"versions"`
+	}
+	if r := cmd("versions", "--json"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &vs) != nil || len(vs.Versions) != 1 || !strings.HasPrefix(waits, "waiting on Kafka: "+vs.Versions[0].Waits) || vs.Versions[0].Waits == "" {
+		t.Errorf("versions --json with a transaction open: %+v", r)
+	}
+	if r := cmd("versions"); r.code != exitOK || !strings.Contains(r.stdout, "v1 "+waits) {
+		t.Errorf("versions with a transaction open: %+v", r)
+	}
+
+	p.End(ctx, t, true) // its markers follow
+	ended = true
+	var r result
+	await.Until(t, 30*time.Second, "lag to see the transaction's end", func() bool {
+		r = cmd("lag", "--version", "v1", "--json")
+		return r.code == exitOK && !strings.Contains(r.stdout, "waits") && !strings.Contains(r.stdout, "held")
+	})
+	if !strings.Contains(r.stdout, `"committed": 0`) {
+		t.Errorf("lag after the transaction's commit: %+v", r)
 	}
 }
 

@@ -218,12 +218,28 @@ func (p *Producer) batch(value string, seq int32) []byte {
 	return out
 }
 
+// AddOffsets adds group's offsets to the producer's transaction, as a
+// transactional consumer does before it commits them: the transaction's
+// end then writes a marker on the group's partition of __consumer_offsets.
+func (p *Producer) AddOffsets(ctx context.Context, t testing.TB, group string) {
+	t.Helper()
+	req := kmsg.NewPtrAddOffsetsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = p.TxnID, p.ID, p.Epoch, group
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("AddOffsetsToTxn %s: %v", group, err)
+	}
+}
+
 // CommitOffset commits, in the producer's transaction, group's offset of
-// a partition, without adding the group's offsets to the transaction:
-// its coordinator then ends the transaction without a marker on the
-// group's partition of __consumer_offsets, and the group's offsets stay
+// a partition. Until the transaction ends, the group's offsets are
 // unstable (UNSTABLE_OFFSET_COMMIT) for every consumer that asks for
-// stable ones.
+// stable ones. Without AddOffsets first, its coordinator ends the
+// transaction without a marker on the group's partition of
+// __consumer_offsets, and they stay so.
 func (p *Producer) CommitOffset(ctx context.Context, t testing.TB, group, topic string, partition int32, offset int64) {
 	t.Helper()
 	await.NoError(t, 30*time.Second, fmt.Sprintf("a transactional offset commit of %s", group), func() error {
