@@ -31,7 +31,9 @@ type ACL struct {
 // "<group>-" (created, read, written, their committed records of
 // repartition topics deleted); its transactional ids under exactly-once,
 // also "<group>-"; READ on the topics it reads, WRITE on those it writes;
-// CREATE and WRITE on the dead-letter topic. Under exactly-once also what
+// CREATE and WRITE on the dead-letter topic. Under exactly-once also READ
+// on the topics it writes (finding, before it writes, a transaction of its
+// own producer Kafka left open there), and what
 // finding and ending the transactions Kafka left open needs
 // (Config.LeaveHangingTransactions): DESCRIBE on every transactional id,
 // READ on __transaction_state and __consumer_offsets, and, unless
@@ -65,7 +67,11 @@ func ACLs(t *Topology, cfg Config) []ACL {
 	if cfg.DeadLetterTopic != "" {
 		// The instance creates it when missing (Config.DeadLetterTopic),
 		// wherever it is named.
-		acls = append(acls, ACL{Resource: "topic", Name: cfg.DeadLetterTopic, Operations: []string{"CREATE", "WRITE", "DESCRIBE"},
+		ops := []string{"CREATE", "WRITE", "DESCRIBE"}
+		if cfg.Guarantee == ExactlyOnce {
+			ops = append(ops, "READ") // as an output's
+		}
+		acls = append(acls, ACL{Resource: "topic", Name: cfg.DeadLetterTopic, Operations: ops,
 			Why: "the dead-letter topic: created if missing, written"})
 	}
 	if cfg.Guarantee == ExactlyOnce {
@@ -85,11 +91,17 @@ func ACLs(t *Topology, cfg Config) []ACL {
 				Why: "ending a transaction Kafka left open with the marker its coordinator decided (WriteTxnMarkers); LeaveHangingTransactions does without"})
 		}
 	}
+	outOps, outWhy := []string{"WRITE", "DESCRIBE"}, "an output"
+	if cfg.Guarantee == ExactlyOnce {
+		// Before it writes, an instance looks for transactions of its own
+		// producer Kafka left open where it writes (DescribeProducers).
+		outOps, outWhy = []string{"WRITE", "DESCRIBE", "READ"}, "an output (READ: finding, before writing, a transaction of the instance's own producer Kafka left open there)"
+	}
 	for _, ts := range []struct {
 		topics []string
 		ops    []string
 		why    string
-	}{{reads, []string{"READ", "DESCRIBE"}, "an input"}, {writes, []string{"WRITE", "DESCRIBE"}, "an output"}} {
+	}{{reads, []string{"READ", "DESCRIBE"}, "an input"}, {writes, outOps, outWhy}} {
 		slices.Sort(ts.topics)
 		for _, tp := range slices.Compact(ts.topics) {
 			acls = append(acls, ACL{Resource: "topic", Name: tp, Operations: ts.ops, Why: ts.why})

@@ -401,3 +401,42 @@ func TestAppOutOfReach(t *testing.T) {
 	k.produce(in, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("v")})
 	k.table(out, time.Minute, func(m map[string]int64) bool { return m["k"] == 2 })
 }
+
+// A transaction of the instance's own producer that Kafka left open on a
+// partition it writes — its coordinator aborted it, and no marker came
+// there — would be ended by the instance's next transaction on that
+// partition, with that one's COMMIT: the aborted record would be read as
+// committed (the shoe store's broker campaign counted a sale twice so).
+// Before it writes, the instance ends it as its coordinator decided.
+func TestAppEndsItsOwnTransactionLeftOpen(t *testing.T) {
+	t.Parallel()
+	kafkaenv.Real(t)
+	k := newKT(t)
+	in, out, side := k.topic("in"), k.topic("out"), k.topic("side")
+	k.create(1, in, out, side)
+	k.produce(in, keyed(0, 20, 5)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hangingtest.VerificationOff(ctx, t, k.adm)
+	raw, err := hangingtest.Client(k.env.Brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	cfg := engine.Config{AppID: k.prefix, InstanceID: "i1", Guarantee: engine.ExactlyOnce}
+	txnID := engine.NamesOf(cfg).Group() + "-i1"
+	// Aborted; left open on out[0], where the instance will write.
+	hangingtest.LeaveOpen(ctx, t, raw, txnID, hangingtest.Partition{Topic: side}, hangingtest.Partition{Topic: out}, "ghost", false)
+
+	logs := newSyncLog(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	k.start(countByKey(in, out), cfg)
+	// A "ghost" read as committed fails the table's decoding.
+	k.table(out, time.Minute, func(m map[string]int64) bool { return maps.Equal(m, wantCounts(20, 5)) })
+	log := logs.String()
+	for _, s := range []string{`msg="repaired a transaction of this instance's producer Kafka left open, before writing again`, "topic=" + out + " ", "decision=abort"} {
+		if !strings.Contains(log, s) {
+			t.Fatalf("the log has no %s:\n%s", s, log)
+		}
+	}
+}

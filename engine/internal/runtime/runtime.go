@@ -432,12 +432,12 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	// otherwise hold back every read-committed reader of its topics (our
 	// own restores included) until the transaction timeout.
 	done := r.waiting("the transaction coordinator to give " + r.cfg.TransactionalID + " its producer id (InitProducerID)")
-	_, _, err = r.cl.ProducerID(ctx)
+	pid, epoch, err := r.cl.ProducerID(ctx)
 	done()
 	if err != nil {
 		return fmt.Errorf("engine: initialize the transactional producer %s: %w", r.cfg.TransactionalID, err)
 	}
-	return nil
+	return r.endOwnLeftOpen(ctx, pid, epoch)
 }
 
 // leaveTimeout bounds how long leaving the group and closing the group
