@@ -65,19 +65,27 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// The commands against a real broker, on versions registered by hand.
-func TestCommands(t *testing.T) {
-	env := kafkaenv.Real(t)
-	ctx := context.Background()
-	app := fmt.Sprintf("cli%d", time.Now().UnixNano())
-	topic := app + "-in"
+// appOnKafka names an application after prefix, makes its input topic
+// of two partitions and a control topic of its own, and connects to it;
+// the control closes when the test ends.
+func appOnKafka(t *testing.T, env *kafkaenv.Env, prefix string) (app, topic, control string, ctl *versions.Control) {
+	t.Helper()
+	app = fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())
+	topic, control = app+"-in", app+"-control"
 	env.CreateTopics(t, 2, topic)
-	control := app + "-control"
 	ctl, err := versions.New(env.Brokers, versions.Options{Topic: control})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ctl.Close()
+	t.Cleanup(ctl.Close)
+	return app, topic, control, ctl
+}
+
+// The commands against a real broker, on versions registered by hand.
+func TestCommands(t *testing.T) {
+	env := kafkaenv.Real(t)
+	ctx := context.Background()
+	app, topic, control, ctl := appOnKafka(t, env, "cli")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
@@ -277,15 +285,7 @@ func TestLagSaysWhatWaits(t *testing.T) {
 	env := kafkaenv.Real(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	app := fmt.Sprintf("cliwait%d", time.Now().UnixNano())
-	topic := app + "-in"
-	env.CreateTopics(t, 2, topic)
-	control := app + "-control"
-	ctl, err := versions.New(env.Brokers, versions.Options{Topic: control})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
+	app, topic, control, ctl := appOnKafka(t, env, "cliwait")
 	if err := ctl.Register(ctx, app, "v1", []string{topic}); err != nil {
 		t.Fatal(err)
 	}

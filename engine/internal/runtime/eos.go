@@ -200,10 +200,26 @@ func (r *Runtime) RevokeForTest() {
 	r.txnDoomed, r.assignChanged = true, true
 }
 
-// beginTxn opens a transaction if none is open.
-func (r *Runtime) beginTxn() error {
+// beginTxn opens a transaction if none is open. If a connection to a
+// broker closed since the last one began, it first ends the transactions
+// of the producer's own that Kafka left open (own.go): a broker that went
+// away may have taken the markers of the last one with it, and this one
+// would end those with its own.
+func (r *Runtime) beginTxn(ctx context.Context) error {
 	if r.inTxn {
 		return nil
+	}
+	if r.lost.Swap(false) {
+		done := r.waiting("the producer id and epoch of " + r.cfg.TransactionalID)
+		pid, epoch, err := r.cl.ProducerID(ctx)
+		done()
+		if err == nil {
+			err = r.endOwnLeftOpen(ctx, pid, epoch)
+		}
+		if err != nil {
+			r.lost.Store(true)
+			return fmt.Errorf("%w: %w", errOwnLook, err)
+		}
 	}
 	if err := r.sess.Begin(); err != nil {
 		return r.fenced(fmt.Errorf("engine: begin a transaction: %w", err))

@@ -4,12 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oxbow-dev/oxbow/engine/hanging"
 )
+
+// errOwnLook: the look for the producer's own transactions left open,
+// before a transaction, failed or found one it may not end. The loop
+// rides it out as Kafka's trouble: it reconnects, and looks again.
+var errOwnLook = errors.New("engine: before writing again, the look for this instance's transactions left open")
+
+// brokerLost notes that a connection of the group client to a broker
+// closed (kgo.HookBrokerDisconnect): the next transaction looks first.
+type brokerLost struct{ atomic.Bool }
+
+// OnBrokerDisconnect implements kgo.HookBrokerDisconnect.
+func (b *brokerLost) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { b.Store(true) }
 
 // ownLookTimeout bounds the look for the producer's own transactions left
 // open, and their repair.
@@ -17,9 +33,11 @@ const ownLookTimeout = 30 * time.Second
 
 // endOwnLeftOpen ends the transactions of the instance's own producer that
 // Kafka left open on the partitions it writes, before the producer (at
-// epoch, just given it) writes anything: those of an earlier epoch, which
-// its coordinator has ended (it gives a producer a new epoch only then)
-// but whose marker did not reach the partition. Measured on Kafka 4.4: a
+// epoch) writes again: it has none in progress then (one it began has not
+// written yet), so every one its coordinator has ended, and whose marker
+// did not reach a partition, is left open there (the package hanging
+// leaves alone what the coordinator has in progress, markers still on
+// their way included). Measured on Kafka 4.4: a
 // broker that fenced itself after a pause dropped the markers of the
 // partitions it led ("Couldn't find leader endpoint"), while the instance
 // reconnected with a new epoch.
@@ -46,7 +64,16 @@ func (r *Runtime) endOwnLeftOpen(ctx context.Context, pid int64, epoch int16) er
 	if err := addOffsetsPartition(ctx, kadm.NewClient(r.cl), r.cfg.Group, set); err != nil {
 		return fmt.Errorf("engine: looking for transactions of %s left open: %w", r.cfg.TransactionalID, err)
 	}
+	// A topic just created may not be known yet to every broker, a
+	// leader may be moving: those answers are tried again.
 	found, err := hanging.FindOf(ctx, r.cl, set, pid)
+	for try := 1; err != nil && kerr.IsRetriable(err) && ctx.Err() == nil; try++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(try)*100*time.Millisecond, time.Second)):
+			found, err = hanging.FindOf(ctx, r.cl, set, pid)
+		}
+	}
 	if denied := (*hanging.NotAllowedError)(nil); errors.As(err, &denied) {
 		r.log.Warn("some partitions the instance writes cannot be looked at for its transactions Kafka left open (grant what engine.ACLs lists)", "err", err)
 	} else if err != nil {
@@ -55,7 +82,7 @@ func (r *Runtime) endOwnLeftOpen(ctx context.Context, pid int64, epoch int16) er
 	var due, left []hanging.Txn
 	for _, t := range found {
 		switch {
-		case t.ProducerEpoch >= epoch: // not an earlier epoch's
+		case t.ProducerEpoch > epoch: // not this producer's (a newer incarnation's)
 		case t.Decision == hanging.Refuse || !r.cfg.RepairHanging:
 			left = append(left, t)
 		default:

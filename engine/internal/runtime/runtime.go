@@ -115,8 +115,9 @@ type Runtime struct {
 	// instance runs again, though Kafka has yet to take a commit).
 	reassigned bool
 	trouble    atomic.Pointer[error]
-	acks       acks    // of the group client's records (flushProduced)
-	answers    answers // Kafka's answers to the group client (silence.go)
+	acks       acks       // of the group client's records (flushProduced)
+	answers    answers    // Kafka's answers to the group client (silence.go)
+	lost       brokerLost // a connection to a broker closed: look for the producer's own transactions left open (own.go)
 	// leaveAtTeardown: a clean stop of a static member that leaves.
 	leaveAtTeardown bool
 	// clCancel ends the group client's context (closeGroupClient).
@@ -392,7 +393,7 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(1<<20),
 		kgo.OnOffsetsFetched(r.times.onOffsetsFetched),
-		kgo.WithHooks(&r.acks, &r.answers, &r.phase),
+		kgo.WithHooks(&r.acks, &r.answers, &r.phase, &r.lost),
 	)
 	if r.cfg.StaticMember {
 		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
@@ -599,7 +600,7 @@ func (r *Runtime) round(ctx context.Context) error {
 	r.publishQueryable() // before the state says Running
 	r.updateState()
 	if r.cfg.ExactlyOnce {
-		if err := r.beginTxn(); err != nil {
+		if err := r.beginTxn(ctx); err != nil {
 			return err
 		}
 	}

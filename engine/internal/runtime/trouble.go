@@ -71,7 +71,7 @@ func brokerTrouble(err error) bool {
 		return true
 	}
 	for _, e := range []error{
-		context.DeadlineExceeded, errFlushTimeout, kgo.ErrRecordTimeout, kgo.ErrRecordRetries,
+		context.DeadlineExceeded, errFlushTimeout, kgo.ErrRecordTimeout, kgo.ErrRecordRetries, errOwnLook,
 		// The producer's state after the coordinator aborted a transaction
 		// of ours (it outlived TransactionTimeout while Kafka was away) or
 		// lost it.

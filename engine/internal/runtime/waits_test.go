@@ -18,6 +18,7 @@ import (
 // or bounds it.
 var kafkaWaits = map[string]string{
 	"newGroupClient ProducerID":             "waiting",
+	"beginTxn ProducerID":                   "waiting",
 	"flushProduced Flush":                   "waiting",
 	"commitOffsetsLocked CommitOffsetsSync": "waiting",
 	"endTxnLocked End":                      "waiting",
