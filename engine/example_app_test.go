@@ -124,5 +124,5 @@ func ExampleACLs() {
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic __consumer_offsets
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation CLUSTER_ACTION --cluster
 	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation READ --operation DESCRIBE --topic orders
-	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --topic order-counts
+	// kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add --allow-principal User:shop --operation WRITE --operation DESCRIBE --operation READ --topic order-counts
 }
