@@ -438,6 +438,10 @@ func (r *Runtime) newGroupClient(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: initialize the transactional producer %s: %w", r.cfg.TransactionalID, err)
 	}
+	// This look stands for the one the first transaction would make
+	// after the replaced client's connections closed (beginTxn); a
+	// disconnect during it asks for another.
+	r.lost.Store(false)
 	return r.endOwnLeftOpen(ctx, pid, epoch)
 }
 
