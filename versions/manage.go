@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine"
 )
@@ -273,10 +274,15 @@ func (c *Control) stopped(ctx context.Context, group string) error {
 // internalTopics lists a group's internal topics: those named
 // "<group>-…-changelog" or "…-repartition" (or another internal suffix)
 // that no other registered version's longer group name claims.
+//
+// It asks the broker, not the client's metadata cache: kadm's ListTopics
+// answers from a listing up to 5 s old (franz-go's MetadataMinAge), which
+// may predate a changelog the version created a moment before it
+// stopped; what deletes a version's topics must see all of them.
 func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]string, error) {
-	td, err := c.adm.ListTopics(ctx)
+	names, err := c.topicNames(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("versions: listing topics: %w", err)
+		return nil, err
 	}
 	var others []string
 	for _, v := range a.Versions {
@@ -285,7 +291,7 @@ func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]s
 		}
 	}
 	var out []string
-	for _, t := range td.Names() {
+	for _, t := range names {
 		if !strings.HasPrefix(t, group+"-") || !engine.HasInternalSuffix(t) {
 			continue
 		}
@@ -296,6 +302,28 @@ func (c *Control) internalTopics(ctx context.Context, a *App, group string) ([]s
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// topicNames lists the cluster's topics (Kafka's own internal ones
+// excepted) with a metadata request of its own, past the client's cache.
+func (c *Control) topicNames(ctx context.Context) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest() // no topics named: all of them
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, fmt.Errorf("versions: listing topics: %w", err)
+	}
+	var names []string
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return nil, fmt.Errorf("versions: listing topics: %w", err)
+		}
+		if t.Topic == nil || t.IsInternal {
+			continue
+		}
+		names = append(names, *t.Topic)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func (c *Control) deleteTopics(ctx context.Context, topics []string) error {
