@@ -53,7 +53,8 @@ type Config struct {
 	// give one with a TLS configuration that trusts the instances'
 	// certificates, and presents a client certificate if they ask).
 	Client *http.Client
-	// Logger gets the errors behind 5xx answers (default: discarded).
+	// Logger gets the errors behind unexpected 5xx answers, and panics
+	// (default: slog.Default() as New finds it).
 	Logger *slog.Logger
 	// PositionWait bounds how long a read with ?minPosition= waits for the
 	// instance to reflect it (default: 5 seconds; never past the

@@ -97,6 +97,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	}()
 	kcl, err := kgo.NewClient(append(slices.Clone(a.kopts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
+		a.cfg.Logger.Error("httpapi: a change feed failed", "path", r.URL.Path, "err", err)
 		a.problem(w, r, http.StatusInternalServerError, "feed failed", err.Error())
 		return
 	}

@@ -85,7 +85,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Client = &http.Client{Timeout: cfg.RequestTimeout}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	if cfg.PositionWait <= 0 {
 		cfg.PositionWait = 5 * time.Second

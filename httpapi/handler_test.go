@@ -1,13 +1,17 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/httpapi"
 )
 
@@ -105,4 +109,29 @@ func FuzzRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+// failingStores is an instance whose stores cannot be read.
+type failingStores struct{ httpapi.Instance }
+
+func (failingStores) LocalStore(string) (engine.RawStore, error) {
+	return nil, errors.New("the disk went away")
+}
+
+// With no Logger configured, the error behind a 500 reaches slog's
+// default logger, where the process's other logs go.
+func TestServerErrorsLoggedByDefault(t *testing.T) {
+	var logged bytes.Buffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	t.Cleanup(func() { slog.SetDefault(was) })
+	in, reg := shop(t)
+	s := serve(t, failingStores{in}, reg)
+	status, _, body := get(t, s, "/views/stock/keys/red")
+	if status != http.StatusInternalServerError {
+		t.Fatalf("a read from a store that fails: %d %s, want 500", status, body)
+	}
+	if out := logged.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "a read failed") || !strings.Contains(out, "the disk went away") {
+		t.Errorf("logged %q; want the read's error at ERROR", out)
+	}
 }
