@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
@@ -22,8 +24,9 @@ const DefaultTopic = "oxbow-control"
 
 // Options configure a Control.
 type Options struct {
-	// Topic is the control topic (default DefaultTopic). It is created,
-	// compacted and with one partition, when missing.
+	// Topic is the control topic (default DefaultTopic). What writes to
+	// it (Register, Promote…) and a Watcher create it, compacted and with
+	// one partition, when missing; what only reads creates nothing.
 	Topic string
 	// KafkaSecurity is how to reach secured brokers (TLS, SASL);
 	// KafkaOptions are more options for the Kafka client, after it.
@@ -176,11 +179,12 @@ func (c *Control) RegisterApp(ctx context.Context, a *engine.App, t *engine.Topo
 
 // Apps reads the control topic: every application's versions and
 // promotion.
+// It creates nothing: without a control topic there are none.
 func (c *Control) Apps(ctx context.Context) (map[string]*App, error) {
-	if err := c.ensureTopic(ctx); err != nil {
-		return nil, err
-	}
 	apps := map[string]*App{}
+	if ok, err := c.topicExists(ctx); err != nil || !ok {
+		return apps, err
+	}
 	get := func(name string) *App {
 		a := apps[name]
 		if a == nil {
@@ -235,7 +239,49 @@ func (c *Control) App(ctx context.Context, app string) (*App, error) {
 	if a := apps[app]; a != nil {
 		return a, nil
 	}
-	return &App{App: app, Versions: map[string]Version{}}, nil
+	known := slices.Sorted(maps.Keys(apps))
+	if len(known) > 8 {
+		known = append(known[:8], "…")
+	}
+	list := "none"
+	if len(known) > 0 {
+		list = strings.Join(known, ", ")
+	}
+	return nil, &unknownAppError{fmt.Sprintf("versions: no application %q on %s: none of its versions was ever registered (the applications there: %s)", app, c.topic, list)}
+}
+
+// ErrUnknownApp is what errors.Is finds in the error of an operation on an
+// application the control topic has never had a version of (a typo, or
+// another control topic). Such an error is an ErrNotRegistered too.
+var ErrUnknownApp = errors.New("versions: unknown application")
+
+type unknownAppError struct{ msg string }
+
+func (e *unknownAppError) Error() string { return e.msg }
+func (e *unknownAppError) Is(target error) bool {
+	return target == ErrUnknownApp || target == ErrNotRegistered
+}
+
+// topicExists asks the broker whether the control topic exists, past the
+// client's metadata cache, creating nothing.
+func (c *Control) topicExists(ctx context.Context) (bool, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(c.topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return false, fmt.Errorf("versions: looking for %s: %w", c.topic, err)
+	}
+	for _, t := range resp.Topics {
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("versions: looking for %s: %w", c.topic, err)
+		}
+	}
+	return len(resp.Topics) > 0, nil
 }
 
 // readAll reads a one-partition topic from its start to its current end.

@@ -47,7 +47,7 @@ type command struct {
 
 var commands = []command{
 	{"versions", "versions --app APP", "lists an application's registered versions: group state, instances, lag and which is active", cmdVersions},
-	{"lag", "lag --app APP --version V [--watch] [--interval D]", "shows a version's lag on its inputs, with a progress bar; --watch follows it (rate, ETA) until it has caught up", cmdLag},
+	{"lag", "lag --app APP [--version V] [--watch] [--interval D]", "shows a version's lag on its inputs (the active version's unless --version), with a progress bar; --watch follows it (rate, ETA) until it has caught up", cmdLag},
 	{"promote", "promote --app APP --version V [--force] [--max-lag N]", "makes a version the one readers are served; refused (exit 3) if it has not caught up, unless --force", cmdPromote},
 	{"rollback", "rollback --app APP", "makes the previously active version active again", cmdRollback},
 	{"retire", "retire --app APP --version V [--yes] [--dry-run] [--state-dir DIR]...", "deletes a version's consumer group, internal topics, local state and registration, after confirmation", cmdRetire},
@@ -301,18 +301,28 @@ func cmdVersions(fs *flag.FlagSet) func(*env, []string) int {
 
 func cmdLag(fs *flag.FlagSet) func(*env, []string) int {
 	app := fs.String("app", "", "the application")
-	version := fs.String("version", "", "the version")
+	version := fs.String("version", "", "the version (default: the active one)")
 	watch := fs.Bool("watch", false, "follow the lag until the version has caught up (--max-lag)")
 	interval := fs.Duration("interval", 2*time.Second, "how often --watch measures")
 	maxLag := fs.Int64("max-lag", versions.DefaultMaxLag, "the lag at which --watch stops")
 	return func(e *env, args []string) int {
-		if !e.usable("lag", args, flagValue{"app", *app}, flagValue{"version", *version}) {
+		if !e.usable("lag", args, flagValue{"app", *app}) {
 			return exitUsage
 		}
 		if *interval <= 0 {
 			return e.usageErr("--interval must be positive")
 		}
 		return e.withControl(func(c *versions.Control) int {
+			if *version == "" {
+				a, err := c.App(e.ctx, *app)
+				if err != nil {
+					return e.fail(err)
+				}
+				if a.Active == "" {
+					return e.fail(fmt.Errorf("no version of %s is active yet; name one with --version (registered: %s)", *app, strings.Join(a.Names(), ", ")))
+				}
+				*version = a.Active
+			}
 			l, err := c.Lag(e.ctx, *app, *version)
 			if err != nil {
 				return e.fail(err)

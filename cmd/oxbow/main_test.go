@@ -120,6 +120,9 @@ func TestCommands(t *testing.T) {
 	if r := cmd("", "versions"); r.code != 0 || !strings.Contains(r.stdout, "no version is active") {
 		t.Errorf("versions: %+v", r)
 	}
+	if r := cmd("", "lag"); r.code != exitFailed || !strings.Contains(r.stderr, "no version of "+app+" is active yet; name one with --version (registered: v1, v2)") {
+		t.Errorf("lag with no version named, none active: %+v", r)
+	}
 	if r := cmd("", "promote", "--version", "v1"); r.code != exitRefused || !strings.Contains(r.stderr, "has not caught up: 5 records behind") {
 		t.Errorf("promote of a version behind: %+v", r)
 	}
@@ -147,6 +150,9 @@ func TestCommands(t *testing.T) {
 	}
 	if r := cmd("", "promote", "--version", "v1"); r.code != 0 || !strings.Contains(r.stdout, "v1 is active") {
 		t.Errorf("promote: %+v", r)
+	}
+	if r := cmd("", "lag"); r.code != 0 || !strings.Contains(r.stdout, app+" v1 [") {
+		t.Errorf("lag with no version named: %+v, want the active v1's", r)
 	}
 	if r := cmd("", "promote", "--version", "v2", "--force", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"forced": true`) {
 		t.Errorf("promote --force: %+v", r)
@@ -177,6 +183,53 @@ func TestCommands(t *testing.T) {
 	}
 	if l, err := ctl.Lag(ctx, app, "v1"); err != nil || l.Total != 5 {
 		t.Errorf("lag after the reset: %+v %v", l, err)
+	}
+}
+
+// An application the control topic does not have exits 1 naming the ones
+// it has; reading creates nothing, not even the control topic.
+func TestUnknownApplication(t *testing.T) {
+	env := kafkaenv.ForTest(t)
+	ctx := context.Background()
+	app, topic, control, ctl := appOnKafka(t, env, "known")
+	args := func(cmd, app string) []string {
+		return []string{cmd, "--brokers", strings.Join(env.Brokers, ","), "--control-topic", control, "--app", app}
+	}
+	exists := func() bool {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(env.Brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		td, err := kadm.NewClient(cl).ListTopics(ctx, control)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return td[control].Err == nil
+	}
+	for _, cmd := range []string{"versions", "lag"} {
+		if r := oxbow("", args(cmd, app)...); r.code != exitFailed || !strings.Contains(r.stderr, fmt.Sprintf("no application %q on %s", app, control)) || !strings.Contains(r.stderr, "(the applications there: none)") {
+			t.Errorf("%s, no control topic: %+v", cmd, r)
+		}
+	}
+	if exists() {
+		t.Fatalf("reading created the control topic %s", control)
+	}
+	if err := ctl.Register(ctx, app, "v1", []string{topic}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"versions", "lag", "promote", "rollback"} {
+		a := args(cmd, app+"x")
+		if cmd == "promote" {
+			a = append(a, "--version", "v1")
+		}
+		if r := oxbow("", a...); r.code != exitFailed || !strings.Contains(r.stderr, fmt.Sprintf("no application %q", app+"x")) || !strings.Contains(r.stderr, "(the applications there: "+app+")") {
+			t.Errorf("%s of a misspelt application: %+v", cmd, r)
+		}
+	}
+	if r := oxbow("", args("versions", app)...); r.code != exitOK || !strings.Contains(r.stdout, "v1") {
+		t.Errorf("versions of the application: %+v", r)
 	}
 }
 
@@ -211,10 +264,19 @@ func TestDescribe(t *testing.T) {
 // what the command prints.
 func TestSecuredKafka(t *testing.T) {
 	s := kafkaenv.Secure(t)
-	args := []string{"versions", "--app", fmt.Sprintf("secured-%d", time.Now().UnixNano()), "--brokers", s.SASL,
+	app, control := fmt.Sprintf("secured-%d", time.Now().UnixNano()), fmt.Sprintf("secured-%d-control", time.Now().UnixNano())
+	ctl, err := versions.New([]string{s.Plaintext}, versions.Options{Topic: control})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if err := ctl.Register(context.Background(), app, "v1", []string{app + "-in"}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"versions", "--app", app, "--control-topic", control, "--brokers", s.SASL,
 		"--kafka-tls-ca", s.Admin.CAFile, "--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", "admin"}
 	r := oxbow("", append(args, "--kafka-sasl-password-file", s.Admin.PasswordFile)...)
-	if r.code != exitOK {
+	if r.code != exitOK || !strings.Contains(r.stdout, "v1") {
 		t.Fatalf("as admin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	const wrong = "Wr0ng-Pa55word"
