@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // Problem is an error answer (RFC 9457, application/problem+json).
@@ -33,4 +34,33 @@ func (a *api) json(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// root answers GET /: a browser goes to the console (when it is served);
+// any other client gets the API's entry points, which need no credentials
+// to be listed.
+func (a *api) root(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Console && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		w.Header().Set("Location", "/console/")
+		w.WriteHeader(http.StatusFound)
+		return
+	}
+	links := map[string]string{
+		"views":   "/views",
+		"openapi": "/openapi.json",
+		"status":  "/status",
+		"health":  "/healthz",
+		"ready":   "/readyz",
+	}
+	if a.cfg.Topology != nil {
+		links["topology"] = "/topology"
+	}
+	if a.cfg.Metrics != nil {
+		links["metrics"] = "/metrics"
+	}
+	if a.cfg.Console {
+		links["console"] = "/console/"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"links": links})
 }

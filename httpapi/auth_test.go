@@ -37,6 +37,7 @@ var tokens = map[string]httpapi.Identity{
 // classes is the spec: every route the API has and its class ("": open).
 // A route not here fails TestEveryRouteIsClassified.
 var classes = map[string]httpapi.Permission{
+	"GET /":                                      "",
 	"GET /healthz":                               "",
 	"GET /readyz":                                "",
 	"GET /openapi.json":                          httpapi.ReadViews,
@@ -462,7 +463,7 @@ func TestOpenAPISecurity(t *testing.T) {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 			_, has401 := op.Responses["401"]
 			_, has403 := op.Responses["403"]
-			open := path == "/healthz" || path == "/readyz" || strings.HasPrefix(path, "/console")
+			open := path == "/" || path == "/healthz" || path == "/readyz" || strings.HasPrefix(path, "/console")
 			if open != (op.Security != nil && len(*op.Security) == 0) || has401 == open || has403 == open {
 				t.Errorf("%s %s: security %v, 401 %v, 403 %v", method, path, op.Security, has401, has403)
 			}

@@ -70,6 +70,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Versions: both caught up; a reader cannot promote.
 	b.Run(chromedp.Navigate(base + "/console/#/versions"))
 	b.Until("both versions caught up", `document.querySelectorAll("#versions .badge.good").length === 3`, 60*time.Second) // v1 active, v1 and v2 caught up
+	if browser.Eval[bool](b, `!!document.querySelector("button[data-rollback]")`) {
+		t.Error("a rollback offered with no version active before v1")
+	}
 	useToken("tok-reader-91c2")
 	b.Until("the versions again", `!!document.querySelector('button[data-promote="v2"]')`, 30*time.Second)
 	b.Run(chromedp.Click(chromedp.CSS(`button[data-promote="v2"]`)), chromedp.Click(chromedp.ID("confirm")))
@@ -86,7 +89,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if a := active(); a != "v2" {
 		t.Errorf("after the promotion %s is active, want v2", a)
 	}
-	b.Until("v2 shown active", `!!document.querySelector('#versions tr[data-version="v2"] .badge.good') && !!document.querySelector("button[data-rollback]")`, 30*time.Second)
+	b.Until("v2 shown active", `!!document.querySelector('#versions tr[data-version="v2"] .badge.good') && !!document.querySelector('button[data-rollback="v1"]')`, 30*time.Second)
 	b.Run(chromedp.Click(chromedp.CSS("button[data-rollback]")), chromedp.Click(chromedp.ID("confirm")))
 	b.Until("rolled back", `document.getElementById("result").textContent.includes("v1 is active")`, 30*time.Second)
 	if a := active(); a != "v1" {

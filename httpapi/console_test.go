@@ -301,8 +301,9 @@ func TestVersionsPromoteAndRollback(t *testing.T) {
 	t.Cleanup(s.Close)
 
 	type listing struct {
-		Active   string                  `json:"active"`
-		Versions []httpapi.VersionStatus `json:"versions"`
+		Active     string                  `json:"active"`
+		RollbackTo string                  `json:"rollbackTo"`
+		Versions   []httpapi.VersionStatus `json:"versions"`
 	}
 	var l listing
 	await.NoError(t, time.Minute, "both versions caught up", func() error {
@@ -317,8 +318,8 @@ func TestVersionsPromoteAndRollback(t *testing.T) {
 		}
 		return nil
 	})
-	if l.Active != "v1" || !l.Versions[0].Active || l.Versions[1].Active {
-		t.Errorf("listing %+v, want v1 active", l)
+	if l.Active != "v1" || !l.Versions[0].Active || l.Versions[1].Active || l.RollbackTo != "" {
+		t.Errorf("listing %+v, want v1 active and nothing to roll back to", l)
 	}
 	post := func(path, token string) (int, string) {
 		rec := call(h, http.MethodPost, path, token)
@@ -343,6 +344,10 @@ func TestVersionsPromoteAndRollback(t *testing.T) {
 	}
 	if active() != "v2" {
 		t.Errorf("after the promotion %s is active, want v2", active())
+	}
+	l = listing{}
+	if code := coGet(t, s.URL+"/versions", adminToken, &l); code != 200 || l.Active != "v2" || l.RollbackTo != "v1" {
+		t.Errorf("after the promotion: %d %+v, want v2 active, rolling back to v1", code, l)
 	}
 	if code, body := post("/versions/rollback", "tok-operator-c3a9"); code != 200 || !strings.Contains(body, `"active":"v1"`) {
 		t.Errorf("rollback: %d %s", code, body)
@@ -380,5 +385,45 @@ func TestConsoleFiles(t *testing.T) {
 	}
 	if rec := call(h, http.MethodGet, "/console", ""); rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "/console/" {
 		t.Errorf("GET /console: %d to %q, want a redirect to /console/", rec.Code, rec.Header().Get("Location"))
+	}
+}
+
+// GET / leads somewhere: a browser to the console when it is served, any
+// other client to the API's entry points, which all answer.
+func TestRoot(t *testing.T) {
+	in, reg := shop(t)
+	for _, console := range []bool{false, true} {
+		h, err := httpapi.New(httpapi.Config{Instance: in, Views: reg, Console: console})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := httptest.NewServer(h)
+		status, ct, body := get(t, s, "/")
+		var index struct{ Links map[string]string }
+		if err := json.Unmarshal([]byte(body), &index); err != nil || status != 200 || ct != "application/json" || index.Links["views"] != "/views" {
+			t.Errorf("console %v: GET / %d %s %s, want the links", console, status, ct, body)
+		}
+		if _, ok := index.Links["console"]; ok != console {
+			t.Errorf("console %v: the links %v", console, index.Links)
+		}
+		for name, path := range index.Links {
+			if status, _, body := get(t, s, path); status != 200 {
+				t.Errorf("console %v: link %s (%s): %d %s", console, name, path, status, body)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/", nil)
+		req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		onConsole := resp.Request.URL.Path == "/console/" && strings.Contains(string(page), "<html")
+		if onConsole != console {
+			t.Errorf("console %v: a browser's GET / ended at %s (%d)", console, resp.Request.URL.Path, resp.StatusCode)
+		}
+		s.Close()
+		h.Close()
 	}
 }

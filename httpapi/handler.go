@@ -142,6 +142,7 @@ func New(cfg Config) (*Handler, error) {
 		r.Use(a.timeout)
 		r.Get("/healthz", a.healthz)
 		r.Get("/readyz", a.readyz)
+		r.Get("/", a.root)
 		if cfg.Console {
 			r.Get("/console", func(w http.ResponseWriter, r *http.Request) {
 				// No body: the document declares none for the redirect.

@@ -60,6 +60,8 @@ func (a *api) openAPI() map[string]any {
 		return map[string]any{"type": "object", "properties": props}
 	}
 	paths := map[string]any{
+		"/": get("the API's entry points (a browser asking for HTML goes to the console, when it is served)", jsonBody("the links", obj(map[string]any{
+			"links": map[string]any{"type": "object", "additionalProperties": str}}))),
 		"/healthz": get("the process answers (503 once its instance failed)", jsonBody("ok", map[string]any{"type": "object"})),
 		"/readyz":  get("ready while the instance runs", jsonBody("ready", map[string]any{"type": "object"})),
 		"/status": get("the instance's state, tasks, lag and positions", jsonBody("the status", ref("Status")),
@@ -107,7 +109,7 @@ func (a *api) openAPI() map[string]any {
 	}
 	if a.cfg.versioned {
 		paths["/versions"] = get("the versions of the application (this instance's, and with a control topic the others registered), and the active one", jsonBody("the versions", map[string]any{"type": "object",
-			"properties": map[string]any{"active": str, "versions": map[string]any{"type": "array", "items": map[string]any{"type": "object",
+			"properties": map[string]any{"active": str, "rollbackTo": str, "versions": map[string]any{"type": "array", "items": map[string]any{"type": "object",
 				"properties": map[string]any{"version": str, "state": str, "here": map[string]any{"type": "boolean"}, "active": map[string]any{"type": "boolean"}, "lagError": str,
 					"lag": obj(map[string]any{"group": str, "total": num, "progress": map[string]any{"type": "number"}, "caughtUp": map[string]any{"type": "boolean"}, "members": num,
 						"partitions": map[string]any{"type": "array", "items": obj(map[string]any{"topic": str, "partition": num, "committed": map[string]any{"type": "integer"},
@@ -156,7 +158,7 @@ func (a *api) openAPI() map[string]any {
 }
 
 // openPaths are the paths that no authenticator guards.
-var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/console": true, "/console/{file}": true}
+var openPaths = map[string]bool{"/": true, "/healthz": true, "/readyz": true, "/console": true, "/console/{file}": true}
 
 // secureOpenAPI declares the bearer scheme the API takes, and the 401 and
 // 403 answers of every route but the open ones. (Client certificates,
@@ -226,7 +228,10 @@ func (h *Handler) Routes() []string {
 	}
 	var out []string
 	_ = chi.Walk(h.Handler.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		out = append(out, method+" "+strings.TrimSuffix(route, "/"))
+		if route != "/" {
+			route = strings.TrimSuffix(route, "/")
+		}
+		out = append(out, method+" "+route)
 		return nil
 	})
 	slices.Sort(out)

@@ -183,8 +183,11 @@ func (vc versionControl) app() (string, error) {
 func (vc versionControl) list(w http.ResponseWriter, r *http.Request) {
 	active := vc.active()
 	out := struct {
-		Active   string          `json:"active"`
-		Versions []VersionStatus `json:"versions"`
+		Active string `json:"active"`
+		// RollbackTo, with Config.VersionControl, is the version a
+		// rollback makes active; absent when there is none.
+		RollbackTo string          `json:"rollbackTo,omitempty"`
+		Versions   []VersionStatus `json:"versions"`
 	}{Active: active, Versions: []VersionStatus{}}
 	// Every version's lag, the control topic read once.
 	var lags map[string]versions.Lag
@@ -192,8 +195,13 @@ func (vc versionControl) list(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if vc.control != nil {
 		var app string
+		var a *versions.App
 		if app, err = vc.app(); err == nil {
-			lags, lagErrs, err = vc.control.Lags(r.Context(), app)
+			a, err = vc.control.App(r.Context(), app)
+		}
+		if err == nil {
+			lags, lagErrs = vc.control.LagsOf(r.Context(), a)
+			out.RollbackTo, _ = a.RollbackTo()
 		}
 	}
 	all := slices.Clone(vc.names)

@@ -99,6 +99,18 @@ type App struct {
 	Versions map[string]Version `json:"versions"`
 }
 
+// RollbackTo is the version Rollback would make active, or why there is
+// none: no version was active before the active one, or it is retired.
+func (a App) RollbackTo() (string, error) {
+	if a.Previous == "" {
+		return "", fmt.Errorf("versions: %s has no previous version to roll back to", a.App)
+	}
+	if _, ok := a.Versions[a.Previous]; !ok {
+		return "", fmt.Errorf("versions: %s's previous version %s is retired", a.App, a.Previous)
+	}
+	return a.Previous, nil
+}
+
 // Names lists the versions' names, sorted.
 func (a App) Names() []string {
 	out := make([]string, 0, len(a.Versions))

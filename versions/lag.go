@@ -123,15 +123,21 @@ func (c *Control) Lags(ctx context.Context, app string) (map[string]Lag, map[str
 	if err != nil {
 		return nil, nil, err
 	}
+	lags, errs := c.LagsOf(ctx, a)
+	return lags, errs, nil
+}
+
+// LagsOf is Lags of an application already read (App).
+func (c *Control) LagsOf(ctx context.Context, a *App) (map[string]Lag, map[string]error) {
 	lags, errs := map[string]Lag{}, map[string]error{}
 	for name, v := range a.Versions {
-		if l, err := c.groupLag(ctx, app, name, v.Group, v.Inputs); err != nil {
+		if l, err := c.groupLag(ctx, a.App, name, v.Group, v.Inputs); err != nil {
 			errs[name] = err
 		} else {
 			lags[name] = l
 		}
 	}
-	return lags, errs, nil
+	return lags, errs
 }
 
 // ErrNotRegistered is what errors.Is finds in the error of an operation

@@ -99,11 +99,8 @@ func (c *Control) Rollback(ctx context.Context, app string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if a.Previous == "" {
-		return "", fmt.Errorf("versions: %s has no previous version to roll back to", app)
-	}
-	if _, ok := a.Versions[a.Previous]; !ok {
-		return "", fmt.Errorf("versions: %s's previous version %s is retired", app, a.Previous)
+	if _, err := a.RollbackTo(); err != nil {
+		return "", err
 	}
 	return a.Previous, c.write(ctx, activeKey(app), promotion{Active: a.Previous, Previous: a.Active, PromotedAt: time.Now().UTC(), Forced: true})
 }

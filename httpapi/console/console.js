@@ -581,8 +581,8 @@ async function versionsPage(el) {
           if (withLag && !x.active) {
             buttons.push(h("button", { type: "button", "data-promote": x.version, onclick: () => act("Promote " + x.version + "? Every instance's readers switch to it at once.", "Promote", "/versions/" + encodeURIComponent(x.version) + "/promote", "Promoted:") }, "Promote"));
           }
-          if (withLag && x.active) {
-            buttons.push(h("button", { type: "button", class: "danger", "data-rollback": "", onclick: () => act("Roll back to the version active before " + x.version + "?", "Roll back", "/versions/rollback", "Rolled back:") }, "Roll back"));
+          if (withLag && x.active && v.rollbackTo) {
+            buttons.push(h("button", { type: "button", class: "danger", "data-rollback": v.rollbackTo, onclick: () => act("Roll back from " + x.version + " to " + v.rollbackTo + ", the version active before it?", "Roll back", "/versions/rollback", "Rolled back:") }, "Roll back to " + v.rollbackTo));
           }
           return h("tr", { "data-version": x.version },
             h("td", {}, x.version, " ", x.active ? h("span", { class: "badge good" }, "active") : null),
