@@ -154,14 +154,16 @@ func (a *Aggregate[S, C, E]) EncodeState(version int64, state S) ([]byte, error)
 }
 
 // AddTo adds the aggregate's command processor to a topology: it reads the
-// command topic and writes the event and reply topics. Run the application
-// with engine.ExactlyOnce: then a command's events, its state change, its
-// recorded outcome and its reply commit in one transaction with the
-// command's offset, and a crash anywhere neither loses nor repeats a
+// command topic and writes the event and reply topics. The application
+// runs engine.ExactlyOnce unless its Config says otherwise (the topology
+// decides: engine.Builder.DecidesExactlyOnce): then a command's events,
+// its state change, its recorded outcome and its reply commit in one
+// transaction with the command's offset, and a crash anywhere neither loses nor repeats a
 // command's events. (Under at-least-once a crash may write a command's
 // events twice.)
 func (a *Aggregate[S, C, E]) AddTo(b *engine.Builder) {
 	name := a.cfg.Name
+	b.DecidesExactlyOnce("aggregate " + name)
 	state := engine.NewKeyValueStore(a.StateStore(), serde.String, serde.Bytes)
 	outcomes := engine.NewKeyValueStore(name+"-outcomes", serde.String, serde.Bytes)
 	expiry := engine.NewKeyValueStore(name+"-outcomes-expiry", serde.Bytes, serde.Bytes)

@@ -34,8 +34,8 @@
 //     hook), records the outcome, with the events' positions, under the
 //     command's id and writes it to the reply topic.
 //
-// With engine.ExactlyOnce all of that commits in one transaction with the
-// command's offset: after a crash anywhere, the command is decided again
+// With engine.ExactlyOnce (the default for a topology that decides) all of
+// that commits in one transaction with the command's offset: after a crash anywhere, the command is decided again
 // from the state before it, and nothing it wrote is visible twice. The
 // processor asks for a commit as soon as it has decided what was polled
 // (engine's RequestCommit), so a command's round trip is one commit, not a

@@ -43,6 +43,7 @@ type ACL struct {
 // package need what they read and write besides (the README's "Running
 // it securely").
 func ACLs(t *Topology, cfg Config) []ACL {
+	cfg.Guarantee = t.guarantee(cfg.Guarantee)
 	group := NamesOf(cfg).Group()
 	var reads, writes []string
 	for _, sub := range t.t.Subs {

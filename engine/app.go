@@ -33,10 +33,14 @@ import (
 type Guarantee int
 
 const (
+	// DefaultGuarantee, the zero value, is ExactlyOnce for a topology
+	// that decides (an aggregate's commands, a process manager's actions:
+	// Builder.DecidesExactlyOnce) and AtLeastOnce for any other.
+	DefaultGuarantee Guarantee = iota
 	// AtLeastOnce commits input offsets only after every output and
 	// changelog record of the processed inputs is acknowledged; after a
 	// crash, inputs since the last commit are processed again.
-	AtLeastOnce Guarantee = iota
+	AtLeastOnce
 	// ExactlyOnce commits outputs, changelogs and input offsets in one Kafka
 	// transaction, and reads inputs read-committed: after a crash or a
 	// rebalance, every input record has affected outputs and state exactly
@@ -47,6 +51,19 @@ const (
 	// whole transaction, so OnProductionError must be Fail.
 	ExactlyOnce
 )
+
+// String names the guarantee as Kafka Streams' processing.guarantee does.
+func (g Guarantee) String() string {
+	switch g {
+	case DefaultGuarantee:
+		return "default"
+	case AtLeastOnce:
+		return "at_least_once"
+	case ExactlyOnce:
+		return "exactly_once_v2"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
 
 // ErrorPolicy says what happens to a record that fails to decode, to
 // process or to be produced. An error that is not the record's fault, a
@@ -123,7 +140,8 @@ type Config struct {
 	// and they move only if it does not come back by then. A dynamic member
 	// always leaves.
 	LeaveGroupOnClose bool
-	// Guarantee: default AtLeastOnce.
+	// Guarantee: default ExactlyOnce for a topology that decides
+	// (Topology.Decides), AtLeastOnce for any other.
 	Guarantee Guarantee
 	// CommitInterval is how often the instance commits. Default: 30s with
 	// AtLeastOnce, 100ms with ExactlyOnce (Kafka Streams' defaults). It also
@@ -325,8 +343,12 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	if t == nil || t.t == nil {
 		errs = append(errs, errors.New("engine: no topology: build one with Builder.Build"))
 	}
-	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
+	if cfg.Guarantee != DefaultGuarantee && cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, fmt.Errorf("engine: unknown Guarantee %d", cfg.Guarantee))
+	}
+	chosen := cfg.Guarantee
+	if t != nil && t.t != nil {
+		cfg.Guarantee = t.guarantee(cfg.Guarantee)
 	}
 	if cfg.AppID != "" {
 		if err := topo.CheckName(cfg.AppID); err != nil {
@@ -397,6 +419,10 @@ func NewApp(t *Topology, cfg Config) (*App, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if chosen == AtLeastOnce && t != nil && len(t.decides) > 0 {
+		cfg.Logger.Warn("engine: this topology decides and runs at least once, as its Config says: after a crash it may decide again what it decided since its last commit (events written twice); ExactlyOnce, the default for it, would not",
+			"app", cfg.AppID, "decides", strings.Join(t.decides, ", "))
 	}
 	kopts, err := cfg.KafkaSecurity.Opts()
 	if err != nil {
@@ -533,6 +559,10 @@ func (a *App) ID() string { return a.cfg.InstanceID }
 // Group is the consumer group and internal-topic prefix:
 // AppID, or AppID-Version.
 func (a *App) Group() string { return a.group }
+
+// Guarantee is the guarantee the instance runs with: Config.Guarantee,
+// or for DefaultGuarantee the topology's default.
+func (a *App) Guarantee() Guarantee { return a.cfg.Guarantee }
 
 // AppID is the application's id (Config.AppID).
 func (a *App) AppID() string { return a.cfg.AppID }

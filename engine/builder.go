@@ -29,6 +29,7 @@ type Builder struct {
 	// storeInfo says what the stores of windowed aggregations and
 	// versioned tables hold; the others hold keys and values.
 	storeInfo map[string]StoreInfo
+	decides   []string // see DecidesExactlyOnce
 }
 
 // NewBuilder returns an empty builder. Options: [OmitAbsentDeletes].
@@ -45,8 +46,38 @@ func NewBuilder(opts ...Option) *Builder {
 // Topology is a validated, immutable processor graph, ready to be run by the
 // test driver or by an application instance.
 type Topology struct {
-	t      *topo.Topology
-	stores map[string]StoreInfo // see Builder.storeInfo
+	t       *topo.Topology
+	stores  map[string]StoreInfo // see Builder.storeInfo
+	decides []string             // see Builder.DecidesExactlyOnce
+}
+
+// DecidesExactlyOnce marks what is being built as deciding: what, named
+// by what, writes a decision (an aggregate's events for a command, a
+// process manager's next commands) that at least once could write twice
+// after a crash. An application of a topology so marked runs ExactlyOnce
+// unless its Config names a Guarantee, and warns when that is AtLeastOnce.
+func (b *Builder) DecidesExactlyOnce(what string) {
+	b.mustOpen()
+	b.decides = append(b.decides, what)
+}
+
+// Decides lists what the topology decides (Builder.DecidesExactlyOnce),
+// sorted; none for a topology of views.
+func (t *Topology) Decides() []string {
+	return slices.Sorted(slices.Values(t.decides))
+}
+
+// guarantee is the guarantee an application of t runs with when its
+// Config says g.
+func (t *Topology) guarantee(g Guarantee) Guarantee {
+	switch {
+	case g != DefaultGuarantee:
+		return g
+	case len(t.decides) > 0:
+		return ExactlyOnce
+	default:
+		return AtLeastOnce
+	}
 }
 
 func init() {
@@ -72,7 +103,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	fuse(&b.g)
 	markUnreadValues(&b.g)
-	return &Topology{t: t, stores: b.storeInfo}, nil
+	return &Topology{t: t, stores: b.storeInfo, decides: slices.Clone(b.decides)}, nil
 }
 
 // Describe lists the sub-topologies with their sources, processors and sinks,

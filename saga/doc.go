@@ -31,13 +31,14 @@
 // repartition topic, so that one task decides each instance; that task
 // keeps the instances in a store ("<name>-state", with a changelog) and
 // their timeouts in another ("<name>-timeouts"), and writes the commands
-// to the targets' command topics. With engine.ExactlyOnce the commands, the
-// new state and the input's offset commit in one transaction: after a
-// crash each input has caused its commands once. Commands carry ids made
-// from the process manager's name, the instance, its run and a count
-// ("restock/blue/1338e4dd/3"), the same each time the same input is
-// reacted to from the same state; their correlation id is the instance's
-// (its first event's), their causation id the input's place in Kafka.
+// to the targets' command topics. With engine.ExactlyOnce (its default)
+// the commands, the new state and the input's offset commit in one
+// transaction: after a crash each input has caused its commands once.
+// Commands carry ids made from the process manager's name, the
+// instance, its run and a count ("restock/blue/1338e4dd/3"), the same each
+// time the same input is reacted to from the same state; their
+// correlation id is the instance's (its first event's), their causation
+// id the input's place in Kafka.
 //
 // # Testing
 //

@@ -193,10 +193,11 @@ const (
 // AddTo adds the process manager to a topology: it reads its sources'
 // event topics and its targets' reply topics, routes each event and
 // outcome to its instance through a repartition topic ("<name>"), reacts,
-// and writes the commands to the targets' command topics. Run the
-// application with engine.ExactlyOnce: then the commands an input causes,
-// the instance's new state and the input's offset commit in one
-// transaction, and after a crash each input has caused its commands once.
+// and writes the commands to the targets' command topics. The application
+// runs engine.ExactlyOnce unless its Config says otherwise (the topology
+// decides: engine.Builder.DecidesExactlyOnce): then the commands an
+// input causes, the instance's new state and the input's offset commit in
+// one transaction, and after a crash each input has caused its commands once.
 // Under at-least-once, as in Kafka Streams, a crash may leave the restored
 // state ahead of the committed input: an input may then be reacted to
 // twice, from a state that already took it, and its commands sent twice.
@@ -210,6 +211,7 @@ const (
 // commands to may feed it its events and outcomes.
 func (m *Manager[S]) AddTo(b *engine.Builder) {
 	name := m.cfg.Name
+	b.DecidesExactlyOnce("process manager " + name)
 	var in *engine.Stream[string, []byte]
 	merges := 0
 	merge := func(s *engine.Stream[string, []byte]) {

@@ -276,6 +276,10 @@ func TestLoopThroughAggregates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What decides makes the application exactly once by default.
+	if got, want := top.Decides(), []string{"aggregate " + invAgg.Name(), "aggregate " + supAgg.Name(), "process manager restock"}; !slices.Equal(got, want) {
+		t.Errorf("the topology decides %v, want %v", got, want)
+	}
 	d := enginetest.New(t, top)
 	cmd := func(a interface {
 		CommandSerde() serde.Serde[inventory.Command]
