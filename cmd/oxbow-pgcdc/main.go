@@ -43,6 +43,7 @@ import (
 
 	"github.com/oxbow-dev/oxbow/cdc/postgres"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
+	"github.com/oxbow-dev/oxbow/telemetry"
 )
 
 func main() {
@@ -83,6 +84,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		unknown    = fs.Bool("include.unknown.datatypes", false, "write columns of types Debezium cannot convert, as their text's bytes")
 	)
 	security := kafkasec.Flags(fs)
+	logFormat := telemetry.LogFormatFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -95,7 +97,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := telemetry.NewLogger(stderr, *logFormat, level)
+	if err != nil {
+		fmt.Fprintln(stderr, "oxbow-pgcdc:", err)
+		return 2
+	}
 	src, err := postgres.New(postgres.Config{
 		DSN: *dsn, PasswordFile: *pgPassword, KafkaSecurity: sec, Tables: split(*tables), Slot: *slot, Publication: *publication, TopicPrefix: *prefix,
 		Brokers: split(*brokers), Partitions: int32(*partitions), StatusInterval: *status, Logger: log,

@@ -64,6 +64,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
 	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/internal/fixtures/inventory"
+	"github.com/oxbow-dev/oxbow/telemetry"
 	"github.com/oxbow-dev/oxbow/versions"
 )
 
@@ -156,8 +157,14 @@ func main() {
 	outcomeRetention := fs.Duration("outcome-retention", 24*time.Hour, "how long a command's outcome is kept to answer a repeat of its Idempotency-Key")
 	leaveHanging := fs.Bool("leave-hanging-transactions", false, "report the transactions Kafka left open on the store's partitions without ending them (default: end each with the marker its coordinator decided, which needs CLUSTER_ACTION)")
 	registryURL := fs.String("registry", "", "a schema registry's Confluent-compatible API (http://127.0.0.1:8085/apis/ccompat/v7 as scripts/services.sh starts it): the inventory's commands and events travel in Avro with their schemas there (none: in JSON envelopes)")
+	logFormat := telemetry.LogFormatFlag(fs)
 	_ = fs.Parse(os.Args[1:])
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := telemetry.NewLogger(os.Stderr, *logFormat, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "shoestore:", err)
+		os.Exit(2)
+	}
+	slog.SetDefault(log)
 	sec, err := security()
 	if err != nil {
 		log.Error("shoestore: " + err.Error())
@@ -178,7 +185,7 @@ func main() {
 		}
 		return
 	}
-	engineLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	engineLog, _ := telemetry.NewLogger(os.Stderr, *logFormat, slog.LevelWarn) // the format passed above
 	if *verbose {
 		engineLog = log
 	}

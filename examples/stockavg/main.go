@@ -35,6 +35,7 @@ import (
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/httpapi"
+	"github.com/oxbow-dev/oxbow/telemetry"
 )
 
 type config struct {
@@ -67,16 +68,23 @@ func main() {
 	stateDir := fs.String("state-dir", "", "where the state is kept (default: a temporary directory)")
 	token := fs.String("token", os.Getenv("STOCKAVG_TOKEN"), "the bearer token the API requires of every request but /healthz and /readyz (default $STOCKAVG_TOKEN; none: the API is open)")
 	security := kafkasec.Flags(fs)
+	logFormat := telemetry.LogFormatFlag(fs)
 	_ = fs.Parse(os.Args[1:])
 	sec, err := security()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stockavg:", err)
 		os.Exit(2)
 	}
+	log, err := telemetry.NewLogger(os.Stderr, *logFormat, slog.LevelWarn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stockavg:", err)
+		os.Exit(2)
+	}
+	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := config{Addr: *addr, Kafka: sec, Token: *token, Trades: *trades, Generate: *gen, Rate: *rate, StateDir: *stateDir, Every: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: log,
 		Ready: func(url string) {
 			auth := ""
 			if *token != "" {
