@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/hanging"
 	"github.com/oxbow-dev/oxbow/engine/kafkasec"
 	"github.com/oxbow-dev/oxbow/versions"
@@ -649,6 +650,11 @@ func cmdDescribe(fs *flag.FlagSet) func(*env, []string) int {
 		if *token != "" {
 			req.Header.Set("Authorization", "Bearer "+*token)
 		}
+		if e.json {
+			// The graph as data: sub-topologies' nodes with their parents
+			// and children, topics, stores, internal topics.
+			req.Header.Set("Accept", "application/json")
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return e.fail(err)
@@ -662,7 +668,11 @@ func cmdDescribe(fs *flag.FlagSet) func(*env, []string) int {
 			return e.fail(fmt.Errorf("%s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(body))))
 		}
 		if e.json {
-			e.printJSON(map[string]any{"url": *u, "version": resp.Header.Get("Oxbow-Version"), "topology": string(body)})
+			var graph engine.TopologyGraph
+			if err := json.Unmarshal(body, &graph); err != nil {
+				return e.fail(fmt.Errorf("%s: not a topology's graph (an Oxbow API answers one to Accept: application/json): %w", req.URL, err))
+			}
+			e.printJSON(map[string]any{"url": *u, "version": resp.Header.Get("Oxbow-Version"), "topology": graph})
 			return exitOK
 		}
 		_, _ = e.stdout.Write(body)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/oxbow-dev/oxbow/engine"
 	"github.com/oxbow-dev/oxbow/engine/hanging/hangingtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
+	"github.com/oxbow-dev/oxbow/engine/serde"
 	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/versions"
 )
@@ -235,6 +238,12 @@ func TestUnknownApplication(t *testing.T) {
 
 // describe prints an instance's topology.
 func TestDescribe(t *testing.T) {
+	b := engine.NewBuilder()
+	engine.NewStream(b, "orders", serde.String, serde.Int64).GroupByKey().Count(engine.Materialized("counts")).ToStream().To("counts-out")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/topology" {
 			http.NotFound(w, r)
@@ -245,14 +254,27 @@ func TestDescribe(t *testing.T) {
 			return
 		}
 		w.Header().Set("Oxbow-Version", "v2")
-		fmt.Fprintln(w, "Topologies:\n   Sub-topology: 0")
+		if r.Header.Get("Accept") == "application/json" { // as httpapi answers
+			_ = json.NewEncoder(w).Encode(top.Graph())
+			return
+		}
+		fmt.Fprint(w, top.Describe())
 	}))
 	defer srv.Close()
-	if r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret"); r.code != 0 || !strings.Contains(r.stdout, "Sub-topology: 0") {
+	if r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret"); r.code != 0 || r.stdout != top.Describe() {
 		t.Errorf("describe: %+v", r)
 	}
-	if r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"version": "v2"`) {
-		t.Errorf("describe --json: %+v", r)
+	// --json: the graph as data, not the text inside a string.
+	r := oxbow("", "describe", "--url", srv.URL, "--token", "s3cret", "--json")
+	var out struct {
+		Version  string
+		Topology engine.TopologyGraph
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Version != "v2" {
+		t.Fatalf("describe --json: %+v (%v)", r, err)
+	}
+	if want := top.Graph(); !reflect.DeepEqual(out.Topology, want) || len(want.Stores) != 1 || want.Stores[0].Name != "counts" {
+		t.Errorf("describe --json: the topology %+v, want %+v", out.Topology, want)
 	}
 	if r := oxbow("", "describe", "--url", srv.URL); r.code != exitFailed || !strings.Contains(r.stderr, "401") {
 		t.Errorf("describe without the token: %+v", r)
