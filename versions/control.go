@@ -211,6 +211,9 @@ func (c *Control) Apps(ctx context.Context) (map[string]*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	maps.DeleteFunc(apps, func(_ string, a *App) bool {
+		return len(a.Versions) == 0 && a.Active == "" // deleted (Delete)
+	})
 	return apps, nil
 }
 

@@ -142,33 +142,82 @@ func (c *Control) Retire(ctx context.Context, app, version string, o RetireOptio
 		return Plan{}, notRegistered(a, version)
 	}
 	if a.Active == version {
-		return Plan{}, fmt.Errorf("versions: %s is %s's active version; promote another first", version, app)
+		return Plan{}, fmt.Errorf("versions: %s is %s's active version; promote another first (or delete the application: Delete)", version, app)
 	}
-	p := Plan{App: app, Version: version, Group: v.Group}
+	p, err := c.retirePlan(ctx, a, v, o.StateRoots)
+	if err != nil || o.DryRun {
+		return p, err
+	}
+	return p, c.retire(ctx, &p)
+}
+
+// retirePlan is what retiring v would delete, refused while it runs.
+func (c *Control) retirePlan(ctx context.Context, a *App, v Version, roots []string) (Plan, error) {
+	p := Plan{App: a.App, Version: v.Version, Group: v.Group}
 	if err := c.stopped(ctx, v.Group); err != nil {
 		return p, err
 	}
+	var err error
 	if p.Topics, err = c.internalTopics(ctx, a, v.Group); err != nil {
 		return p, err
 	}
-	p.Dirs = stateDirs(v.Group, o.StateRoots)
-	if o.DryRun {
-		return p, nil
-	}
+	p.Dirs = stateDirs(v.Group, roots)
+	return p, nil
+}
+
+// retire carries out a retirement's plan, its registration last.
+func (c *Control) retire(ctx context.Context, p *Plan) error {
 	if err := c.deleteTopics(ctx, p.Topics); err != nil {
-		return p, err
+		return err
 	}
-	if _, err := c.adm.DeleteGroup(ctx, v.Group); err != nil && !isGroupGone(err) {
-		return p, fmt.Errorf("versions: deleting the group %s: %w", v.Group, err)
+	if _, err := c.adm.DeleteGroup(ctx, p.Group); err != nil && !isGroupGone(err) {
+		return fmt.Errorf("versions: deleting the group %s: %w", p.Group, err)
 	}
 	if err := removeDirs(p.Dirs); err != nil {
-		return p, err
+		return err
 	}
-	if err := c.write(ctx, versionKey(app, version), nil); err != nil {
-		return p, err
+	if err := c.write(ctx, versionKey(p.App, p.Version), nil); err != nil {
+		return err
 	}
 	p.Done = true
-	return p, nil
+	return nil
+}
+
+// DeleteOptions tune Delete.
+type DeleteOptions struct {
+	// DryRun says what would be deleted, deleting nothing.
+	DryRun     bool
+	StateRoots []string // as RetireOptions.StateRoots
+}
+
+// Delete removes an application: every registered version as Retire
+// does (its group, internal topics, local state under the state roots and
+// registration), the active one included, then its promotion, so that
+// the control topic no longer has it. None of its versions may be
+// running; a failure part way leaves what is not deleted yet registered,
+// and Delete can be run again.
+func (c *Control) Delete(ctx context.Context, app string, o DeleteOptions) ([]Plan, error) {
+	a, err := c.App(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	var plans []Plan
+	for _, name := range a.Names() { // all checked before anything goes
+		p, err := c.retirePlan(ctx, a, a.Versions[name], o.StateRoots)
+		if err != nil {
+			return plans, err
+		}
+		plans = append(plans, p)
+	}
+	if o.DryRun {
+		return plans, nil
+	}
+	for i := range plans {
+		if err := c.retire(ctx, &plans[i]); err != nil {
+			return plans, err
+		}
+	}
+	return plans, c.write(ctx, activeKey(app), nil)
 }
 
 // ResetOptions tune Reset.

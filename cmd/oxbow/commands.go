@@ -52,6 +52,7 @@ var commands = []command{
 	{"promote", "promote --app APP --version V [--force] [--max-lag N]", "makes a version the one readers are served; refused (exit 3) if it has not caught up, unless --force", cmdPromote},
 	{"rollback", "rollback --app APP", "makes the previously active version active again", cmdRollback},
 	{"retire", "retire --app APP --version V [--yes] [--dry-run] [--state-dir DIR]...", "deletes a version's consumer group, internal topics, local state and registration, after confirmation", cmdRetire},
+	{"delete", "delete --app APP [--yes] [--dry-run] [--state-dir DIR]...", "deletes an application, after confirmation: every version's consumer group, internal topics, local state and registration (the active one's too), and its promotion", cmdDelete},
 	{"reset", "reset --app APP --version V [--to-earliest | --to-datetime T] [--yes] [--dry-run] [--state-dir DIR]...", "makes a stopped version process its inputs again: offsets to the earliest or a time, internal topics deleted, local state wiped", cmdReset},
 	{"transactions", "transactions find-hanging|repair [--topic T]... [--yes] [--dry-run]", "finds the transactions Kafka left open on a partition after their coordinator ended them (find-hanging), and ends them with the marker the coordinator decided (repair; exit 3 if any is refused)", cmdTransactions},
 	{"describe", "describe --url URL", "prints the topology of a running instance (its HTTP API's /topology)", cmdDescribe},
@@ -581,6 +582,55 @@ func cmdRetire(fs *flag.FlagSet) func(*env, []string) int {
 				return e.fail(err)
 			}
 			e.printPlan(p, "deleted")
+			return exitOK
+		})
+	}
+}
+
+func cmdDelete(fs *flag.FlagSet) func(*env, []string) int {
+	app := fs.String("app", "", "the application to delete")
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	dry := fs.Bool("dry-run", false, "say what would be deleted, delete nothing")
+	var dirs stateDirs
+	fs.Var(&dirs, "state-dir", "a directory holding instances' state, by group (repeatable; <tmp>/oxbow is always looked in)")
+	return func(e *env, args []string) int {
+		if !e.usable("delete", args, flagValue{"app", *app}) {
+			return exitUsage
+		}
+		return e.withControl(func(c *versions.Control) int {
+			plans, err := c.Delete(e.ctx, *app, versions.DeleteOptions{DryRun: true, StateRoots: dirs})
+			if err != nil {
+				return e.fail(err)
+			}
+			show := func(plans []versions.Plan) {
+				if e.json {
+					e.printJSON(map[string]any{"app": *app, "versions": plans})
+					return
+				}
+				for _, p := range plans {
+					e.printPlan(p, "deleted")
+				}
+			}
+			if *dry {
+				show(plans)
+				return exitOK
+			}
+			topics, dirsN := 0, 0
+			for _, p := range plans {
+				topics, dirsN = topics+len(p.Topics), dirsN+len(p.Dirs)
+			}
+			if !*yes && !e.confirm(fmt.Sprintf("This deletes the application %s: %d versions, their groups, %d topics and %d state dirs.", *app, len(plans), topics, dirsN), *app) {
+				fmt.Fprintln(e.stderr, "oxbow: not confirmed; nothing deleted")
+				return exitRefused
+			}
+			plans, err = c.Delete(e.ctx, *app, versions.DeleteOptions{StateRoots: dirs})
+			show(plans)
+			if err != nil {
+				return e.fail(err)
+			}
+			if !e.json {
+				fmt.Fprintf(e.stdout, "%s is deleted\n", *app)
+			}
 			return exitOK
 		})
 	}

@@ -58,6 +58,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"reset", "--app", "a", "--version", "v", "--to-datetime", "yesterday"}, exitUsage, "want RFC 3339"},
 		{[]string{"versions", "--app", "a", "--brokers", ""}, exitFailed, "no brokers"},
 		{[]string{"describe"}, exitUsage, "describe needs --url"},
+		{[]string{"delete", "--yes"}, exitUsage, "delete needs --app"},
 		{[]string{"transactions"}, exitUsage, "transactions needs find-hanging or repair"},
 		{[]string{"transactions", "repair", "--topic", "t", "extra"}, exitUsage, "unexpected arguments"},
 	} {
@@ -186,6 +187,19 @@ func TestCommands(t *testing.T) {
 	}
 	if l, err := ctl.Lag(ctx, app, "v1"); err != nil || l.Total != 5 {
 		t.Errorf("lag after the reset: %+v %v", l, err)
+	}
+	// The application goes, its active version too.
+	if r := cmd("", "delete", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, app+" v1 (group "+versions.Group(app, "v1")+"): would be deleted") {
+		t.Errorf("delete --dry-run: %+v", r)
+	}
+	if r := cmd("v1\n", "delete"); r.code != exitRefused || !strings.Contains(r.stderr, "not confirmed") {
+		t.Errorf("delete confirmed with the version's name, not the application's: %+v", r)
+	}
+	if r := cmd(app+"\n", "delete"); r.code != 0 || !strings.Contains(r.stdout, app+" is deleted") {
+		t.Errorf("delete: %+v", r)
+	}
+	if r := cmd("", "versions"); r.code != exitFailed || !strings.Contains(r.stderr, "no application") {
+		t.Errorf("versions of the deleted application: %+v", r)
 	}
 }
 
