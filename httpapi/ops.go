@@ -155,6 +155,24 @@ type Status struct {
 	// Stalled says why the instance cannot make progress: a transaction
 	// Kafka left open on its partitions (engine.App.Stalled).
 	Stalled string `json:"stalled,omitempty"`
+	// Deciders are the applications of this process deciding the
+	// commands the API takes (Config.Deciders), by aggregate.
+	Deciders []DeciderStatus `json:"deciders,omitempty"`
+}
+
+// DeciderStatus is, in Status, an application deciding an aggregate's
+// commands: its state, what stops it, and how far it is behind the
+// commands (with *engine.App; another Decider says its state only).
+type DeciderStatus struct {
+	Aggregate string `json:"aggregate"`
+	Group     string `json:"group,omitempty"`
+	State     string `json:"state"`
+	Stalled   string `json:"stalled,omitempty"`
+	// Tasks are the decider's tasks on this instance; Position and Lag as
+	// in Status, per input partition.
+	Tasks    []string                   `json:"tasks,omitempty"`
+	Position map[string]map[int32]int64 `json:"positions,omitempty"`
+	Lag      map[string]map[int32]int64 `json:"lag,omitempty"`
 }
 
 // InstanceStatus is one member of the group in Status.
@@ -226,7 +244,33 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	if len(a.cfg.Brokers) > 0 && len(st.Position) > 0 {
 		st.Lag = a.lag(r, st.Position)
 	}
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Deciders)) {
+		st.Deciders = append(st.Deciders, a.deciderStatus(r, name, a.cfg.Deciders[name]))
+	}
 	a.json(w, http.StatusOK, st)
+}
+
+// deciderStatus is what /status says of the decider of name's commands.
+func (a *api) deciderStatus(r *http.Request, name string, d Decider) DeciderStatus {
+	ds := DeciderStatus{Aggregate: name, State: d.State().String()}
+	if err := d.Stalled(); err != nil {
+		ds.Stalled = err.Error()
+	}
+	if g, ok := d.(interface{ Group() string }); ok {
+		ds.Group = g.Group()
+	}
+	if t, ok := d.(interface{ Tasks() []string }); ok {
+		ds.Tasks = t.Tasks()
+	}
+	if p, ok := d.(interface {
+		Positions() map[string]map[int32]int64
+	}); ok {
+		ds.Position = p.Positions()
+	}
+	if len(a.cfg.Brokers) > 0 && len(ds.Position) > 0 {
+		ds.Lag = a.lag(r, ds.Position)
+	}
+	return ds
 }
 
 // statusOf answers the status of the group's member id, asked of it.

@@ -300,6 +300,12 @@ func TestDeciderStalled(t *testing.T) {
 	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "the inventory commands' decider") || !strings.Contains(body, "__consumer_offsets[7]") {
 		t.Fatalf("readyz while the decider is stalled: %d %s", status, body)
 	}
+	// /status says it of the decider, beside the views' instance.
+	var st httpapi.Status
+	if status, _, body := get(t, s, "/status"); status != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Deciders) != 1 ||
+		st.Deciders[0].Aggregate != "inventory" || st.Deciders[0].State != "running" || !strings.Contains(st.Deciders[0].Stalled, "__consumer_offsets[7]") {
+		t.Fatalf("/status while the decider is stalled: %d %s", status, body)
+	}
 	d.stalled, d.state = nil, engine.AppDegraded
 	if status, _, body := get(t, s, "/readyz"); status != 503 || !strings.Contains(body, "it is degraded") {
 		t.Fatalf("readyz while the decider is degraded: %d %s", status, body)

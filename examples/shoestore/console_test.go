@@ -115,6 +115,12 @@ func TestConsole(t *testing.T) {
 
 	b.Run(chromedp.Navigate(s.url + "/console/#/instances"))
 	b.Until("every task placed", `document.querySelectorAll("#tasks tr[data-task]").length > 0 && !!document.querySelector('.card[data-instance="`+s.name+`-v1-0"]')`, 30*time.Second)
+	// The inventory's decider on the instance's card: running, caught up.
+	b.Until("the decider shown", `(document.querySelector('tr[data-decider="inventory"]') || {}).textContent?.includes("running")`, 30*time.Second)
+	if got := browser.Eval[string](b, `document.querySelector('tr[data-decider="inventory"] td:nth-child(2)').textContent`); got != deciderApp(s.name) {
+		t.Errorf("the decider's group on the card: %q, want %q", got, deciderApp(s.name))
+	}
+	b.Until("the decider caught up", `document.querySelector('tr[data-decider="inventory"] td:last-child').textContent === "0"`, 30*time.Second)
 	keep(t, b, "instances")
 	// Versions: v1 active; v2, in another instance, caught up, promoted
 	// here; this instance then serves v2's views (asking the other); v2

@@ -19,6 +19,7 @@ import (
 	"github.com/oxbow-dev/oxbow/cdc/postgres/pgtest"
 	"github.com/oxbow-dev/oxbow/engine/kafkaenv"
 	"github.com/oxbow-dev/oxbow/engine/serde/registry"
+	"github.com/oxbow-dev/oxbow/httpapi"
 	"github.com/oxbow-dev/oxbow/httpapi/httpapitest"
 	"github.com/oxbow-dev/oxbow/internal/await"
 	"github.com/oxbow-dev/oxbow/internal/srtest"
@@ -112,6 +113,40 @@ func shoeStoreScenario(t *testing.T, cfg config, adminDSN string, more ...func(*
 		req.Header.Set("Authorization", "Bearer "+cfg.Token)
 	}
 	httpapitest.RequireFamilies(t, httpapitest.MetricsOf(t, req), "http_server_request_duration_seconds", "oxbow_command_duration_seconds", "oxbow_process_latency_seconds", "oxbow_commit_latency_seconds")
+
+	// /status shows the inventory's decider beside the views: running,
+	// its tasks, every command it was sent decided (lag 0).
+	var deciders []httpapi.DeciderStatus
+	await.NoError(t, time.Minute, "the decider caught up in /status", func() error {
+		var st httpapi.Status
+		if err := json.Unmarshal([]byte(s.await("/status", "")), &st); err != nil {
+			return err
+		}
+		deciders = st.Deciders
+		if len(deciders) != 1 || deciders[0].Aggregate != "inventory" || deciders[0].State != "running" || len(deciders[0].Tasks) == 0 || len(deciders[0].Lag) == 0 {
+			return fmt.Errorf("deciders %+v", deciders)
+		}
+		decided := int64(0)
+		for _, ps := range deciders[0].Position {
+			for _, at := range ps {
+				decided += at
+			}
+		}
+		for _, ps := range deciders[0].Lag {
+			for p, lag := range ps {
+				if lag != 0 {
+					return fmt.Errorf("the decider is %d behind on partition %d: %+v", lag, p, deciders[0])
+				}
+			}
+		}
+		if decided < 11 { // the commands above that reached it (not the misspelt one, nor purple's sale); offsets count markers too
+			return fmt.Errorf("the decider's positions add up to %d: %+v", decided, deciders[0])
+		}
+		return nil
+	})
+	if !strings.HasSuffix(deciders[0].Group, deciderApp("")) {
+		t.Errorf("the decider's group %q, want the store's name and %q", deciders[0].Group, deciderApp(""))
+	}
 
 	if cfg.PGDSN == "" {
 		return

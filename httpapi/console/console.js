@@ -429,6 +429,16 @@ async function instancesPage(el) {
         h("div", {}, "Standby tasks: ", h("span", { class: "mono" }, standbys.join(", ") || "none")),
         h("div", {}, "Workers: " + (st.workers || "–") + " · restored " + fmt(st.restoredRecords) + " records"),
         restoring.length ? h("table", {}, h("tr", {}, h("th", {}, "Restoring"), h("th", {}, "Store"), h("th", {}, "Done"), h("th", { class: "num" }, "Rate"), h("th", {}, "Left")), restoring) : null,
+        (st.deciders || []).length ? h("table", { class: "deciders" },
+          h("tr", {}, h("th", {}, "Decides"), h("th", {}, "Group"), h("th", {}, "State"), h("th", {}, "Tasks"), h("th", { class: "num" }, "Behind")),
+          st.deciders.map((d) => {
+            const behind = d.lag ? Object.values(d.lag).flatMap((ps) => Object.values(ps)).reduce((a, b) => a + b, 0) : null;
+            return h("tr", { "data-decider": d.aggregate },
+              h("td", {}, d.aggregate), h("td", { class: "mono" }, d.group || "–"),
+              h("td", {}, h("span", { class: "badge" + (d.state === "running" && !d.stalled ? " good" : " warn"), title: d.stalled || "" }, d.stalled ? "stalled" : d.state)),
+              h("td", { class: "mono" }, (d.tasks || []).join(" ") || "–"),
+              h("td", { class: "num" }, behind === null ? "–" : fmt(behind)));
+          })) : null,
       );
     }));
   };
