@@ -47,6 +47,14 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the graph has no store %s", st.Name)
 		}
 	}
+	// Every name whole, wrapped where it is long, not cut.
+	for _, sub := range g.SubTopologies {
+		for _, n := range sub.Nodes {
+			if got := browser.Eval[string](b, fmt.Sprintf(`document.querySelector('#topology g.node[data-node=%q] text.name').textContent`, n.Name)); got != n.Name {
+				t.Errorf("node %s drawn as %q", n.Name, got)
+			}
+		}
+	}
 	b.Until("the rates", `[...document.querySelectorAll("#topology .rate")].every(r => r.textContent.endsWith("records/s"))`, 30*time.Second)
 	keep(t, b, "topology")
 

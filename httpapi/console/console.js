@@ -179,7 +179,8 @@ function every(ms, fn) {
 // node's rate; stores hang off the processors that use them.
 
 const nodeW = 210;
-const nodeH = 54;
+const lineH = 14; // a wrapped name's line
+let nodeH = 54; // for a one-line name; topologyPage makes room for the longest
 const gapX = 50;
 const gapY = 16;
 
@@ -235,6 +236,35 @@ function layout(sub) {
   return { at, width: layers.length * (nodeW + gapX) - gapX, height: height - gapY, byName };
 }
 
+// wrap breaks a name into lines of at most n characters, after the
+// separators of its words ("-", ".", "_", "/"), a word longer than a line
+// broken where it must be.
+function wrap(text, n) {
+  const lines = [];
+  let line = "";
+  for (const word of text.match(/[^-._/]+[-._/]*|[-._/]+/g) || [""]) {
+    for (let w = word; w.length; ) {
+      if (line.length + w.length <= n) {
+        line += w;
+        w = "";
+      } else if (line.length) {
+        lines.push(line);
+        line = "";
+      } else {
+        lines.push(w.slice(0, n));
+        w = w.slice(n);
+      }
+    }
+  }
+  if (line.length || !lines.length) lines.push(line);
+  return lines;
+}
+
+// nameText is a node's name, wrapped, as SVG text at x, y.
+function nameText(name, x, y) {
+  return s("text", { class: "name", x, y }, wrap(name, 26).map((l, i) => s("tspan", { x, dy: i ? lineH : 0 }, l)));
+}
+
 // clip shortens text to n characters by cutting out its middle, where
 // the names of a group's topics and stores repeat the application's.
 function clip(text, n) {
@@ -245,6 +275,10 @@ function clip(text, n) {
 
 async function topologyPage(el) {
   const g = await graph();
+  // Every node as tall as the longest name needs.
+  const names = g.subTopologies.flatMap((sub) => sub.nodes.map((n) => n.name)).concat((g.stores || []).map((st) => st.name));
+  const extra = lineH * (Math.max(1, ...names.map((n) => wrap(n, 26).length)) - 1);
+  nodeH = 54 + extra;
   let views = [];
   try {
     views = (await api("/views")).views || [];
@@ -295,9 +329,9 @@ async function topologyPage(el) {
         const gEl = s("g", { class: "store", "data-store": it.name, tabindex: 0 },
           s("title", {}, view ? "open the view " + view : "no view reads this store"),
           s("rect", { x, y: yy, width: nodeW, height: nodeH, rx: 12 }),
-          s("text", { class: "name", x: x + 10, y: yy + 18 }, clip(it.name, 26)),
-          s("text", { class: "detail", x: x + 10, y: yy + 34 }, clip(store.kind + (view ? " · view " + view : ""), 30)),
-          s("text", { class: "detail", x: x + 10, y: yy + 48 }, clip(store.changelog ? "⇄ " + store.changelog : store.inMemory ? "in memory" : "no changelog", 30)),
+          nameText(it.name, x + 10, yy + 18),
+          s("text", { class: "detail", x: x + 10, y: yy + extra + 34 }, clip(store.kind + (view ? " · view " + view : ""), 30)),
+          s("text", { class: "detail", x: x + 10, y: yy + extra + 48 }, clip(store.changelog ? "⇄ " + store.changelog : store.inMemory ? "in memory" : "no changelog", 30)),
         );
         gEl.addEventListener("click", () => {
           if (view) location.hash = "#/views?view=" + encodeURIComponent(view);
@@ -307,14 +341,14 @@ async function topologyPage(el) {
       }
       const n = it.node;
       const detail = n.kind === "processor" ? n.op : (n.kind === "source" ? "← " : "→ ") + n.topic;
-      const rate = s("text", { class: "rate", x: x + 10, y: yy + 48 }, "");
+      const rate = s("text", { class: "rate", x: x + 10, y: yy + extra + 48 }, "");
       rates.set(n.name, rate);
       svg.append(
         s("g", { class: "node " + n.kind, "data-node": n.name },
           s("title", {}, n.name + " (" + n.op + (n.topic ? ", " + n.topic : "") + ")"),
           s("rect", { x, y: yy, width: nodeW, height: nodeH, rx: 4 }),
-          s("text", { class: "name", x: x + 10, y: yy + 16 }, clip(n.name, 26)),
-          s("text", { class: "detail", x: x + 10, y: yy + 31 }, clip(detail, 30)),
+          nameText(n.name, x + 10, yy + 16),
+          s("text", { class: "detail", x: x + 10, y: yy + extra + 31 }, clip(detail, 30)),
           rate,
         ),
       );

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -370,5 +371,16 @@ func TestAvroSubjectsAndReferences(t *testing.T) {
 	}
 	if out, err := fresh.Decode(b); err != nil || out != (orderV2T{ID: in.ID, Shoe: in.Shoe, Qty: 1}) {
 		t.Errorf("decoded %+v, %v; want %+v with qty 1", out, err, in)
+	}
+}
+
+// A URL that is not the registry's API (a server's own 404 page) is named
+// as the likely mistake, not passed on as a bare "404 page not found".
+func TestWrongRegistryURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler()) // as Apicurio answers outside /apis/ccompat/v7
+	defer srv.Close()
+	_, err := registry.Avro[shoeV1T](context.Background(), newRegistry(t, srv.URL), "shoes", shoeV1, registry.AutoRegister())
+	if err == nil || !strings.Contains(err.Error(), "is the URL the base of its Confluent-compatible API") || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("a URL outside the registry's API: %v", err)
 	}
 }

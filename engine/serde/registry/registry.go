@@ -196,6 +196,17 @@ func notFound(err error) bool {
 	return false
 }
 
+// outsideAPI says what is likely wrong of a 404 that is not the
+// registry's own (no Confluent error code of 404xx; a server's page): the
+// URL is not the base of the registry's Confluent-compatible API.
+func outsideAPI(err error) error {
+	var re *sr.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound || re.ErrorCode/100 == http.StatusNotFound {
+		return err
+	}
+	return fmt.Errorf("registry: %s %s answers 404 as no schema registry would: is the URL the base of its Confluent-compatible API (Apicurio's: http://host:port/apis/ccompat/v7)? %w", re.Method, re.URL, err)
+}
+
 // maxRegisterRaces bounds how often a registration answered 409 for a
 // schema that is not (yet) there is tried again: Apicurio answers the
 // loser of two creations of a subject 409 before the winner's is visible.
@@ -228,7 +239,7 @@ func (r *Registry) call(ctx context.Context, what string, fn func(ctx context.Co
 			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, ctx.Err())
 		}
 		if !transient(err) {
-			return err
+			return outsideAPI(err)
 		}
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("registry: %s: %w (%w)", what, serde.ErrUnavailable, err)
