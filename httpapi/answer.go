@@ -49,6 +49,7 @@ func (a *api) root(w http.ResponseWriter, r *http.Request) {
 		"views":   "/views",
 		"openapi": "/openapi.json",
 		"status":  "/status",
+		"lag":     "/lag",
 		"health":  "/healthz",
 		"ready":   "/readyz",
 	}

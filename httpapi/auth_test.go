@@ -51,6 +51,7 @@ var classes = map[string]httpapi.Permission{
 	"GET /views/{view}/changes":                  httpapi.ReadFeeds,
 	"POST /aggregates/{aggregate}/{id}/commands": httpapi.SubmitCommands,
 	"GET /status":                                httpapi.Operate,
+	"GET /lag":                                   httpapi.Operate,
 	"GET /deadletters":                           httpapi.Operate,
 	// The console's files hold no data: what it shows, it asks of the
 	// routes above, with the operator's token.

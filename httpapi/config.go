@@ -53,6 +53,10 @@ type Config struct {
 	// give one with a TLS configuration that trusts the instances'
 	// certificates, and presents a client certificate if they ask).
 	Client *http.Client
+	// LagHistory is how long GET /lag (and the console's lag chart) looks
+	// back: the instance measures its lag every 5 s while the handler is
+	// open, with Brokers (default: 15 minutes; negative: not measured).
+	LagHistory time.Duration
 	// Logger gets the errors behind unexpected 5xx answers, and panics
 	// (default: slog.Default() as New finds it).
 	Logger *slog.Logger

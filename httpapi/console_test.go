@@ -427,3 +427,58 @@ func TestRoot(t *testing.T) {
 		h.Close()
 	}
 }
+
+// GET /lag: the instance's lag, measured every 5 s while the handler is
+// open: records produced show as lag, then as positions once processed.
+func TestLagHistory(t *testing.T) {
+	env, topic, top, cl := kvTable(t, "laghistory", 2)
+	a := enginetest.StartApp(t, top, engine.Config{AppID: topic, Brokers: env.Brokers, InstanceID: "i0"})
+	h, err := httpapi.New(httpapi.Config{Instance: a, Views: coViews(t), Topology: top, Brokers: env.Brokers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	s := httptest.NewServer(h)
+	defer s.Close()
+	coProduce(t, cl, 0, 100)
+	var hist httpapi.LagHistory
+	await.NoError(t, time.Minute, "two samples, the last with every record processed", func() error {
+		hist = httpapi.LagHistory{}
+		if status, _, body := get(t, s, "/lag"); status != 200 || json.Unmarshal([]byte(body), &hist) != nil {
+			return fmt.Errorf("%d %s", status, body)
+		}
+		if len(hist.Samples) < 2 {
+			return fmt.Errorf("%d samples", len(hist.Samples))
+		}
+		last := hist.Samples[len(hist.Samples)-1]
+		var pos, lag int64
+		for _, ps := range last.Position {
+			for _, at := range ps {
+				pos += at
+			}
+		}
+		for _, ps := range last.Lag {
+			for _, l := range ps {
+				lag += l
+			}
+		}
+		if pos != 100 || lag != 0 || len(last.Lag[topic]) != 2 {
+			return fmt.Errorf("the last sample: %+v", last)
+		}
+		return nil
+	})
+	if hist.Instance != "i0" || hist.IntervalSeconds != 5 {
+		t.Errorf("history of %q every %vs", hist.Instance, hist.IntervalSeconds)
+	}
+	for i := 1; i < len(hist.Samples); i++ {
+		if d := hist.Samples[i].At.Sub(hist.Samples[i-1].At); d < 4*time.Second {
+			t.Errorf("samples %d and %d %v apart, want 5 s or more (a tick missed)", i-1, i, d)
+		}
+	}
+	if status, _, body := get(t, s, "/lag?instance=nobody"); status != 404 || !strings.Contains(body, "not a member") {
+		t.Errorf("another instance's: %d %s", status, body)
+	}
+	if status, _, body := get(t, s, "/lag?since=1"); status != 400 {
+		t.Errorf("a bad parameter: %d %s", status, body)
+	}
+}

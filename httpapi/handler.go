@@ -41,6 +41,7 @@ func (h *Handler) Close() {
 	}
 	h.a.closeOnce.Do(func() {
 		close(h.a.done)
+		h.a.sampling.Wait()
 		h.a.admMu.Lock()
 		if h.a.adm != nil {
 			h.a.adm.Close()
@@ -108,6 +109,7 @@ func New(cfg Config) (*Handler, error) {
 	if err := a.instruments(); err != nil {
 		return nil, err
 	}
+
 	r := chi.NewRouter()
 	if cfg.CORS != nil {
 		c, err := cfg.CORS.handler()
@@ -158,6 +160,7 @@ func New(cfg Config) (*Handler, error) {
 		r.Group(func(r chi.Router) {
 			r.Use(a.timeout)
 			g.route(r, Operate, http.MethodGet, "/status", a.status)
+			g.route(r, Operate, http.MethodGet, "/lag", a.lagHistory)
 			g.route(r, Operate, http.MethodGet, "/deadletters", a.deadLetters)
 			g.route(r, ReadViews, http.MethodGet, "/topology", a.topology)
 			g.route(r, ReadViews, http.MethodGet, "/openapi.json", a.openAPIHandler)
@@ -173,6 +176,14 @@ func New(cfg Config) (*Handler, error) {
 		})
 		g.route(r, ReadFeeds, http.MethodGet, "/views/{view}/changes", a.changes) // long-lived: no request timeout
 	})
+	if cfg.LagHistory == 0 {
+		cfg.LagHistory = 15 * time.Minute
+	}
+	if cfg.Instance != nil && len(cfg.Brokers) > 0 && cfg.LagHistory > 0 {
+		a.history = &lagHistory{window: cfg.LagHistory}
+		a.sampling.Add(1)
+		go a.sampleLag()
+	}
 	return &Handler{Handler: r, a: a}, nil
 }
 
@@ -187,4 +198,9 @@ type api struct {
 
 	// requestDuration and commandDuration are nil without a MeterProvider.
 	requestDuration, commandDuration metric.Float64Histogram
+
+	// history is the instance's lag of the last Config.LagHistory, which
+	// sampleLag measures (nil without Brokers); Close waits for it.
+	history  *lagHistory
+	sampling sync.WaitGroup
 }

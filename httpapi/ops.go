@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -202,11 +203,8 @@ type placer interface {
 // member's, asked of it.
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	in := a.cfg.Instance
-	for k := range r.URL.Query() {
-		if k != "instance" {
-			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of /status (instance is)", k))
-			return
-		}
+	if !a.onlyInstanceParam(w, r, "/status") {
+		return
 	}
 	if id := r.URL.Query().Get("instance"); id != "" && id != in.ID() {
 		a.statusOf(w, r, id)
@@ -242,7 +240,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(a.cfg.Brokers) > 0 && len(st.Position) > 0 {
-		st.Lag = a.lag(r, st.Position)
+		st.Lag = a.lag(r.Context(), st.Position)
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.cfg.Deciders)) {
 		st.Deciders = append(st.Deciders, a.deciderStatus(r, name, a.cfg.Deciders[name]))
@@ -268,12 +266,25 @@ func (a *api) deciderStatus(r *http.Request, name string, d Decider) DeciderStat
 		ds.Position = p.Positions()
 	}
 	if len(a.cfg.Brokers) > 0 && len(ds.Position) > 0 {
-		ds.Lag = a.lag(r, ds.Position)
+		ds.Lag = a.lag(r.Context(), ds.Position)
 	}
 	return ds
 }
 
-// statusOf answers the status of the group's member id, asked of it.
+// onlyInstanceParam refuses a request to route with a parameter other
+// than ?instance=, saying so.
+func (a *api) onlyInstanceParam(w http.ResponseWriter, r *http.Request, route string) bool {
+	for k := range r.URL.Query() {
+		if k != "instance" {
+			a.problem(w, r, http.StatusBadRequest, "bad parameter", fmt.Sprintf("%q is not a parameter of %s (instance is)", k, route))
+			return false
+		}
+	}
+	return true
+}
+
+// statusOf answers the status of the group's member id, asked of it
+// (another route asked of it likewise: the request is forwarded as is).
 func (a *api) statusOf(w http.ResponseWriter, r *http.Request, id string) {
 	pl, ok := a.cfg.Instance.(placer)
 	if ok {
@@ -294,7 +305,7 @@ func (a *api) statusOf(w http.ResponseWriter, r *http.Request, id string) {
 
 // lag is how far behind each partition's end the positions are (nil if
 // the broker does not answer).
-func (a *api) lag(r *http.Request, pos map[string]map[int32]int64) map[string]map[int32]int64 {
+func (a *api) lag(ctx context.Context, pos map[string]map[int32]int64) map[string]map[int32]int64 {
 	adm, err := a.admin()
 	if err != nil {
 		return nil
@@ -303,7 +314,7 @@ func (a *api) lag(r *http.Request, pos map[string]map[int32]int64) map[string]ma
 	for t := range pos {
 		topics = append(topics, t)
 	}
-	ends, err := adm.ListEndOffsets(r.Context(), topics...)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return nil
 	}

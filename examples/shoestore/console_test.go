@@ -103,6 +103,10 @@ func TestConsole(t *testing.T) {
 	keep(t, b, "topology-busy")
 	stop()
 	wg.Wait()
+	// The lag page opened again starts with what the instances measured
+	// themselves before it (GET /lag), not empty.
+	b.Run(chromedp.Navigate(s.url + "/console/#/lag"))
+	b.Until("the instances' own past drawn", `Number((document.getElementById("lag-chart") || {dataset: {}}).dataset.pastPoints) >= 2`, 30*time.Second)
 
 	// An event that is no JSON (a faulty producer's): put aside, shown
 	// with why.

@@ -4,7 +4,7 @@
 // token when one is given; nothing here holds data of its own.
 
 const pollMs = 2000;
-const historyMs = 5 * 60 * 1000;
+const historyMs = 5 * 60 * 1000; // what a tab keeps of its own polls; GET /lag gives the instances' 15 minutes
 
 // ---------------------------------------------------------------------------
 // DOM helpers. Text always goes in as text nodes, never as HTML.
@@ -500,6 +500,42 @@ function polyline(points, w, hgt, maxV, cls) {
   return s("polyline", { class: cls, points: pts });
 }
 
+// pastTotals sums the members' own lag histories (GET /lag) by their
+// sampling interval, before the time before: [{t, lag, rate}], oldest first.
+async function pastTotals(members, before) {
+  const buckets = new Map(); // interval index -> Map(instance -> sample)
+  let every = 5000;
+  await Promise.all(members.map(async (m) => {
+    let hist;
+    try {
+      hist = await api("/lag?instance=" + encodeURIComponent(m.member.id));
+    } catch {
+      return; // an instance without the route or out of reach: its past is not drawn
+    }
+    every = (hist.intervalSeconds || 5) * 1000;
+    for (const x of hist.samples || []) {
+      const t = Date.parse(x.t);
+      if (t >= before) continue;
+      const i = Math.floor(t / every);
+      if (!buckets.has(i)) buckets.set(i, new Map());
+      buckets.get(i).set(m.member.id, x);
+    }
+  }));
+  const sum = (m) => Object.values(m || {}).flatMap((ps) => Object.values(ps)).reduce((a, b) => a + b, 0);
+  const out = [];
+  let prev = null;
+  for (const i of [...buckets.keys()].sort((a, b) => a - b)) {
+    const samples = [...buckets.get(i).values()];
+    const lag = samples.reduce((a, x) => a + sum(x.lag), 0);
+    const pos = samples.reduce((a, x) => a + sum(x.positions), 0);
+    const t = i * every;
+    const rate = prev && prev.n === samples.length ? Math.max(pos - prev.pos, 0) / ((t - prev.t) / 1000) : 0;
+    out.push({ t, lag, rate });
+    prev = { t, pos, n: samples.length };
+  }
+  return out;
+}
+
 async function lagPage(el) {
   const err = h("div");
   const chart = s("svg", { class: "chart", width: 640, height: 160, role: "img", "aria-label": "lag over the last minutes", id: "lag-chart" });
@@ -542,18 +578,23 @@ async function lagPage(el) {
     prevPos = { pos, t: now };
     totals.push({ t: now, lag: total, rate });
     while (totals.length && totals[0].t < now - historyMs) totals.shift();
-    const maxLag = Math.max(1, ...totals.map((x) => x.lag));
-    const maxRate = Math.max(1, ...totals.map((x) => x.rate));
+    // Before this tab's first poll: what each instance measured itself
+    // (GET /lag, every 5 s over its LagHistory), summed by interval.
+    const past = await pastTotals(members, totals[0].t);
+    const series = past.concat(totals);
+    const maxLag = Math.max(1, ...series.map((x) => x.lag));
+    const maxRate = Math.max(1, ...series.map((x) => x.rate));
     const w = 600, hgt = 130;
     chart.replaceChildren(
       s("line", { class: "axis", x1: 20, y1: hgt + 5, x2: w + 20, y2: hgt + 5 }),
       s("g", { transform: "translate(20,5)" },
-        polyline(totals.map((x) => ({ t: x.t, v: x.lag })), w, hgt, maxLag, "lag"),
-        polyline(totals.map((x) => ({ t: x.t, v: x.rate })), w, hgt, maxRate, "rate")),
+        polyline(series.map((x) => ({ t: x.t, v: x.lag })), w, hgt, maxLag, "lag"),
+        polyline(series.map((x) => ({ t: x.t, v: x.rate })), w, hgt, maxRate, "rate")),
       s("text", { x: 22, y: 14 }, "lag (max " + fmt(maxLag) + ")  ·  records/s read (max " + fmt(maxRate) + ")"),
-      s("text", { x: 22, y: hgt + 20 }, "the last " + duration(Math.min(historyMs, now - totals[0].t) / 1000)),
+      s("text", { x: 22, y: hgt + 20 }, "the last " + duration((now - series[0].t) / 1000)),
     );
-    chart.setAttribute("data-points", totals.length);
+    chart.setAttribute("data-points", series.length);
+    chart.setAttribute("data-past-points", past.length);
     chart.setAttribute("data-total-lag", total);
     chart.setAttribute("data-rate", Math.round(rate));
     replace(legend, "Now: " + fmt(total) + " records behind, " + fmt(rate) + " records/s read. Red: records behind; blue: records read a second.");
