@@ -199,7 +199,7 @@ func main() {
 		} else {
 			fmt.Println("The API is open to whoever reaches it: give -token (or $SHOESTORE_TOKEN) to require a bearer token.")
 		}
-		fmt.Printf("The shoe store (views %s) serves %s (its console: %s/console/ in a browser)\n  curl %s%s/views\n  curl %s-H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", *version, url, url, auth, url, auth, url)
+		fmt.Printf("The shoe store (views %s) serves %s\n  its console, in a browser: %s/console/\n  curl %s%s/views\n  curl %s-H 'Content-Type: application/json' %s/aggregates/inventory/red/commands -d '{\"type\":\"ReceiveShipment\",\"data\":{\"quantity\":1,\"unitCost\":3000}}'\n(Ctrl-C stops it; examples/shoestore/README.md walks through the classic scenario.)\n", *version, url, url, auth, url, auth, url)
 	}}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {

@@ -93,7 +93,7 @@ func main() {
 			} else {
 				fmt.Println("The API is open to whoever reaches it: give -token (or $STOCKAVG_TOKEN) to require a bearer token.")
 			}
-			fmt.Printf("stockavg serves %s (its console: %s/console/ in a browser)\n  curl %s%s/views/top-movers/entries\n  curl %s%s/views/moving-average/keys/NVDA/windows\n", url, url, auth, url, auth, url)
+			fmt.Printf("stockavg serves %s\n  its console, in a browser: %s/console/\n  curl %s%s/views/top-movers/entries\n  curl %s%s/views/moving-average/keys/NVDA/windows\n", url, url, auth, url, auth, url)
 		}}
 	if !*quiet {
 		cfg.Table = os.Stdout
