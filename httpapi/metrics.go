@@ -17,15 +17,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
+
+// MetricsOption tunes PrometheusMetrics.
+type MetricsOption func(*metricsOptions)
+
+type metricsOptions struct{ service, version string }
+
+// Service names the service and its version in the metrics' resource
+// (service.name and service.version, which Prometheus sees on
+// target_info). $OTEL_SERVICE_NAME and $OTEL_RESOURCE_ATTRIBUTES say
+// otherwise, as OpenTelemetry's SDKs do.
+func Service(name, version string) MetricsOption {
+	return func(o *metricsOptions) { o.service, o.version = name, version }
+}
 
 // PrometheusMetrics returns a MeterProvider for engine.Config.MeterProvider
 // (the engine's instruments, and any of the application's) and a handler
 // that serves what it records in Prometheus' text format, for
 // Config.Metrics, with the Go runtime's (go_*: heap, goroutines, GC) and
-// the process's (process_*: CPU, resident memory, open files). Shut the
-// provider down when the instance stops.
-func PrometheusMetrics() (*sdkmetric.MeterProvider, http.Handler, error) {
+// the process's (process_*: CPU, resident memory, open files). The
+// resource (target_info) is the SDK's default, with the Service given,
+// and the environment's. Shut the provider down when the instance stops.
+func PrometheusMetrics(opts ...MetricsOption) (*sdkmetric.MeterProvider, http.Handler, error) {
+	var o metricsOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, err := metricsResource(o)
+	if err != nil {
+		return nil, nil, err
+	}
 	reg := prometheus.NewRegistry()
 	if err := errors.Join(reg.Register(collectors.NewGoCollector()), reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
 		return nil, nil, fmt.Errorf("httpapi: the runtime's collectors: %w", err)
@@ -34,7 +58,31 @@ func PrometheusMetrics() (*sdkmetric.MeterProvider, http.Handler, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("httpapi: a Prometheus exporter: %w", err)
 	}
-	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
+
+// metricsResource is the SDK's default resource, then o's service, then
+// what the environment says, each over the one before.
+func metricsResource(o metricsOptions) (*resource.Resource, error) {
+	var attrs []attribute.KeyValue
+	if o.service != "" {
+		attrs = append(attrs, semconv.ServiceName(o.service))
+	}
+	if o.version != "" {
+		attrs = append(attrs, semconv.ServiceVersion(o.version))
+	}
+	env, err := resource.New(context.Background(), resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: the resource from $OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attrs...))
+	if err == nil {
+		res, err = resource.Merge(res, env)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: the metrics' resource: %w", err)
+	}
+	return res, nil
 }
 
 // durationBuckets are the bucket bounds, in seconds, OpenTelemetry's

@@ -46,6 +46,38 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 }
 
+// The service and its version are the metrics' resource, on target_info;
+// $OTEL_SERVICE_NAME says otherwise, as OpenTelemetry's SDKs do.
+func TestMetricsService(t *testing.T) {
+	for _, c := range []struct{ env, want string }{{"", "shop"}, {"shop-eu", "shop-eu"}} {
+		t.Setenv("OTEL_SERVICE_NAME", c.env)
+		t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
+		mp, metrics, err := httpapi.PrometheusMetrics(httpapi.Service("shop", "v2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := mp.Meter("test").Int64Counter("oxbow.test.requests")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2.Add(context.Background(), 1)
+		rec := httptest.NewRecorder()
+		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		var info string
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(line, "target_info{") {
+				info = line
+			}
+		}
+		for _, l := range []string{`service_name="` + c.want + `"`, `service_version="v2"`, `deployment_environment_name="test"`, `telemetry_sdk_language="go"`} {
+			if !strings.Contains(info, l) {
+				t.Errorf("OTEL_SERVICE_NAME %q: target_info %q has no %s", c.env, info, l)
+			}
+		}
+		_ = mp.Shutdown(context.Background())
+	}
+}
+
 // accepting is a Submitter that accepts every command but "bad".
 type accepting struct{}
 

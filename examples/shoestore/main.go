@@ -345,7 +345,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	url := "http://" + ln.Addr().String()
 	// The engine's and the API's metrics, served at /metrics.
-	meters, metrics, err := httpapi.PrometheusMetrics()
+	meters, metrics, err := httpapi.PrometheusMetrics(httpapi.Service(cfg.Name, cfg.Version))
 	if err != nil {
 		return err
 	}

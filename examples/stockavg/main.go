@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	// The engine's and the API's metrics, served at /metrics.
-	meters, metrics, err := httpapi.PrometheusMetrics()
+	meters, metrics, err := httpapi.PrometheusMetrics(httpapi.Service("stockavg", ""))
 	if err != nil {
 		return err
 	}
