@@ -220,8 +220,14 @@ func TestTelemetryMetrics(t *testing.T) {
 	if got := telInt64s(ms, "oxbow.records.processed"); !maps.Equal(got, wantProcessed) {
 		t.Errorf("oxbow.records.processed: got %v, want %v", got, wantProcessed)
 	}
-	if got, want := telInt64s(ms, "oxbow.records.dropped"), map[string]int64{"reason=decode": 1}; !maps.Equal(got, want) {
+	// Every counter is there from the start, at zero until it counts.
+	if got, want := telInt64s(ms, "oxbow.records.dropped"), map[string]int64{"reason=decode": 1, "reason=process": 0, "reason=produce": 0}; !maps.Equal(got, want) {
 		t.Errorf("oxbow.records.dropped: got %v, want %v", got, want)
+	}
+	for _, name := range []string{"oxbow.panics", "oxbow.kafka.reconnects", "oxbow.restore.records"} {
+		if got, want := telInt64s(ms, name), map[string]int64{"": 0}; !maps.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", name, got, want)
+		}
 	}
 	if n, least := telHistogram(ms, "oxbow.process.latency"); n != uint64(len(recs1)+len(recs2)) || least < 0 {
 		t.Errorf("oxbow.process.latency: %d observations (smallest %v), want %d", n, least, len(recs1)+len(recs2))

@@ -365,7 +365,7 @@ func TestAppLateRecords(t *testing.T) {
 		&kgo.Record{Key: []byte("a"), Value: []byte("x"), Timestamp: base.Add(90 * time.Second)},
 		&kgo.Record{Key: []byte("a"), Value: []byte("late"), Timestamp: base.Add(40 * time.Second)},
 	)
-	want := map[string]int64{"reason=per-minute: record for a closed window": 1}
+	want := map[string]int64{"reason=per-minute: record for a closed window": 1, "reason=decode": 0, "reason=process": 0, "reason=produce": 0}
 	telWait(t, k, 60*time.Second, "the late record in oxbow.records.dropped", func() (bool, string) {
 		got := telInt64s(m.collect(), "oxbow.records.dropped")
 		return maps.Equal(got, want), fmt.Sprint(got)

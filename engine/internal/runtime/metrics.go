@@ -93,6 +93,17 @@ func newMetrics(m metric.Meter, group string) (*metrics, error) {
 		metric.WithDescription("Transactions Kafka left open on the instance's partitions after their coordinator ended them, found while the instance made no progress and not repaired (each also logged at ERROR with its remedy)."))
 	x.reconnects, errs[10] = m.Int64Counter("oxbow.kafka.reconnects", metric.WithDescription("Rounds Kafka failed (a broker away, a transaction its coordinator aborted) after which the instance closed its tasks and reconnected."))
 	errs[6] = errors.Join(e6, e7, e8, e9, e11, e12)
+	if x.enabled && errors.Join(errs[:]...) == nil {
+		// Every counter from the start, at zero: a query for a rate or an
+		// alert on an increase finds a series before the first event.
+		ctx := context.Background()
+		x.panics.Add(ctx, 0)
+		x.reconnects.Add(ctx, 0)
+		x.restoredRecords.Add(ctx, 0)
+		for _, reason := range []string{"decode", "process", "produce"} {
+			x.droppedRecords.Add(ctx, 0, metric.WithAttributes(attribute.String("reason", reason)))
+		}
+	}
 	groupAttr := attribute.String("group", group)
 	memtables := metric.WithAttributes(groupAttr, attribute.String("part", "memtables"))
 	blockCache := metric.WithAttributes(groupAttr, attribute.String("part", "block_cache"))
