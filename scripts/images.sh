@@ -147,7 +147,9 @@ engine_start() {
 	fi
 	local deadline=$((SECONDS + ENGINE_TIMEOUT)) started=$SECONDS
 	until engine_answers; do
-		if [ -s "$ENGINE_PID" ] && ! engine_pid >/dev/null; then
+		# Gone, not merely not dockerd yet: the shell that wrote its PID
+		# execs dockerd a moment later, and is "bash" until it has.
+		if [ -s "$ENGINE_PID" ] && ! kill -0 "$(cat "$ENGINE_PID" 2>/dev/null)" 2>/dev/null; then
 			tail -n 30 "$ENGINE_LOG" >&2 || true
 			die "engine: dockerd exited during startup (see ${ENGINE_LOG})"
 		fi
