@@ -4,6 +4,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -19,7 +20,7 @@ const LogFormatEnv = "OXBOW_LOG_FORMAT"
 // LogFormatFlag defines -log-format on fs, defaulting to $OXBOW_LOG_FORMAT
 // or "text". Give its value to NewLogger.
 func LogFormatFlag(fs *flag.FlagSet) *string {
-	return fs.String("log-format", firstOf(os.Getenv(LogFormatEnv), "text"),
+	return fs.String("log-format", cmp.Or(os.Getenv(LogFormatEnv), "text"),
 		"the logs' format: text or json (default $"+LogFormatEnv+", or text)")
 }
 
@@ -29,21 +30,11 @@ func LogFormatFlag(fs *flag.FlagSet) *string {
 // text). Another format is refused, naming the ones there are.
 func NewLogger(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(firstOf(format, os.Getenv(LogFormatEnv), "text")) {
+	switch strings.ToLower(cmp.Or(format, os.Getenv(LogFormatEnv), "text")) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("telemetry: log format %q: want text or json", format)
-}
-
-// firstOf is the first non-empty of ss.
-func firstOf(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

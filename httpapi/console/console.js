@@ -4,7 +4,7 @@
 // token when one is given; nothing here holds data of its own.
 
 const pollMs = 2000;
-const historyMs = 5 * 60 * 1000; // what a tab keeps of its own polls; GET /lag gives the instances' 15 minutes
+const historyMs = 15 * 60 * 1000; // the lag chart's span, as the instances keep it (GET /lag)
 
 // ---------------------------------------------------------------------------
 // DOM helpers. Text always goes in as text nodes, never as HTML.
@@ -544,6 +544,7 @@ async function lagPage(el) {
   replace(el, h("h2", {}, "Lag"), err, chart, legend, table);
   const history = new Map(); // "topic/partition" -> [{t, lag, pos}]
   const totals = []; // {t, lag, rate}
+  let past = null; // the instances' own, before the first poll
   let prevPos = null;
   return every(pollMs, async () => {
     let members;
@@ -579,9 +580,10 @@ async function lagPage(el) {
     totals.push({ t: now, lag: total, rate });
     while (totals.length && totals[0].t < now - historyMs) totals.shift();
     // Before this tab's first poll: what each instance measured itself
-    // (GET /lag, every 5 s over its LagHistory), summed by interval.
-    const past = await pastTotals(members, totals[0].t);
-    const series = past.concat(totals);
+    // (GET /lag, every 5 s over its LagHistory), summed by interval;
+    // fetched once, the tab's own polls carry on from it.
+    if (past === null) past = await pastTotals(members, totals[0].t);
+    const series = past.filter((x) => x.t >= now - historyMs).concat(totals);
     const maxLag = Math.max(1, ...series.map((x) => x.lag));
     const maxRate = Math.max(1, ...series.map((x) => x.rate));
     const w = 600, hgt = 130;
